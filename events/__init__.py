@@ -1,0 +1,72 @@
+"""The contract: cluster events, decisions, quantities, durations and model configurations.
+
+Pure values and codecs; no I/O and no scheduling logic. Everything public is re-exported here.
+"""
+
+from events._cluster import (
+    AppFinished as AppFinished,
+    AppSubmitted as AppSubmitted,
+    ClusterEvent as ClusterEvent,
+    ConfigApplied as ConfigApplied,
+    Event as Event,
+    NodeRemoved as NodeRemoved,
+    NodeUpserted as NodeUpserted,
+    PriorityClassDeleted as PriorityClassDeleted,
+    PriorityClassUpserted as PriorityClassUpserted,
+    TaskBound as TaskBound,
+    TaskReleased as TaskReleased,
+    TaskSubmitted as TaskSubmitted,
+    Tick as Tick,
+)
+from events._codec import (
+    CLUSTER_EVENT_TYPES as CLUSTER_EVENT_TYPES,
+    DECISION_TYPES as DECISION_TYPES,
+    DecodeError as DecodeError,
+    LogEvent as LogEvent,
+    decode_cluster_event as decode_cluster_event,
+    decode_decision as decode_decision,
+    decode_log_event as decode_log_event,
+    encode as encode,
+    json_schema as json_schema,
+    to_builtins as to_builtins,
+)
+from events._decisions import (
+    Admitted as Admitted,
+    Allocated as Allocated,
+    Blocked as Blocked,
+    Decision as Decision,
+    DecisionEvent as DecisionEvent,
+    Evicted as Evicted,
+    Preempted as Preempted,
+    Unreserved as Unreserved,
+    Victim as Victim,
+)
+from events._duration import (
+    DurationError as DurationError,
+    format_duration as format_duration,
+    parse_duration as parse_duration,
+)
+from events._quantity import (
+    MILLI_RESOURCES as MILLI_RESOURCES,
+    QuantityError as QuantityError,
+    Resources as Resources,
+    format_human as format_human,
+    parse_quantity as parse_quantity,
+)
+from events._scenario import (
+    Expectations as Expectations,
+    PriorityClassSpec as PriorityClassSpec,
+    Scenario as Scenario,
+    ShimSettings as ShimSettings,
+)
+from events._yunikorn import (
+    DEFAULT_PREEMPTION_DELAY_MS as DEFAULT_PREEMPTION_DELAY_MS,
+    ConfigError as ConfigError,
+    ParsedConfig as ParsedConfig,
+    PartitionConfig as PartitionConfig,
+    PreemptionSettings as PreemptionSettings,
+    QueueConfig as QueueConfig,
+    QueueProps as QueueProps,
+    default_partition_config as default_partition_config,
+    parse_yunikorn_config as parse_yunikorn_config,
+)

@@ -1,0 +1,178 @@
+"""Cluster events: what shims publish on `preemptd.cluster.<partition>.<kind>`.
+
+Each event is a frozen msgspec Struct with an explicit, stable `type` tag. New fields get
+defaults and a field's type never changes (see the README's section on the contract).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from events._quantity import Resources
+
+__all__ = [
+    "AppFinished",
+    "AppSubmitted",
+    "ClusterEvent",
+    "ConfigApplied",
+    "Event",
+    "EventId",
+    "Name",
+    "NodeRemoved",
+    "NodeUpserted",
+    "PartitionName",
+    "PreemptionPolicy",
+    "PriorityClassDeleted",
+    "PriorityClassUpserted",
+    "ReleaseReason",
+    "TaskBound",
+    "TaskReleased",
+    "TaskSubmitted",
+    "Tick",
+]
+
+EventId = Annotated[str, msgspec.Meta(min_length=1, max_length=256, description="unique per event: the idempotency key")]
+Name = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+PartitionName = Annotated[
+    str,
+    msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{1,64}$", description="a NATS subject token: letters, digits, _ and -"),
+]
+Timestamp = Annotated[int, msgspec.Meta(ge=0, description="milliseconds since the epoch")]
+PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
+ReleaseReason = Literal["completed", "preempted", "failed", "deleted"]
+Model = Literal["yunikorn", "kueue", "volcano"]
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag_field="type"):
+    """Fields every event carries."""
+
+    id: EventId
+    ts: Timestamp
+    partition: PartitionName = "default"
+
+
+class ConfigApplied(Event, tag="config.applied", kw_only=True):
+    """The whole queue configuration of a partition, in the chosen model's own shape.
+
+    For `yunikorn` the config is YuniKorn's `queues.yaml`: either the full document with a
+    `partitions` list (the entry named like the event's partition is used) or one partition's body.
+    """
+
+    model: Model = "yunikorn"
+    config: dict[str, Any]
+
+
+class PriorityClassUpserted(Event, tag="priorityclass.upserted", kw_only=True):
+    """A Kubernetes PriorityClass, with YuniKorn's allow-preemption annotation."""
+
+    name: Name
+    value: int
+    preemption_policy: PreemptionPolicy = "PreemptLowerPriority"
+    allow_preemption: bool = True
+
+
+class PriorityClassDeleted(Event, tag="priorityclass.deleted", kw_only=True):
+    """A PriorityClass is gone; tasks keep the values they were given."""
+
+    name: Name
+
+
+class NodeUpserted(Event, tag="node.upserted", kw_only=True):
+    """A node and what it can hold. Upserting an existing node changes its capacity or labels."""
+
+    node: Name
+    capacity: Resources
+    labels: dict[str, str] = {}
+    schedulable: bool = True
+
+
+class NodeRemoved(Event, tag="node.removed", kw_only=True):
+    """A node left the cluster; the tasks on it are released."""
+
+    node: Name
+
+
+class AppSubmitted(Event, tag="app.submitted", kw_only=True):
+    """An application (job, workload) in a leaf queue."""
+
+    app: Name
+    queue: Name
+    priority: int | None = None
+    priority_class: Name | None = None
+    min_available: Annotated[int, msgspec.Meta(ge=0)] = 0
+
+
+class AppFinished(Event, tag="app.finished", kw_only=True):
+    """An application is done; its remaining tasks are released."""
+
+    app: Name
+
+
+class TaskSubmitted(Event, tag="task.submitted", kw_only=True):
+    """A pending ask (pod).
+
+    `queue` may be given instead of an `app.submitted`: the application is then created in that
+    queue. Priority comes from `priority`, else `priority_class`, else the application's.
+    """
+
+    task: Name
+    app: Name
+    resources: Resources
+    queue: Name | None = None
+    priority: int | None = None
+    priority_class: Name | None = None
+    allow_preemption: bool | None = None
+    preemption_policy: PreemptionPolicy | None = None
+    originator: bool = False
+    required_node: Name | None = None
+    task_priority: int = 0
+    preemptable: bool | None = None
+
+
+class TaskBound(Event, tag="task.bound", kw_only=True):
+    """A task runs on `node`. For a task preemptd has not seen, the `task.submitted` fields
+    (at least `app` and `resources`) describe it."""
+
+    task: Name
+    node: Name
+    app: Name | None = None
+    resources: Resources | None = None
+    queue: Name | None = None
+    priority: int | None = None
+    priority_class: Name | None = None
+    allow_preemption: bool | None = None
+    preemption_policy: PreemptionPolicy | None = None
+    originator: bool = False
+    required_node: Name | None = None
+    task_priority: int = 0
+    preemptable: bool | None = None
+
+
+class TaskReleased(Event, tag="task.released", kw_only=True):
+    """A task no longer holds resources."""
+
+    task: Name
+    reason: ReleaseReason = "completed"
+
+
+class Tick(Event, tag="clock.ticked", kw_only=True):
+    """The daemon's clock, recorded in the log: a scheduling cycle ran at `ts`.
+
+    Written by the daemon only; a shim that publishes one gets a dead letter.
+    """
+
+
+ClusterEvent = (
+    ConfigApplied
+    | PriorityClassUpserted
+    | PriorityClassDeleted
+    | NodeUpserted
+    | NodeRemoved
+    | AppSubmitted
+    | AppFinished
+    | TaskSubmitted
+    | TaskBound
+    | TaskReleased
+)

@@ -1,0 +1,148 @@
+"""Encoding and decoding of events, with errors a shim author can act on, and the JSON Schema.
+
+Decoders are built once at import. A decode error names the event type and the field at fault:
+`task.submitted: Expected `str`, got `int` - at `$.app``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from events._cluster import ClusterEvent, Tick
+from events._decisions import DecisionEvent
+from events._quantity import QuantityError, Resources
+
+__all__ = [
+    "CLUSTER_EVENT_TYPES",
+    "DECISION_TYPES",
+    "DecodeError",
+    "LogEvent",
+    "decode_cluster_event",
+    "decode_decision",
+    "decode_log_event",
+    "encode",
+    "json_schema",
+    "to_builtins",
+]
+
+LogEvent = ClusterEvent | Tick | DecisionEvent
+
+
+class DecodeError(ValueError):
+    """Input that is not a valid event. `event_type` is the `type` field when it could be read."""
+
+    def __init__(self, reason: str, event_type: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.event_type = event_type
+
+
+def _tags(union: Any) -> tuple[str, ...]:
+    return tuple(member.__struct_config__.tag for member in union.__args__)
+
+
+CLUSTER_EVENT_TYPES = _tags(ClusterEvent)
+DECISION_TYPES = _tags(DecisionEvent)
+
+
+def _dec_hook(type_: type, obj: Any) -> Any:
+    if type_ is Resources:
+        try:
+            return Resources.parse(obj)
+        except QuantityError as exc:
+            raise ValueError(str(exc)) from None
+    raise NotImplementedError(f"no decoder for {type_!r}")
+
+
+def _enc_hook(obj: Any) -> Any:
+    if isinstance(obj, Resources):
+        return obj.to_wire()
+    raise NotImplementedError(f"cannot encode {type(obj).__name__}")
+
+
+_cluster_decoder = msgspec.json.Decoder(ClusterEvent, dec_hook=_dec_hook)
+_log_decoder = msgspec.json.Decoder(LogEvent, dec_hook=_dec_hook)
+_decision_decoder = msgspec.json.Decoder(DecisionEvent, dec_hook=_dec_hook)
+_encoder = msgspec.json.Encoder(enc_hook=_enc_hook)
+
+
+def encode(value: Any) -> bytes:
+    """JSON bytes for an event, decision or any structure holding them."""
+    return _encoder.encode(value)
+
+
+def to_builtins(value: Any) -> Any:
+    """Plain dicts and lists for an event, as it appears on the wire."""
+    return msgspec.to_builtins(value, enc_hook=_enc_hook)
+
+
+def _explain(exc: msgspec.DecodeError, raw: bytes, expected: tuple[str, ...]) -> DecodeError:
+    try:
+        document = msgspec.json.decode(raw)
+    except msgspec.DecodeError as malformed:
+        return DecodeError(f"malformed JSON: {malformed}")
+    if not isinstance(document, dict):
+        return DecodeError(f"expected a JSON object with a `type` field, got a JSON {type(document).__name__}")
+    event_type = document.get("type")
+    if event_type is None:
+        return DecodeError(f"missing field `type`; expected one of: {', '.join(expected)}")
+    if not isinstance(event_type, str) or event_type not in expected:
+        if event_type == Tick.__struct_config__.tag or event_type in DECISION_TYPES:
+            return DecodeError(f"{event_type!r} is written by the daemon; shims may not publish it", str(event_type))
+        return DecodeError(
+            f"unknown event type {event_type!r}; expected one of: {', '.join(expected)}",
+            event_type if isinstance(event_type, str) else None,
+        )
+    return DecodeError(f"{event_type}: {exc}", event_type)
+
+
+def decode_cluster_event(raw: bytes) -> ClusterEvent:
+    """Decode what a shim published; raise `DecodeError` with an actionable reason."""
+    try:
+        return _cluster_decoder.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise _explain(exc, raw, CLUSTER_EVENT_TYPES) from None
+
+
+def decode_log_event(raw: bytes) -> LogEvent:
+    """Decode any record of the log: a cluster event, a tick or a decision."""
+    try:
+        return _log_decoder.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise _explain(exc, raw, (*CLUSTER_EVENT_TYPES, Tick.__struct_config__.tag, *DECISION_TYPES)) from None
+
+
+def decode_decision(raw: bytes) -> DecisionEvent:
+    try:
+        return _decision_decoder.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise _explain(exc, raw, DECISION_TYPES) from None
+
+
+_QUANTITY_SCHEMA = {
+    "description": "Kubernetes quantity: 4, 1.5, \"500m\", \"2Gi\", \"1e3\"",
+    "anyOf": [
+        {"type": "number", "minimum": 0},
+        {"type": "string", "pattern": r"^\+?(\d+\.?\d*|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?\d+|[numkMGTPE])?$"},
+    ],
+}
+
+
+def _schema_hook(type_: type) -> dict[str, Any]:
+    if type_ is Resources:
+        return {
+            "type": "object",
+            "description": "resource name (cpu, memory, nvidia.com/gpu, vcore, ...) to quantity",
+            "additionalProperties": _QUANTITY_SCHEMA,
+        }
+    raise NotImplementedError
+
+
+def json_schema(kind: str = "cluster") -> dict[str, Any]:
+    """The JSON Schema of cluster events (`cluster`) or decisions (`decisions`)."""
+    union = {"cluster": ClusterEvent, "decisions": DecisionEvent}[kind]
+    schema = msgspec.json.schema(union, schema_hook=_schema_hook)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    return schema

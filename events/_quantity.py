@@ -1,0 +1,148 @@
+"""Kubernetes quantities as exact integers, and the `Resources` value that carries them.
+
+On the wire a quantity is Kubernetes notation (`"500m"`, `"2Gi"`, `"1.5"`, `4`). Inside preemptd
+it is an exact integer in the resource's canonical unit: millicores for `cpu` and `vcore`,
+plain units (bytes, counts) for everything else. Encoding writes the shortest notation that
+decodes back to the same integer, so an encoded event always re-decodes to an equal event.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from decimal import Decimal, InvalidOperation
+
+__all__ = ["MILLI_RESOURCES", "QuantityError", "Resources", "format_human", "parse_quantity"]
+
+#: Resources counted in thousandths: a quantity of 1 is stored as 1000.
+MILLI_RESOURCES = frozenset({"cpu", "vcore"})
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "": Decimal(1),
+    "k": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "E": Decimal("1e18"),
+}
+_NOTATION = re.compile(
+    r"^(?P<number>[+-]?(?:\d+\.?\d*|\.\d+))"
+    r"(?:(?P<binary>Ki|Mi|Gi|Ti|Pi|Ei)|[eE](?P<exponent>[+-]?\d+)|(?P<decimal>[numkMGTPE]?))$"
+)
+
+
+class QuantityError(ValueError):
+    """A quantity that is not valid Kubernetes notation, negative, or finer than its unit."""
+
+
+def _unit(resource: str) -> int:
+    return 1000 if resource in MILLI_RESOURCES else 1
+
+
+def _as_decimal(text: str) -> Decimal:
+    match = _NOTATION.match(text.strip())
+    if match is None:
+        raise QuantityError(
+            f"{text!r} is not a quantity (examples: 4, \"1.5\", \"500m\", \"2Gi\", \"1e3\")"
+        )
+    number = Decimal(match["number"])
+    if match["binary"]:
+        return number * _BINARY[match["binary"]]
+    if match["exponent"] is not None:
+        return number.scaleb(int(match["exponent"]))
+    return number * _DECIMAL[match["decimal"] or ""]
+
+
+def parse_quantity(resource: str, value: object) -> int:
+    """Return `value` for `resource` as an exact non-negative integer in canonical units."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise QuantityError(f"{resource}: expected a number or a quantity string, got {value!r}")
+    try:
+        amount = _as_decimal(str(value)) * _unit(resource)
+    except InvalidOperation as exc:  # pragma: no cover - the pattern admits only numbers
+        raise QuantityError(f"{resource}: {value!r} is not a quantity") from exc
+    if amount < 0:
+        raise QuantityError(f"{resource}: {value!r} is negative; quantities must be >= 0")
+    if amount != amount.to_integral_value():
+        finest = "1m" if resource in MILLI_RESOURCES else "1"
+        raise QuantityError(f"{resource}: {value!r} is finer than the smallest unit ({finest})")
+    return int(amount)
+
+
+def format_wire(resource: str, amount: int) -> int | str:
+    """The shortest notation that `parse_quantity(resource, ...)` maps back to `amount`."""
+    unit = _unit(resource)
+    if amount % unit == 0:
+        return amount // unit
+    return f"{amount}m"
+
+
+def format_human(resource: str, amount: int) -> str:
+    """A compact display form: `1.5` cores, `2Gi` of memory, `3` pods."""
+    unit = _unit(resource)
+    if unit != 1:
+        return str(Decimal(amount) / unit).rstrip("0").rstrip(".") if amount % unit else str(amount // unit)
+    for suffix, factor in reversed(_BINARY.items()):
+        if amount >= factor and amount % factor == 0:
+            return f"{amount // factor}{suffix}"
+    return str(amount)
+
+
+class Resources(Mapping[str, int]):
+    """An immutable map of resource name to canonical integer amount.
+
+    `amounts` is the plain dict underneath, for arithmetic on hot paths. Names are kept in
+    sorted order so that equal resources encode to equal bytes.
+    """
+
+    __slots__ = ("amounts",)
+    amounts: dict[str, int]
+
+    def __init__(self, amounts: Mapping[str, int] | None = None) -> None:
+        object.__setattr__(self, "amounts", dict(sorted((amounts or {}).items())))
+
+    @classmethod
+    def parse(cls, raw: object) -> Resources:
+        """Resources from wire notation: `{"cpu": "500m", "memory": "2Gi"}`."""
+        if not isinstance(raw, dict):
+            raise QuantityError(f"expected an object of resource name to quantity, got {raw!r}")
+        parsed = {}
+        for name, value in raw.items():
+            if not isinstance(name, str) or not name:
+                raise QuantityError(f"resource names must be non-empty strings, got {name!r}")
+            parsed[name] = parse_quantity(name, value)
+        return cls(parsed)
+
+    def to_wire(self) -> dict[str, int | str]:
+        return {name: format_wire(name, amount) for name, amount in self.amounts.items()}
+
+    def __getitem__(self, name: str) -> int:
+        return self.amounts[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.amounts)
+
+    def __len__(self) -> int:
+        return len(self.amounts)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Resources):
+            return self.amounts == other.amounts
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.amounts.items()))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("Resources is immutable")
+
+    def __repr__(self) -> str:
+        return f"Resources({self.amounts!r})"
+
+    def __str__(self) -> str:
+        return ", ".join(f"{n} {format_human(n, a)}" for n, a in self.amounts.items()) or "nothing"

@@ -1,0 +1,284 @@
+"""YuniKorn's `queues.yaml`, the configuration shape of the `yunikorn` model.
+
+`parse_yunikorn_config` turns the document of a `config.applied` event into a typed queue tree.
+Fields preemptd does not use (ACLs, placement rules, limits, ...) are accepted and listed once as
+ignored; values YuniKorn would replace by a default (an invalid `preemption.delay`) are replaced
+the same way, with a warning. A structurally invalid tree raises `ConfigError` with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any, Literal
+
+import msgspec
+
+from events._duration import DurationError, parse_duration
+from events._quantity import QuantityError, Resources, format_human
+
+__all__ = [
+    "DEFAULT_PREEMPTION_DELAY_MS",
+    "ConfigError",
+    "ParsedConfig",
+    "PartitionConfig",
+    "PreemptionSettings",
+    "QueueConfig",
+    "QueueProps",
+    "default_partition_config",
+    "parse_yunikorn_config",
+]
+
+DEFAULT_PREEMPTION_DELAY_MS = 30_000
+_QUEUE_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_QUEUE_KEYS = {"name", "parent", "resources", "properties", "queues"}
+_PARTITION_KEYS = {"name", "queues", "preemption"}
+_PREEMPTION_KEYS = {"enabled", "max_victims_per_cycle", "max_share_per_cycle"}
+_PROPERTY_KEYS = {"preemption.policy", "preemption.delay", "priority.offset", "priority.policy"}
+_INT32 = (-(2**31), 2**31 - 1)
+
+
+class ConfigError(ValueError):
+    """A configuration preemptd refuses; the previous configuration stays in force."""
+
+
+class QueueProps(msgspec.Struct, frozen=True, kw_only=True):
+    """The queue properties YuniKorn's preemption reads, after defaults and inheritance."""
+
+    preemption_policy: Literal["default", "fence", "disabled"] = "default"
+    preemption_delay: int = DEFAULT_PREEMPTION_DELAY_MS
+    priority_offset: int = 0
+    priority_policy: Literal["default", "fence"] = "default"
+
+
+class QueueConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """One queue of the tree; `path` is the dotted name from the root (`root.a.b`)."""
+
+    name: str
+    path: str
+    guaranteed: Resources = Resources()
+    max: Resources | None = None
+    props: QueueProps = QueueProps()
+    children: tuple[QueueConfig, ...] = ()
+    is_parent: bool = False
+
+    @property
+    def leaf(self) -> bool:
+        return not self.children and not self.is_parent
+
+    def walk(self) -> Iterable[QueueConfig]:
+        """This queue and its descendants, parents before children, in configuration order."""
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+
+class PreemptionSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """Partition-level switches: YuniKorn's `enabled`, and preemptd's pace control."""
+
+    enabled: bool = True
+    max_victims_per_cycle: int = 100
+    max_share_per_cycle: float = 0.1
+
+
+class PartitionConfig(msgspec.Struct, frozen=True, kw_only=True):
+    root: QueueConfig
+    preemption: PreemptionSettings = PreemptionSettings()
+
+
+class ParsedConfig(msgspec.Struct, frozen=True, kw_only=True):
+    config: PartitionConfig
+    warnings: tuple[str, ...] = ()
+
+
+def default_partition_config() -> PartitionConfig:
+    """What a partition runs with before any `config.applied`: `root` with one leaf, `default`."""
+    return PartitionConfig(root=QueueConfig(name="root", path="root", children=(QueueConfig(name="default", path="root.default"),)))
+
+
+def parse_yunikorn_config(raw: dict[str, Any], partition: str) -> ParsedConfig:
+    """Parse a `queues.yaml` document (or one partition's body) for `partition`."""
+    warnings: list[str] = []
+    body = _select_partition(raw, partition, warnings)
+    _note_ignored(body, _PARTITION_KEYS, f"partition {partition}", warnings)
+    preemption = _parse_preemption(body.get("preemption"), warnings)
+    root = _parse_root(body.get("queues"), warnings)
+    _validate_tree(root)
+    return ParsedConfig(config=PartitionConfig(root=root, preemption=preemption), warnings=tuple(warnings))
+
+
+def _select_partition(raw: dict[str, Any], partition: str, warnings: list[str]) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise ConfigError("the configuration must be an object (YuniKorn queues.yaml)")
+    if "partitions" not in raw:
+        return raw
+    _note_ignored(raw, {"partitions"}, "the document", warnings)
+    partitions = raw["partitions"]
+    if not isinstance(partitions, list):
+        raise ConfigError("`partitions` must be a list")
+    names = [p.get("name", "default") if isinstance(p, dict) else None for p in partitions]
+    if names.count(partition) > 1:
+        raise ConfigError(f"partition {partition!r} is defined {names.count(partition)} times")
+    for body, name in zip(partitions, names):
+        if name == partition:
+            return body
+    raise ConfigError(f"the configuration has no partition named {partition!r} (it has: {', '.join(map(str, names)) or 'none'})")
+
+
+def _note_ignored(obj: dict[str, Any], known: set[str], where: str, warnings: list[str]) -> None:
+    extra = sorted(str(key) for key in obj if key not in known)
+    if extra:
+        warnings.append(f"ignored (not used by preemptd): {where}: {', '.join(extra)}")
+
+
+def _parse_preemption(raw: Any, warnings: list[str]) -> PreemptionSettings:
+    if raw is None:
+        return PreemptionSettings()
+    if not isinstance(raw, dict):
+        raise ConfigError("partition `preemption` must be an object such as {enabled: true}")
+    _note_ignored(raw, _PREEMPTION_KEYS, "partition preemption", warnings)
+    try:
+        return msgspec.convert({k: v for k, v in raw.items() if k in _PREEMPTION_KEYS}, PreemptionSettings, strict=False)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"partition preemption: {exc}") from None
+
+
+def _parse_root(queues: Any, warnings: list[str]) -> QueueConfig:
+    if queues is None:
+        return default_partition_config().root
+    if not isinstance(queues, list):
+        raise ConfigError("`queues` must be a list of queues")
+    if len(queues) == 1 and isinstance(queues[0], dict) and str(queues[0].get("name", "")).lower() == "root":
+        return _parse_queue(queues[0], None, QueueProps(), warnings)
+    return _parse_queue({"name": "root", "queues": queues}, None, QueueProps(), warnings)
+
+
+def _parse_queue(raw: Any, parent_path: str | None, inherited: QueueProps, warnings: list[str]) -> QueueConfig:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"a queue under {parent_path} must be an object with a `name`, got {raw!r}")
+    name = str(raw.get("name", ""))
+    if not _QUEUE_NAME.match(name):
+        raise ConfigError(f"queue name {name!r} under {parent_path or 'the partition'} must be 1-64 of a-z, A-Z, 0-9, _ or -")
+    path = name if parent_path is None else f"{parent_path}.{name}"
+    _note_ignored(raw, _QUEUE_KEYS, f"queue {path}", warnings)
+    guaranteed, maximum = _parse_resources(raw.get("resources"), path, warnings)
+    props = _parse_properties(raw.get("properties"), inherited, path, warnings)
+    children_raw = raw.get("queues") or []
+    if not isinstance(children_raw, list):
+        raise ConfigError(f"queue {path}: `queues` must be a list")
+    children = tuple(_parse_queue(child, path, _inheritable(props), warnings) for child in children_raw)
+    return QueueConfig(
+        name=name,
+        path=path,
+        guaranteed=guaranteed,
+        max=maximum,
+        props=props,
+        children=children,
+        is_parent=bool(raw.get("parent", False)) or parent_path is None,
+    )
+
+
+def _parse_resources(raw: Any, path: str, warnings: list[str]) -> tuple[Resources, Resources | None]:
+    if raw is None:
+        return Resources(), None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"queue {path}: `resources` must be an object with `guaranteed` and/or `max`")
+    _note_ignored(raw, {"guaranteed", "max"}, f"queue {path} resources", warnings)
+    try:
+        guaranteed = Resources.parse(raw.get("guaranteed") or {})
+        maximum = Resources.parse(raw["max"]) if raw.get("max") is not None else None
+    except QuantityError as exc:
+        raise ConfigError(f"queue {path}: {exc}") from None
+    return guaranteed, maximum
+
+
+def _inheritable(props: QueueProps) -> QueueProps:
+    """What children inherit: `preemption.policy: disabled` and `preemption.delay`."""
+    policy = "disabled" if props.preemption_policy == "disabled" else "default"
+    return QueueProps(preemption_policy=policy, preemption_delay=props.preemption_delay)
+
+
+def _parse_properties(raw: Any, inherited: QueueProps, path: str, warnings: list[str]) -> QueueProps:
+    if raw is None:
+        return inherited
+    if not isinstance(raw, dict):
+        raise ConfigError(f"queue {path}: `properties` must be an object of name to value")
+    _note_ignored(raw, _PROPERTY_KEYS, f"queue {path} properties", warnings)
+    where = f"queue {path}"
+    return QueueProps(
+        preemption_policy=_choice(raw, "preemption.policy", ("default", "fence", "disabled"), inherited.preemption_policy, where, warnings),
+        preemption_delay=_delay(raw, inherited.preemption_delay, where, warnings),
+        priority_offset=_offset(raw, where, warnings),
+        priority_policy=_choice(raw, "priority.policy", ("default", "fence"), "default", where, warnings),
+    )
+
+
+def _choice(raw: dict[str, Any], key: str, allowed: tuple[str, ...], default: Any, where: str, warnings: list[str]) -> Any:
+    if key not in raw:
+        return default
+    value = str(raw[key]).lower()
+    if value not in allowed:
+        warnings.append(f"{where}: {key} {raw[key]!r} is not one of {', '.join(allowed)}; using {default!r}")
+        return default
+    return value
+
+
+def _delay(raw: dict[str, Any], inherited: int, where: str, warnings: list[str]) -> int:
+    if "preemption.delay" not in raw:
+        return inherited
+    try:
+        delay = parse_duration(raw["preemption.delay"])
+    except DurationError as exc:
+        warnings.append(f"{where}: preemption.delay: {exc}; using 30s")
+        return DEFAULT_PREEMPTION_DELAY_MS
+    if delay <= 0:
+        warnings.append(f"{where}: preemption.delay must be greater than 0s, got {raw['preemption.delay']!r}; using 30s")
+        return DEFAULT_PREEMPTION_DELAY_MS
+    return delay
+
+
+def _offset(raw: dict[str, Any], where: str, warnings: list[str]) -> int:
+    if "priority.offset" not in raw:
+        return 0
+    try:
+        offset = int(str(raw["priority.offset"]).strip())
+    except ValueError:
+        offset = None
+    if offset is None or not _INT32[0] <= offset <= _INT32[1]:
+        warnings.append(f"{where}: priority.offset {raw['priority.offset']!r} is not a 32-bit integer; using 0")
+        return 0
+    return offset
+
+
+def _validate_tree(queue: QueueConfig) -> None:
+    names = [child.name for child in queue.children]
+    for name in sorted({n for n in names if names.count(n) > 1}):
+        raise ConfigError(f"queue {queue.path} has two children named {name!r}")
+    _check_within(queue.guaranteed, queue.max, f"queue {queue.path}: guaranteed", "its own max")
+    for child in queue.children:
+        if queue.max is not None:
+            _check_within(child.guaranteed, queue.max, f"queue {child.path}: guaranteed", f"the max of {queue.path}")
+            if child.max is not None:
+                _check_within(child.max, queue.max, f"queue {child.path}: max", f"the max of {queue.path}")
+        _validate_tree(child)
+    _check_children_guarantees(queue)
+
+
+def _check_within(amounts: Resources, limit: Resources | None, what: str, against: str) -> None:
+    if limit is None:
+        return
+    for name, amount in amounts.items():
+        if name in limit and amount > limit[name]:
+            raise ConfigError(
+                f"{what} {name} {format_human(name, amount)} is above {against} ({format_human(name, limit[name])})"
+            )
+
+
+def _check_children_guarantees(queue: QueueConfig) -> None:
+    for name, limit in queue.guaranteed.items():
+        total = sum(child.guaranteed.get(name, 0) for child in queue.children)
+        if total > limit:
+            raise ConfigError(
+                f"queue {queue.path}: the children's guarantees for {name} add up to {format_human(name, total)}, "
+                f"above its own guarantee {format_human(name, limit)}"
+            )

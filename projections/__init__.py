@@ -1,0 +1,34 @@
+"""The pure fold of the log into cluster state: queues, nodes, applications, tasks, priority
+classes, reservations and victims in flight. No I/O, no clock."""
+
+from projections._apply import (
+    SUPPORTED_MODELS as SUPPORTED_MODELS,
+    Rejected as Rejected,
+    apply as apply,
+    build_queues as build_queues,
+    fold as fold,
+    new_partition as new_partition,
+)
+from projections._resources import (
+    add as add,
+    exceeds as exceeds,
+    fits as fits,
+    over_limit as over_limit,
+    positive as positive,
+    shares_type as shares_type,
+    subtract as subtract,
+    total as total,
+)
+from projections._snapshot import restore as restore, snapshot as snapshot
+from projections._views import partition_view as partition_view, queue_depth as queue_depth
+from projections._state import (
+    AppState as AppState,
+    ClusterState as ClusterState,
+    LogRecord as LogRecord,
+    NodeState as NodeState,
+    PartitionState as PartitionState,
+    PriorityClass as PriorityClass,
+    QueueState as QueueState,
+    TaskState as TaskState,
+    TaskStatus as TaskStatus,
+)

@@ -1,0 +1,468 @@
+"""The fold: `apply(state, record)` updates the cluster state with one log record.
+
+Every handler checks first and changes state second, so an event that cannot apply raises
+`Rejected` with a reason and leaves the state exactly as it was. Decisions are folded like any
+other event: allocations bind tasks, preemptions mark victims and reserve nodes.
+"""
+
+from __future__ import annotations
+
+from typing import assert_never
+
+from events import (
+    Admitted,
+    Allocated,
+    AppFinished,
+    AppSubmitted,
+    Blocked,
+    ConfigApplied,
+    ConfigError,
+    Evicted,
+    NodeRemoved,
+    NodeUpserted,
+    PartitionConfig,
+    Preempted,
+    PriorityClassDeleted,
+    PriorityClassUpserted,
+    QueueConfig,
+    TaskBound,
+    TaskReleased,
+    TaskSubmitted,
+    Tick,
+    Unreserved,
+    format_human,
+    parse_yunikorn_config,
+)
+from projections._resources import add, subtract
+from projections._state import (
+    AppState,
+    ClusterState,
+    LogRecord,
+    NodeState,
+    PartitionState,
+    PriorityClass,
+    QueueState,
+    TaskState,
+)
+
+__all__ = ["SUPPORTED_MODELS", "Rejected", "apply", "build_queues", "fold", "new_partition"]
+
+#: Models whose configuration this version can apply.
+SUPPORTED_MODELS = ("yunikorn",)
+
+
+class Rejected(Exception):
+    """An event that cannot apply to the current state; `reason` says why, for the shim author."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def fold(records, state: ClusterState | None = None) -> ClusterState:
+    """Apply every record in order; records that were rejected live in dead letters, not here."""
+    state = state if state is not None else ClusterState()
+    for record in records:
+        apply(state, record)
+    return state
+
+
+def apply(state: ClusterState, record: LogRecord) -> tuple[str, ...]:
+    """Fold `record` into `state`; return warnings worth logging. Raises `Rejected`."""
+    event = record.event
+    partition = state.partitions.get(event.partition)
+    fresh = partition is None
+    if fresh:
+        partition = new_partition(event.partition)
+    warnings = _apply_event(partition, event, record)
+    if fresh:
+        state.partitions[event.partition] = partition
+    state.seq = record.seq
+    return warnings
+
+
+def _apply_event(p: PartitionState, event, record: LogRecord) -> tuple[str, ...]:
+    match event:
+        case ConfigApplied():
+            return _config_applied(p, event)
+        case PriorityClassUpserted():
+            _priority_class_upserted(p, event)
+        case PriorityClassDeleted():
+            _priority_class_deleted(p, event)
+        case NodeUpserted():
+            _node_upserted(p, event)
+        case NodeRemoved():
+            _node_removed(p, event)
+        case AppSubmitted():
+            _app_submitted(p, event, record)
+        case AppFinished():
+            _app_finished(p, event)
+        case TaskSubmitted():
+            _task_submitted(p, event, record)
+        case TaskBound():
+            _task_bound(p, event, record)
+        case TaskReleased():
+            _remove_task(p, _task(p, event.task))
+        case Tick():
+            p.last_tick = event.ts
+        case Allocated():
+            _allocated(p, event)
+        case Preempted():
+            _preempted(p, event)
+        case Unreserved():
+            _drop_reservation(p, _task(p, event.task))
+        case Blocked():
+            _task(p, event.task).blocked = event.reasons
+        case Admitted() | Evicted():
+            raise Rejected(f"{event.__struct_config__.tag} is not produced by the {p.model} model")
+        case _:
+            assert_never(event)
+    return ()
+
+
+# -- configuration -------------------------------------------------------------------------
+
+
+def new_partition(name: str) -> PartitionState:
+    partition = PartitionState(name=name)
+    partition.queues = build_queues(partition.config)
+    return partition
+
+
+def build_queues(config: PartitionConfig) -> dict[str, QueueState]:
+    """Empty queue states for the tree of `config`, parents before children."""
+    queues: dict[str, QueueState] = {}
+
+    def visit(queue: QueueConfig, parent_lineage: list[str]) -> None:
+        lineage = [queue.path, *parent_lineage]
+        queues[queue.path] = QueueState(
+            path=queue.path,
+            lineage=lineage,
+            children=[child.path for child in queue.children],
+            leaf=queue.leaf,
+            guaranteed=dict(queue.guaranteed.amounts),
+            max=dict(queue.max.amounts) if queue.max is not None else None,
+            props=queue.props,
+        )
+        for child in queue.children:
+            visit(child, lineage)
+
+    visit(config.root, [])
+    return queues
+
+
+def _config_applied(p: PartitionState, event: ConfigApplied) -> tuple[str, ...]:
+    if event.model not in SUPPORTED_MODELS:
+        raise Rejected(f"model {event.model!r} is not supported by this version (supported: {', '.join(SUPPORTED_MODELS)})")
+    try:
+        parsed = parse_yunikorn_config(event.config, p.name)
+    except ConfigError as exc:
+        raise Rejected(f"configuration refused, the previous one stays: {exc}") from None
+    queues = build_queues(parsed.config)
+    for app in p.apps.values():
+        if app.queue not in queues or not queues[app.queue].leaf:
+            raise Rejected(
+                f"configuration refused, the previous one stays: leaf queue {app.queue} is used by application "
+                f"{app.id} ({len(app.tasks)} tasks) and would be removed or turned into a parent"
+            )
+    p.model, p.config, p.queues = event.model, parsed.config, queues
+    for task in p.tasks.values():
+        _count_task(p, task, +1)
+    return parsed.warnings
+
+
+# -- priority classes and nodes ----------------------------------------------------------
+
+
+def _priority_class_upserted(p: PartitionState, event: PriorityClassUpserted) -> None:
+    p.priority_classes[event.name] = PriorityClass(
+        name=event.name,
+        value=event.value,
+        may_preempt=event.preemption_policy != "Never",
+        allow_preemption=event.allow_preemption,
+    )
+
+
+def _priority_class_deleted(p: PartitionState, event: PriorityClassDeleted) -> None:
+    if event.name not in p.priority_classes:
+        raise Rejected(f"unknown priority class {event.name!r}")
+    del p.priority_classes[event.name]
+
+
+def _node_upserted(p: PartitionState, event: NodeUpserted) -> None:
+    node = p.nodes.get(event.node)
+    if node is None:
+        node = p.nodes[event.node] = NodeState(name=event.node, capacity={}, schedulable=False)
+    if node.schedulable:
+        subtract(p.capacity, node.capacity)
+    node.capacity = dict(event.capacity.amounts)
+    node.labels = dict(event.labels)
+    node.schedulable = event.schedulable
+    if node.schedulable:
+        add(p.capacity, node.capacity)
+
+
+def _node_removed(p: PartitionState, event: NodeRemoved) -> None:
+    node = _node(p, event.node)
+    for task_id in list(node.reservations):
+        _drop_reservation(p, p.tasks[task_id])
+    for task_id in list(node.tasks):
+        _remove_task(p, p.tasks[task_id])
+    if node.schedulable:
+        subtract(p.capacity, node.capacity)
+    del p.nodes[event.node]
+
+
+# -- applications and tasks ----------------------------------------------------------------
+
+
+def _app_submitted(p: PartitionState, event: AppSubmitted, record: LogRecord) -> None:
+    if event.app in p.apps:
+        raise Rejected(f"application {event.app!r} already exists (in {p.apps[event.app].queue})")
+    _leaf(p, event.queue)
+    priority, may_preempt, allow = _priority(p, event.priority, event.priority_class, None)
+    p.apps[event.app] = AppState(
+        id=event.app,
+        queue=event.queue,
+        submitted_at=record.received,
+        seq=record.seq,
+        priority=priority,
+        may_preempt=may_preempt,
+        allow_preemption=allow,
+        min_available=event.min_available,
+    )
+
+
+def _app_finished(p: PartitionState, event: AppFinished) -> None:
+    app = p.apps.get(event.app)
+    if app is None:
+        raise Rejected(f"unknown application {event.app!r}")
+    for task_id in list(app.tasks):
+        _remove_task(p, p.tasks[task_id])
+    del p.apps[event.app]
+
+
+def _task_submitted(p: PartitionState, event: TaskSubmitted, record: LogRecord) -> None:
+    _add_task(p, *_new_task(p, event, record))
+
+
+def _task_bound(p: PartitionState, event: TaskBound, record: LogRecord) -> None:
+    node = _node(p, event.node)
+    task = p.tasks.get(event.task)
+    if task is None:
+        if event.app is None or event.resources is None:
+            raise Rejected(f"task.bound for unknown task {event.task!r} must carry `app` and `resources` to describe it")
+        task, app = _new_task(p, event, record)
+        _add_task(p, task, app)
+    elif task.status != "pending":
+        if task.node != node.name:
+            _move_task(p, task, node)
+        return
+    _drop_reservation(p, task)
+    _start_task(p, task, node, record.received)
+
+
+def _new_task(p: PartitionState, event: TaskSubmitted | TaskBound, record: LogRecord) -> tuple[TaskState, AppState]:
+    if event.task in p.tasks:
+        raise Rejected(f"task {event.task!r} already exists ({p.tasks[event.task].status} in {p.tasks[event.task].queue})")
+    app = _app_for(p, event, record)
+    queue = p.queues[app.queue]
+    _check_within_max(p, queue, event.task, event.resources.amounts)
+    if event.required_node is not None and event.required_node not in p.nodes:
+        raise Rejected(f"task {event.task!r} requires node {event.required_node!r}, which is unknown")
+    priority, may_preempt, allow = _priority(p, event.priority, event.priority_class, app)
+    task = TaskState(
+        id=event.task,
+        app=app.id,
+        queue=app.queue,
+        resources=dict(event.resources.amounts),
+        priority=priority,
+        may_preempt=may_preempt if event.preemption_policy is None else event.preemption_policy != "Never",
+        allow_preemption=allow if event.allow_preemption is None else event.allow_preemption,
+        originator=event.originator,
+        required_node=event.required_node,
+        task_priority=event.task_priority,
+        preemptable=event.preemptable,
+        submitted_at=record.received,
+        seq=record.seq,
+    )
+    return task, app
+
+
+def _app_for(p: PartitionState, event: TaskSubmitted | TaskBound, record: LogRecord) -> AppState:
+    """The task's application; a task naming a queue creates its application there."""
+    app = p.apps.get(event.app)
+    if app is None:
+        if event.queue is None:
+            raise Rejected(f"unknown application {event.app!r}: publish app.submitted first, or set `queue` on the task")
+        _leaf(p, event.queue)
+        return AppState(id=event.app, queue=event.queue, submitted_at=record.received, seq=record.seq)
+    if event.queue is not None and event.queue != app.queue:
+        raise Rejected(f"task {event.task!r} names queue {event.queue} but its application {app.id!r} is in {app.queue}")
+    return app
+
+
+def _check_within_max(p: PartitionState, queue: QueueState, task_id: str, ask: dict[str, int]) -> None:
+    for path in queue.lineage:
+        limit = p.queues[path].max
+        for name, amount in ask.items():
+            if limit is not None and name in limit and amount > limit[name]:
+                raise Rejected(
+                    f"task {task_id!r} asks for {name} {format_human(name, amount)}, more than the max of "
+                    f"{path} ({format_human(name, limit[name])}): it could never run"
+                )
+
+
+def _priority(p: PartitionState, value: int | None, class_name: str | None, app: AppState | None) -> tuple[int, bool, bool]:
+    """(priority, may trigger preemption, may be preempted) from a value, a class or the app."""
+    if class_name is not None:
+        cls = p.priority_classes.get(class_name)
+        if cls is None:
+            raise Rejected(f"unknown priority class {class_name!r}: publish priorityclass.upserted first")
+        return (cls.value if value is None else value), cls.may_preempt, cls.allow_preemption
+    if app is not None:
+        return (app.priority if value is None else value), app.may_preempt, app.allow_preemption
+    return (0 if value is None else value), True, True
+
+
+def _add_task(p: PartitionState, task: TaskState, app: AppState) -> None:
+    p.apps.setdefault(app.id, app).tasks[task.id] = None
+    p.tasks[task.id] = task
+    _count_task(p, task, +1)
+
+
+def _count_task(p: PartitionState, task: TaskState, sign: int) -> None:
+    """Add (`sign` +1) or take away (-1) the task's share of every aggregate it belongs to."""
+    change = add if sign > 0 else subtract
+    queue = p.queues[task.queue]
+    lineage = [p.queues[path] for path in queue.lineage]
+    if task.status == "pending":
+        p.pending_count += sign
+        _toggle(queue.waiting, task.id, sign)
+        for q in lineage:
+            change(q.pending, task.resources)
+            if task.reserved_node is not None:
+                change(q.reserved, task.resources)
+        return
+    _toggle(queue.running, task.id, sign)
+    for q in lineage:
+        change(q.allocated, task.resources)
+        if task.status == "preempting":
+            change(q.preempting, task.resources)
+
+
+def _toggle(members: dict[str, None], key: str, sign: int) -> None:
+    if sign > 0:
+        members[key] = None
+    else:
+        members.pop(key, None)
+
+
+def _count_on_node(p: PartitionState, task: TaskState, sign: int) -> None:
+    """Add or take away a bound task's share of its node's aggregates."""
+    if task.node is None:
+        return
+    node = p.nodes[task.node]
+    change = add if sign > 0 else subtract
+    change(node.allocated, task.resources)
+    if task.status == "preempting":
+        change(node.preempting, task.resources)
+    _toggle(node.tasks, task.id, sign)
+
+
+def _start_task(p: PartitionState, task: TaskState, node: NodeState, now: int) -> None:
+    _count_task(p, task, -1)
+    task.status, task.node, task.bound_at = "running", node.name, now
+    _count_task(p, task, +1)
+    _count_on_node(p, task, +1)
+
+
+def _move_task(p: PartitionState, task: TaskState, node: NodeState) -> None:
+    _count_on_node(p, task, -1)
+    task.node = node.name
+    _count_on_node(p, task, +1)
+
+
+def _remove_task(p: PartitionState, task: TaskState) -> None:
+    _drop_reservation(p, task)
+    _count_task(p, task, -1)
+    _count_on_node(p, task, -1)
+    preemptor = p.tasks.get(task.preempted_by) if task.preempted_by else None
+    if preemptor is not None and task.id in preemptor.victims:
+        preemptor.victims.remove(task.id)
+    p.apps[task.app].tasks.pop(task.id, None)
+    del p.tasks[task.id]
+
+
+# -- decisions -----------------------------------------------------------------------------
+
+
+def _allocated(p: PartitionState, event: Allocated) -> None:
+    task, node = _task(p, event.task), _node(p, event.node)
+    if task.status != "pending":
+        raise Rejected(f"decision.allocated for task {task.id!r}, which is {task.status}")
+    _drop_reservation(p, task)
+    _start_task(p, task, node, event.ts)
+
+
+def _preempted(p: PartitionState, event: Preempted) -> None:
+    task = _task(p, event.preemptor)
+    victims = [_task(p, victim.task) for victim in event.victims]
+    for victim in victims:
+        if victim.status != "running":
+            raise Rejected(f"decision.preempted names victim {victim.id!r}, which is {victim.status}")
+    if task.status != "pending":
+        raise Rejected(f"decision.preempted for preemptor {task.id!r}, which is {task.status}")
+    node = _node(p, event.node) if event.node is not None else None
+    for victim in victims:
+        _count_task(p, victim, -1)
+        _count_on_node(p, victim, -1)
+        victim.status, victim.preempted_by = "preempting", task.id
+        _count_task(p, victim, +1)
+        _count_on_node(p, victim, +1)
+    _drop_reservation(p, task)
+    if node is not None:
+        _count_task(p, task, -1)
+        task.reserved_node, task.victims = node.name, [victim.id for victim in victims]
+        _count_task(p, task, +1)
+        add(node.reserved, task.resources)
+        node.reservations[task.id] = None
+
+
+def _drop_reservation(p: PartitionState, task: TaskState) -> None:
+    if task.reserved_node is None:
+        return
+    node = p.nodes[task.reserved_node]
+    subtract(node.reserved, task.resources)
+    node.reservations.pop(task.id, None)
+    _count_task(p, task, -1)
+    task.reserved_node, task.victims = None, []
+    _count_task(p, task, +1)
+
+
+# -- lookups -------------------------------------------------------------------------------
+
+
+def _task(p: PartitionState, task_id: str) -> TaskState:
+    task = p.tasks.get(task_id)
+    if task is None:
+        raise Rejected(f"unknown task {task_id!r} in partition {p.name}")
+    return task
+
+
+def _node(p: PartitionState, name: str) -> NodeState:
+    node = p.nodes.get(name)
+    if node is None:
+        raise Rejected(f"unknown node {name!r} in partition {p.name}: publish node.upserted first")
+    return node
+
+
+def _leaf(p: PartitionState, path: str) -> QueueState:
+    queue = p.queues.get(path)
+    if queue is None:
+        leaves = [q.path for q in p.queues.values() if q.leaf]
+        shown = ", ".join(leaves[:10]) + (f" and {len(leaves) - 10} more" if len(leaves) > 10 else "")
+        raise Rejected(f"unknown queue {path!r} in partition {p.name} (leaf queues: {shown or 'none'})")
+    if not queue.leaf:
+        raise Rejected(f"queue {path} is a parent queue; tasks and applications go to leaf queues")
+    return queue

@@ -1,0 +1,136 @@
+"""The cluster state that the fold maintains: plain mutable msgspec Structs, so that a snapshot
+is one `msgpack` encode and a restore one decode.
+
+Aggregates are incremental: a queue's `allocated`, `pending`, `preempting` and `reserved` are
+sums over its whole subtree, updated along the queue's `lineage` (itself, then its ancestors)
+whenever a task changes. Dicts used as ordered sets (`dict[str, None]`) keep insertion order,
+which is the log order, so every iteration is deterministic.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from events import PartitionConfig, QueueProps, default_partition_config
+
+__all__ = [
+    "AppState",
+    "ClusterState",
+    "LogRecord",
+    "NodeState",
+    "PartitionState",
+    "PriorityClass",
+    "QueueState",
+    "TaskState",
+    "TaskStatus",
+]
+
+TaskStatus = Literal["pending", "running", "preempting"]
+
+
+class LogRecord(msgspec.Struct, frozen=True):
+    """One entry of the log: its global position, the daemon's receive time, the event."""
+
+    seq: int
+    received: int
+    event: object
+
+
+class QueueState(msgspec.Struct, kw_only=True):
+    path: str
+    lineage: list[str]  # this queue, then each ancestor up to the root
+    children: list[str]
+    leaf: bool
+    guaranteed: dict[str, int]
+    max: dict[str, int] | None
+    props: QueueProps = QueueProps()
+    allocated: dict[str, int] = {}  # running and preempting tasks of the subtree
+    preempting: dict[str, int] = {}  # victims in flight in the subtree
+    reserved: dict[str, int] = {}  # asks of the subtree waiting on a reserved node
+    pending: dict[str, int] = {}  # pending asks of the subtree
+    running: dict[str, None] = {}  # leaf only: running or preempting tasks
+    waiting: dict[str, None] = {}  # leaf only: pending tasks, in submission order
+
+    @property
+    def parent(self) -> str | None:
+        return self.lineage[1] if len(self.lineage) > 1 else None
+
+
+class NodeState(msgspec.Struct, kw_only=True):
+    name: str
+    capacity: dict[str, int]
+    labels: dict[str, str] = {}
+    schedulable: bool = True
+    allocated: dict[str, int] = {}  # tasks bound here, victims in flight included
+    preempting: dict[str, int] = {}  # victims in flight on this node
+    reserved: dict[str, int] = {}  # asks of preemptors waiting for this node
+    tasks: dict[str, None] = {}
+    reservations: dict[str, None] = {}  # preemptor task ids
+
+
+class AppState(msgspec.Struct, kw_only=True):
+    """An application; its priority settings are the defaults of tasks that name none."""
+
+    id: str
+    queue: str
+    submitted_at: int
+    seq: int
+    priority: int = 0
+    may_preempt: bool = True
+    allow_preemption: bool = True
+    min_available: int = 0
+    tasks: dict[str, None] = {}
+
+
+class TaskState(msgspec.Struct, kw_only=True):
+    id: str
+    app: str
+    queue: str
+    resources: dict[str, int]
+    priority: int
+    may_preempt: bool = True  # preemptionPolicy is not Never
+    allow_preemption: bool = True  # false: a victim only when nothing else will do
+    originator: bool = False
+    required_node: str | None = None
+    task_priority: int = 0
+    preemptable: bool | None = None
+    status: TaskStatus = "pending"
+    node: str | None = None
+    submitted_at: int = 0
+    seq: int = 0  # log position of the submission: the first-in first-out tie-break
+    bound_at: int | None = None
+    reserved_node: str | None = None  # a preemptor: the node held for it
+    victims: list[str] = []  # a preemptor: victims still to leave
+    preempted_by: str | None = None  # a victim: the task it makes room for
+    blocked: tuple[str, ...] = ()  # the reasons last published in a decision.blocked
+
+
+class PriorityClass(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    value: int
+    may_preempt: bool = True
+    allow_preemption: bool = True
+
+
+class PartitionState(msgspec.Struct, kw_only=True):
+    name: str
+    model: str = "yunikorn"
+    config: PartitionConfig = msgspec.field(default_factory=default_partition_config)
+    queues: dict[str, QueueState] = {}
+    nodes: dict[str, NodeState] = {}
+    apps: dict[str, AppState] = {}
+    tasks: dict[str, TaskState] = {}
+    priority_classes: dict[str, PriorityClass] = {}
+    capacity: dict[str, int] = {}  # schedulable nodes only
+    pending_count: int = 0
+    last_tick: int = 0
+
+
+class ClusterState(msgspec.Struct, kw_only=True):
+    """All partitions, as of log position `seq`. `log_id` names the log, for decision ids."""
+
+    log_id: str = "log"
+    seq: int = 0
+    partitions: dict[str, PartitionState] = {}

@@ -1,0 +1,14 @@
+"""The pure decision core: a scheduling cycle per partition, a model per partition (YuniKorn
+now; Kueue and Volcano behind the same interface), explanations on every decision, and the
+offline drivers (scenario simulation and replay). No I/O, no clock, no randomness."""
+
+from scheduling._cycle import Cycle as Cycle, decision_id as decision_id
+from scheduling._engine import MODELS as MODELS, Model as Model, run_cycle as run_cycle
+from scheduling._simulation import (
+    ScenarioError as ScenarioError,
+    SimulationResult as SimulationResult,
+    check as check,
+    needs_cycle as needs_cycle,
+    simulate as simulate,
+    tick_event as tick_event,
+)

@@ -1,0 +1,25 @@
+"""Words for explanations: resources, counts and lists as a person reads them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from events import format_human
+
+__all__ = ["amounts", "listing", "plural"]
+
+
+def amounts(values: Mapping[str, int], only: Iterable[str] | None = None) -> str:
+    """`vcore 5, memory 2Gi`; restricted to the names in `only` when given."""
+    names = list(values) if only is None else [name for name in only if name in values]
+    return ", ".join(f"{name} {format_human(name, values[name])}" for name in names) or "nothing"
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def listing(items: list[str], limit: int = 5) -> str:
+    """`a, b, c and 4 more`."""
+    shown = ", ".join(items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")

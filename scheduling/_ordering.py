@@ -1,0 +1,151 @@
+"""The order in which pending tasks are tried: queues by priority then fairness, applications
+first in, first out, tasks by priority.
+
+At every parent the children are kept in a heap keyed on (queue priority, share of guarantee,
+path); after each allocation only the keys on the allocated leaf's lineage change, so picking the
+next task costs O(depth * log children) rather than a full sort of the tree.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Iterator
+
+from projections import PartitionState, QueueState, TaskState
+
+__all__ = ["QueueOrder", "effective_priority", "share"]
+
+
+def effective_priority(p: PartitionState, priority: int, leaf: str, stop_before: str | None = None) -> int:
+    """A task's priority as seen from `stop_before` (a common ancestor), or from above the root.
+
+    Walking up from the leaf, each queue adds its `priority.offset`; a queue with
+    `priority.policy: fence` replaces the value by its offset, so from outside the fence every
+    task inside looks alike.
+    """
+    value = priority
+    for path in p.queues[leaf].lineage:
+        if path == stop_before:
+            break
+        queue = p.queues[path]
+        if queue.props.priority_policy == "fence":
+            value = queue.props.priority_offset
+        else:
+            value += queue.props.priority_offset
+    return value
+
+
+def used(queue: QueueState) -> dict[str, int]:
+    """What a queue holds for fairness and limits: allocations plus asks waiting on a reservation."""
+    if not queue.reserved:
+        return queue.allocated
+    out = dict(queue.allocated)
+    for name, amount in queue.reserved.items():
+        out[name] = out.get(name, 0) + amount
+    return out
+
+
+def share(queue: QueueState, capacity: dict[str, int]) -> float:
+    """The dominant share of the queue's usage against its guarantee (else its max, else the
+    cluster): the fair-order key, lowest first."""
+    base = queue.guaranteed or queue.max or capacity
+    held = used(queue)
+    ratios = [held.get(name, 0) / limit for name, limit in base.items() if limit > 0]
+    return max(ratios, default=0.0)
+
+
+def _task_key(p: PartitionState, task: TaskState) -> tuple[int, int, int, int]:
+    app = p.apps[task.app]
+    return (-app.priority, app.seq, -task.priority, task.seq)
+
+
+class QueueOrder:
+    """Yields pending tasks in scheduling order; `allocated(task)` re-ranks the task's queues.
+
+    A queue is live while some leaf below it has tasks left to try. Each live queue has one
+    current entry in its parent's heap; older entries are skipped by their version number.
+    """
+
+    def __init__(self, p: PartitionState) -> None:
+        self._p = p
+        self._tasks: dict[str, deque[TaskState]] = {}
+        for queue in p.queues.values():
+            if queue.leaf and queue.waiting:
+                waiting = [p.tasks[t] for t in queue.waiting if p.tasks[t].reserved_node is None]
+                if waiting:
+                    waiting.sort(key=lambda task: _task_key(p, task))
+                    self._tasks[queue.path] = deque(waiting)
+        self._priority = self._queue_priorities()
+        self._live: set[str] = set()
+        self._live_children: dict[str, int] = {}
+        self._version: dict[str, int] = {}
+        self._heaps: dict[str, list[tuple[int, float, str, int]]] = {}
+        for leaf in self._tasks:
+            self._make_live(p.queues[leaf].lineage)
+
+    def _queue_priorities(self) -> dict[str, int]:
+        """Each active queue's priority: the best task priority below it, offsets applied."""
+        priority: dict[str, int] = {}
+        for leaf, tasks in self._tasks.items():
+            best = max(task.priority for task in tasks)
+            for path in self._p.queues[leaf].lineage:
+                props = self._p.queues[path].props
+                best = props.priority_offset if props.priority_policy == "fence" else best + props.priority_offset
+                if path in priority and priority[path] >= best:
+                    break
+                priority[path] = best
+        return priority
+
+    def _make_live(self, lineage: list[str]) -> None:
+        for path, parent in zip(lineage, [*lineage[1:], None]):
+            if path in self._live:
+                return
+            self._live.add(path)
+            if parent is not None:
+                self._live_children[parent] = self._live_children.get(parent, 0) + 1
+                self._push(path, parent)
+
+    def _push(self, path: str, parent: str) -> None:
+        version = self._version[path] = self._version.get(path, 0) + 1
+        key = (-self._priority[path], share(self._p.queues[path], self._p.capacity), path, version)
+        heapq.heappush(self._heaps.setdefault(parent, []), key)
+
+    def _next_leaf(self) -> str | None:
+        root = next(iter(self._p.queues))
+        if root not in self._live:
+            return None
+        path = root
+        while path not in self._tasks:
+            heap = self._heaps[path]
+            while heap[0][2] not in self._live or self._version[heap[0][2]] != heap[0][3]:
+                heapq.heappop(heap)
+            path = heap[0][2]
+        return path
+
+    def _retire(self, leaf: str) -> None:
+        """A leaf with nothing left to try stops being live, and so do parents left empty."""
+        del self._tasks[leaf]
+        lineage = self._p.queues[leaf].lineage
+        for path, parent in zip(lineage, [*lineage[1:], None]):
+            self._live.discard(path)
+            if parent is None:
+                return
+            self._live_children[parent] -= 1
+            if self._live_children[parent]:
+                return
+
+    def __iter__(self) -> Iterator[TaskState]:
+        while (leaf := self._next_leaf()) is not None:
+            tasks = self._tasks[leaf]
+            task = tasks.popleft()
+            if not tasks:
+                self._retire(leaf)
+            yield task
+
+    def allocated(self, task: TaskState) -> None:
+        """The task was placed: its queues' shares grew, so rank the live ones again."""
+        lineage = self._p.queues[task.queue].lineage
+        for path, parent in zip(lineage, lineage[1:]):
+            if path in self._live:
+                self._push(path, parent)

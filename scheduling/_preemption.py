@@ -1,0 +1,536 @@
+"""YuniKorn's preemption, by the seven laws of its design, kept strictly.
+
+For a pending task (the ask) that cannot be placed:
+
+1. Preconditions: preemption enabled in the partition, the ask may preempt (its policy is not
+   `Never`), it has waited its leaf's `preemption.delay`.
+2. Scope. Walking up from the ask's leaf: `guard` is the lowest queue with a guarantee on a
+   resource the ask requests (none: law 4 refuses). Victims must come from outside the guard's
+   subtree, so that the ask's gain serves that guarantee, and from inside the subtree of `top`,
+   the lowest of: the first queue whose guarantee the ask would overflow (law 4: above it the
+   ask is not under its guarantee), the first `preemption.policy: fence` (law 7), the first
+   queue at its max (victims elsewhere would not make room under it), and the root.
+3. Candidates: running tasks in that scope, in queues that are not `disabled`, sharing a
+   resource with the ask, not in its application (law 3), not of higher priority as seen from
+   the queue both share (law 6), whose removal keeps every queue at or above its guarantee
+   (laws 5 and 2, checked for the whole victim set, the ask's own arrival counted).
+4. Per node (no cross-node preemption): the fewest candidates that make room for the ask on the
+   node and under its queues' maxes, opted-out tasks and originators only when no node can do
+   without them (law 1). The best node has the fewest such last-resort victims, then the fewest
+   victims, the lowest highest-priority, the youngest oldest victim, then the lowest name.
+
+`Refusal.quiet` marks outcomes that are waits, not refusals: the delay has not passed, or
+victims already leaving will make the room.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from projections import NodeState, PartitionState, QueueState, TaskState, positive, shares_type
+from scheduling._explain import amounts, listing, plural
+from scheduling._ordering import effective_priority
+
+__all__ = ["Plan", "Refusal", "plan_for_guarantee", "plan_for_required_node"]
+
+
+@dataclass(frozen=True)
+class Refusal:
+    reasons: tuple[str, ...]
+    details: tuple[str, ...] = ()
+    quiet: bool = False
+
+
+@dataclass
+class Plan:
+    node: NodeState
+    victims: list[TaskState]
+    whys: dict[str, str]
+    explanation: list[str]
+    reason: str
+
+
+@dataclass
+class _Candidate:
+    task: TaskState
+    priority: int  # as seen from the queue the ask and the victim share
+    last_resort: bool  # opted out (allow-preemption false) or an originator
+    lineage: list[QueueState]
+
+
+@dataclass
+class _Solution:
+    node: NodeState
+    victims: list[_Candidate]
+
+    def key(self) -> tuple:
+        """Best first: fewest last-resort victims, fewest victims, lowest top priority,
+        youngest oldest victim, then node name (the final tie-break)."""
+        return (
+            sum(c.last_resort for c in self.victims),
+            len(self.victims),
+            max(c.priority for c in self.victims),
+            -min(c.task.bound_at or 0 for c in self.victims),
+            self.node.name,
+        )
+
+
+def committed(queue: QueueState) -> dict[str, int]:
+    """A queue's usage as preemption sees it: victims in flight are gone, reserved asks are in."""
+    out = dict(queue.allocated)
+    for name, amount in queue.preempting.items():
+        out[name] = out.get(name, 0) - amount
+    for name, amount in queue.reserved.items():
+        out[name] = out.get(name, 0) + amount
+    return out
+
+
+def _node_available(node: NodeState) -> dict[str, int]:
+    """Room on the node once victims in flight leave, less what is reserved for others."""
+    out = {}
+    for name, amount in node.capacity.items():
+        out[name] = amount - node.allocated.get(name, 0) + node.preempting.get(name, 0) - node.reserved.get(name, 0)
+    return out
+
+
+def _victim_order(candidate: _Candidate) -> tuple:
+    """Preferred victims first: not a last resort (law 1), lowest priority, youngest (started
+    last, then submitted last), then task id as the final tie-break."""
+    task = candidate.task
+    return (candidate.last_resort, candidate.priority, -(task.bound_at or 0), -task.seq, task.id)
+
+
+def _is_last_resort(task: TaskState) -> bool:
+    return not task.allow_preemption or task.originator
+
+
+# -- generic (guarantee) preemption ----------------------------------------------------------
+
+
+@dataclass
+class _Scope:
+    path: list[QueueState]
+    guard: int
+    top: int
+    why_top: str
+    queue_need: dict[str, int]
+    law4: str
+
+
+def plan_for_guarantee(p: PartitionState, task: TaskState, now: int) -> Plan | Refusal:
+    """Find victims so that `task` gets room that its queue's guarantee entitles it to."""
+    refusal = _preconditions(p, task, now)
+    if refusal is not None:
+        return refusal
+    scope = _scope(p, task)
+    if isinstance(scope, Refusal):
+        return scope
+    return _GuaranteeSearch(p, task, scope).run()
+
+
+def _preconditions(p: PartitionState, task: TaskState, now: int) -> Refusal | None:
+    if not p.config.preemption.enabled:
+        return Refusal((f"preemption is disabled in partition {p.name} (preemption.enabled: false)",))
+    if not task.may_preempt:
+        return Refusal(("the task's preemption policy is Never: it may not trigger preemption",))
+    delay = p.queues[task.queue].props.preemption_delay
+    if now < task.submitted_at + delay:
+        return Refusal(("preemption.delay has not passed",), quiet=True)
+    return None
+
+
+def _scope(p: PartitionState, task: TaskState) -> _Scope | Refusal:
+    ask = positive(task.resources)
+    path = [p.queues[name] for name in p.queues[task.queue].lineage]
+    guard = full = fence = at_max = None
+    for index, queue in enumerate(path):
+        usage = committed(queue)
+        guaranteed = {name: queue.guaranteed[name] for name in ask if name in queue.guaranteed}
+        if guaranteed and guard is None:
+            guard = index
+        if guaranteed and full is None and _overflows(usage, ask, guaranteed):
+            full = index
+        if fence is None and queue.props.preemption_policy == "fence" and index < len(path) - 1:
+            fence = index
+        if at_max is None and queue.max is not None and _overflows(usage, ask, queue.max):
+            at_max = index
+    if guard is None:
+        return Refusal((f"law 4: neither {task.queue} nor its parents guarantee {listing(sorted(ask))}: no guarantee to restore",))
+    if full == guard:
+        queue = path[guard]
+        return Refusal(
+            (f"law 4: {queue.path} is at its guarantee for {listing(_over_names(committed(queue), ask, queue.guaranteed))}",),
+            (f"{queue.path} uses {amounts(committed(queue), ask)} of {amounts(queue.guaranteed, ask)} guaranteed; the task asks {amounts(ask)}",),
+        )
+    bounds = [(full, "law 4: above it the task is not under a guarantee"), (fence, "law 7: its preemption fence"), (at_max, "it is at its max"), (len(path) - 1, "the root")]
+    top, why_top = min((index, why) for index, why in bounds if index is not None)
+    if top <= guard:
+        return _empty_scope(path, guard, top, fence, task)
+    need = _queue_need(path[top:], ask) if at_max is not None else {}
+    law4 = (
+        f"law 4: {path[guard].path} is under its guarantee: it uses {amounts(committed(path[guard]), ask)} "
+        f"of {amounts(path[guard].guaranteed, ask)}, the task asks {amounts(ask)}"
+    )
+    return _Scope(path=path, guard=guard, top=top, why_top=f"{path[top].path} ({why_top})", queue_need=need, law4=law4)
+
+
+def _empty_scope(path: list[QueueState], guard: int, top: int, fence: int | None, task: TaskState) -> Refusal:
+    if top == fence:
+        return Refusal((f"law 7: the preemption fence of {path[fence].path} leaves no queue outside {path[guard].path} to preempt from",))
+    queue = path[top]
+    return Refusal(
+        (f"max: {queue.path} is at its max for {listing(_over_names(committed(queue), task.resources, queue.max))}, and only tasks inside {path[guard].path} could make room",)
+    )
+
+
+def _overflows(usage: dict[str, int], ask: dict[str, int], limit: dict[str, int]) -> bool:
+    return any(name in limit and usage.get(name, 0) + amount > limit[name] for name, amount in ask.items())
+
+
+def _over_names(usage: dict[str, int], ask: dict[str, int], limit: dict[str, int] | None) -> list[str]:
+    return [name for name, amount in ask.items() if limit and name in limit and usage.get(name, 0) + amount > limit[name]]
+
+
+def _queue_need(path: list[QueueState], ask: dict[str, int]) -> dict[str, int]:
+    """How much the victims must free, per resource, for the ask to fit every max above `top`."""
+    need: dict[str, int] = {}
+    for queue in path:
+        if queue.max is None:
+            continue
+        usage = committed(queue)
+        for name, amount in ask.items():
+            if name in queue.max:
+                beyond = usage.get(name, 0) + amount - queue.max[name]
+                if beyond > need.get(name, 0):
+                    need[name] = beyond
+    return need
+
+
+class _GuaranteeSearch:
+    """Candidates within the scope, grouped per node, and the best node's minimal victim set."""
+
+    def __init__(self, p: PartitionState, task: TaskState, scope: _Scope) -> None:
+        self.p, self.task, self.scope = p, task, scope
+        self.ask = positive(task.resources)
+        self.on_path = {queue.path: index for index, queue in enumerate(scope.path)}
+        self.excluded: Counter[str] = Counter()
+        self._surplus: dict[str, dict[str, int]] = {}
+        self._ask_priority: dict[str, int] = {}
+
+    def run(self) -> Plan | Refusal:
+        by_node = self._candidates()
+        solution, considered = self._best(by_node, last_resort=False)
+        if solution is None:
+            solution, considered = self._best(by_node, last_resort=True)
+        if solution is None:
+            return self._refusal(by_node, considered)
+        return self._plan(solution, considered)
+
+    # -- candidates --
+
+    def _candidates(self) -> dict[str, list[_Candidate]]:
+        by_node: dict[str, list[_Candidate]] = {}
+        guard = self.scope.path[self.scope.guard].path
+        stack = [self.scope.path[self.scope.top].path]
+        while stack:
+            queue = self.p.queues[stack.pop()]
+            if queue.path == guard or self._prunable(queue):
+                continue
+            if queue.leaf:
+                self._collect(queue, by_node)
+            else:
+                stack.extend(reversed(queue.children))
+        return by_node
+
+    def _prunable(self, queue: QueueState) -> bool:
+        """Off the ask's path, a queue guaranteed on every asked resource and not above its
+        guarantee on any can lose nothing useful (law 2)."""
+        if queue.path in self.on_path or not all(name in queue.guaranteed for name in self.ask):
+            return False
+        surplus = self.surplus(queue)
+        if all(surplus[name] <= 0 for name in self.ask):
+            self.excluded[f"law 5: {queue.path} is not over its guarantee for {listing(list(self.ask))}"] += 1
+            return True
+        return False
+
+    def _collect(self, leaf: QueueState, by_node: dict[str, list[_Candidate]]) -> None:
+        if leaf.props.preemption_policy == "disabled":
+            if leaf.running:
+                self.excluded[f"{leaf.path} has preemption.policy: disabled"] += len(leaf.running)
+            return
+        shared, fenced, offset = self._relation(leaf)
+        ask_priority = self._ask_priority_at(shared)
+        lineage = [self.p.queues[path] for path in leaf.lineage]
+        for task_id in leaf.running:
+            task = self.p.tasks[task_id]
+            if task.status != "running":
+                continue  # already leaving
+            priority = offset if fenced else task.priority + offset
+            reason = self._exclusion(task, priority, ask_priority, lineage)
+            if reason:
+                self.excluded[reason] += 1
+                continue
+            by_node.setdefault(task.node, []).append(_Candidate(task, priority, _is_last_resort(task), lineage))
+
+    def _relation(self, leaf: QueueState) -> tuple[str, bool, int]:
+        """The queue shared with the ask, the leaf's queues below it, and the priority shift
+        they apply (`fenced`: a priority fence replaces task priorities by `offset`)."""
+        chain = []
+        for path in leaf.lineage:
+            if path in self.on_path:
+                shared = path
+                break
+            chain.append(path)
+        fenced, offset = False, 0
+        for path in chain:
+            props = self.p.queues[path].props
+            if props.priority_policy == "fence":
+                fenced, offset = True, props.priority_offset
+            else:
+                offset += props.priority_offset
+        return shared, fenced, offset
+
+    def _ask_priority_at(self, shared: str) -> int:
+        if shared not in self._ask_priority:
+            self._ask_priority[shared] = effective_priority(self.p, self.task.priority, self.task.queue, shared)
+        return self._ask_priority[shared]
+
+    def _exclusion(self, task: TaskState, priority: int, ask_priority: int, lineage: list[QueueState]) -> str | None:
+        if task.required_node is not None:
+            return "required-node (DaemonSet) tasks are not victims of queue preemption"
+        if task.app == self.task.app:
+            return f"law 3: tasks of the task's own application {task.app}"
+        if not shares_type(task.resources, self.ask):
+            return f"tasks in {task.queue} that free none of {listing(list(self.ask))}"
+        if priority > ask_priority:
+            return f"law 6: tasks in {task.queue} of higher priority ({priority} > {ask_priority})"
+        broken = self._law2({}, task, lineage)
+        if broken:
+            return f"law 2: tasks in {task.queue} whose removal would take {broken[0]} below its guarantee for {broken[1]}"
+        return None
+
+    def surplus(self, queue: QueueState) -> dict[str, int]:
+        """How far the queue is above its guarantee, per guaranteed resource."""
+        if queue.path not in self._surplus:
+            usage = committed(queue)
+            self._surplus[queue.path] = {name: usage.get(name, 0) - g for name, g in queue.guaranteed.items()}
+        return self._surplus[queue.path]
+
+    def _law2(self, removed: dict[str, dict[str, int]], task: TaskState, lineage: list[QueueState]) -> tuple[str, str] | None:
+        """The (queue, resource) that would fall below its guarantee if `task` joined the
+        victims already `removed`; the ask's arrival offsets removals on its own path."""
+        for queue in lineage:
+            if not queue.guaranteed:
+                continue
+            taken = removed.get(queue.path, {})
+            arriving = self.ask if queue.path in self.on_path else {}
+            surplus = self.surplus(queue)
+            for name, amount in task.resources.items():
+                if amount <= 0 or name not in surplus:
+                    continue
+                loss = taken.get(name, 0) + amount - arriving.get(name, 0)
+                if loss > 0 and surplus[name] - loss < 0:
+                    return queue.path, name
+        return None
+
+    # -- nodes --
+
+    def _best(self, by_node: dict[str, list[_Candidate]], *, last_resort: bool) -> tuple[_Solution | None, dict[str, str]]:
+        best, considered = None, {}
+        for name in sorted(by_node):
+            node = self.p.nodes[name]
+            outcome = self._solve(node, by_node[name], last_resort)
+            if isinstance(outcome, str):
+                considered[name] = outcome
+                continue
+            considered[name] = plural(len(outcome.victims), "victim")
+            if best is None or outcome.key() < best.key():
+                best = outcome
+        return best, considered
+
+    def _need(self, node: NodeState) -> dict[str, int]:
+        available = _node_available(node)
+        need = dict(self.scope.queue_need)
+        for name, amount in self.ask.items():
+            short = amount - available.get(name, 0)
+            if short > need.get(name, 0):
+                need[name] = short
+        return need
+
+    def _solve(self, node: NodeState, candidates: list[_Candidate], last_resort: bool) -> _Solution | str:
+        if not node.schedulable:
+            return "not schedulable"
+        if any(amount > node.capacity.get(name, 0) for name, amount in self.ask.items()):
+            return "too small for the task"
+        need = self._need(node)
+        if not need:
+            return "has room once victims in flight leave"
+        pool = [c for c in candidates if last_resort or not c.last_resort]
+        pool.sort(key=_victim_order)
+        chosen = self._greedy(pool, need)
+        if chosen is None:
+            return "no set of candidates makes room"
+        return _Solution(node, _minimise(chosen, need))
+
+    def _greedy(self, pool: list[_Candidate], need: dict[str, int]) -> list[_Candidate] | None:
+        chosen: list[_Candidate] = []
+        removed: dict[str, dict[str, int]] = {}
+        remaining = dict(need)
+        for candidate in pool:
+            if not any(candidate.task.resources.get(name, 0) > 0 for name, short in remaining.items() if short > 0):
+                continue
+            if self._law2(removed, candidate.task, candidate.lineage):
+                continue
+            chosen.append(candidate)
+            for queue in candidate.lineage:
+                taken = removed.setdefault(queue.path, {})
+                for name, amount in candidate.task.resources.items():
+                    taken[name] = taken.get(name, 0) + amount
+            for name in remaining:
+                remaining[name] -= candidate.task.resources.get(name, 0)
+            if all(short <= 0 for short in remaining.values()):
+                return chosen
+        return None
+
+    # -- outcome --
+
+    def _plan(self, solution: _Solution, considered: dict[str, str]) -> Plan:
+        victims = [c.task for c in solution.victims]
+        freed = _sum(victim.resources for victim in victims)
+        explanation = [
+            self.scope.law4,
+            f"law 7: victims searched under {self.scope.why_top}, outside {self.scope.path[self.scope.guard].path}",
+            f"node {solution.node.name}: {plural(len(victims), 'victim')} free {amounts(freed, self.ask)}; "
+            f"it had {amounts(_node_available(solution.node), self.ask)} for the task",
+            *self._queue_need_line(),
+            *_others(considered, solution.node.name),
+            *_exclusions(self.excluded),
+        ]
+        whys = {c.task.id: self._why(c) for c in solution.victims}
+        return Plan(solution.node, victims, whys, explanation, "guarantee")
+
+    def _queue_need_line(self) -> list[str]:
+        if not self.scope.queue_need:
+            return []
+        return [f"max: the victims must free {amounts(self.scope.queue_need)} under {self.scope.path[self.scope.top].path} for the task to fit its max"]
+
+    def _why(self, candidate: _Candidate) -> str:
+        queue = self.p.queues[candidate.task.queue]
+        over = (
+            f"{queue.path} is over its guarantee ({amounts(committed(queue), queue.guaranteed)} of {amounts(queue.guaranteed)}) and stays at or above it"
+            if queue.guaranteed
+            else f"{queue.path} has no guarantee"
+        )
+        resort = "; opted out of preemption or an originator, taken as a last resort (law 1)" if candidate.last_resort else ""
+        return f"{over} (laws 5, 2); priority {candidate.priority} is not above the task's (law 6){resort}"
+
+    def _refusal(self, by_node: dict[str, list[_Candidate]], considered: dict[str, str]) -> Refusal:
+        if considered and all(outcome == "has room once victims in flight leave" for outcome in considered.values()):
+            return Refusal(("victims in flight will make room",), quiet=True)
+        reason = (
+            f"no node has a set of victims that makes room (searched under {self.scope.why_top})"
+            if by_node
+            else f"no running task under {self.scope.path[self.scope.top].path} may be preempted for it"
+        )
+        details = (self.scope.law4, *_others(considered, None), *_exclusions(self.excluded))
+        return Refusal((reason,), details)
+
+
+def _minimise(chosen: list[_Candidate], need: dict[str, int]) -> list[_Candidate]:
+    """Drop victims the others make unnecessary, latest choices first but the last one kept."""
+    kept = list(chosen)
+    for candidate in reversed(chosen[:-1]):
+        trial = [c for c in kept if c is not candidate]
+        freed = _sum(c.task.resources for c in trial)
+        if all(freed.get(name, 0) >= short for name, short in need.items()):
+            kept = trial
+    return kept
+
+
+def _sum(resource_maps) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for resources in resource_maps:
+        for name, amount in resources.items():
+            out[name] = out.get(name, 0) + amount
+    return out
+
+
+def _others(considered: dict[str, str], chosen: str | None) -> list[str]:
+    others = [f"{name}: {outcome}" for name, outcome in considered.items() if name != chosen]
+    return [f"other nodes: {listing(others, 4)}"] if others else []
+
+
+def _exclusions(excluded: Counter[str]) -> list[str]:
+    return [f"not victims: {plural(count, 'task')}: {reason}" for reason, count in sorted(excluded.items())][:12]
+
+
+# -- required-node (DaemonSet) preemption ---------------------------------------------------
+
+
+def plan_for_required_node(p: PartitionState, task: TaskState) -> Plan | Refusal:
+    """Make room on the one node a DaemonSet task must run on: no delay, fence or guarantee
+    checks; never other required-node tasks, tasks of higher priority or its own application;
+    opted-out tasks and originators last (law 1)."""
+    node = p.nodes.get(task.required_node)
+    if node is None or not node.schedulable:
+        return Refusal((f"its required node {task.required_node} is not schedulable",))
+    ask = positive(task.resources)
+    if any(amount > node.capacity.get(name, 0) for name, amount in ask.items()):
+        return Refusal((f"its required node {node.name} is too small for it",))
+    need = {name: short for name, amount in ask.items() if (short := amount - _node_available(node).get(name, 0)) > 0}
+    if not need:
+        return Refusal(("victims in flight will make room",), quiet=True)
+    pool, excluded = _required_node_candidates(p, task, node)
+    for last_resort in (False, True):
+        chosen = _cover([c for c in pool if last_resort or not c.last_resort], need)
+        if chosen is not None:
+            return _required_node_plan(node, chosen, need, excluded)
+    return Refusal(
+        (f"required node {node.name}: no set of lower-priority tasks makes room for {amounts(need)}",),
+        tuple(_exclusions(excluded)),
+    )
+
+
+def _required_node_candidates(p: PartitionState, task: TaskState, node: NodeState) -> tuple[list[_Candidate], Counter[str]]:
+    pool, excluded = [], Counter()
+    for task_id in node.tasks:
+        victim = p.tasks[task_id]
+        if victim.status != "running":
+            continue
+        if victim.required_node is not None:
+            excluded["other required-node tasks"] += 1
+        elif victim.app == task.app:
+            excluded[f"law 3: tasks of the task's own application {task.app}"] += 1
+        elif victim.priority > task.priority:
+            excluded["law 6: tasks of higher priority"] += 1
+        elif shares_type(victim.resources, task.resources):
+            pool.append(_Candidate(victim, victim.priority, _is_last_resort(victim), []))
+    pool.sort(key=_victim_order)
+    return pool, excluded
+
+
+def _cover(pool: list[_Candidate], need: dict[str, int]) -> list[_Candidate] | None:
+    chosen, remaining = [], dict(need)
+    for candidate in pool:
+        if any(candidate.task.resources.get(name, 0) > 0 for name, short in remaining.items() if short > 0):
+            chosen.append(candidate)
+            for name in remaining:
+                remaining[name] -= candidate.task.resources.get(name, 0)
+            if all(short <= 0 for short in remaining.values()):
+                return _minimise(chosen, need)
+    return None
+
+
+def _required_node_plan(node: NodeState, chosen: list[_Candidate], need: dict[str, int], excluded: Counter[str]) -> Plan:
+    whys = {
+        c.task.id: f"runs on the required node with priority {c.priority}"
+        + ("; opted out of preemption or an originator, taken as a last resort (law 1)" if c.last_resort else "")
+        for c in chosen
+    }
+    explanation = [
+        f"required node {node.name} lacks {amounts(need)} for the task",
+        "required-node preemption: no delay, fence or guarantee checks apply",
+        *_exclusions(excluded),
+    ]
+    return Plan(node, [c.task for c in chosen], whys, explanation, "required node")

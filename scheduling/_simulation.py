@@ -1,0 +1,296 @@
+"""Offline runs of scenario files: the same engine as the daemon, on simulated time.
+
+The simulated shim carries out decisions as a Kubernetes shim would: it binds allocations, and
+releases victims after the grace period (re-creating them as new pending tasks when
+`recreate_preempted` is set, as a ReplicaSet does). Everything it does is an ordinary cluster
+event in the log, so the log of a simulation replays like the daemon's.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from events import (
+    Allocated,
+    ClusterEvent,
+    Decision,
+    DecodeError,
+    DurationError,
+    Expectations,
+    Preempted,
+    Resources,
+    PriorityClassUpserted,
+    Scenario,
+    TaskBound,
+    TaskReleased,
+    TaskSubmitted,
+    Tick,
+    decode_cluster_event,
+    encode,
+    parse_duration,
+    to_builtins,
+)
+from projections import ClusterState, LogRecord, Rejected, apply, partition_view
+from scheduling._engine import run_cycle
+
+__all__ = ["ScenarioError", "SimulationResult", "check", "needs_cycle", "simulate", "tick_event"]
+
+
+class ScenarioError(ValueError):
+    """A scenario file that cannot run: a malformed event, a bad duration."""
+
+
+@dataclass
+class SimulationResult:
+    state: ClusterState
+    records: list[LogRecord] = field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
+    rejected: list[tuple[ClusterEvent, str]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    known: dict[str, dict[str, Any]] = field(default_factory=dict)  # every task ever seen
+
+    def view(self, partition: str) -> dict[str, Any]:
+        """The final state of `partition`, with released tasks listed as `released`."""
+        view = partition_view(self.state.partitions[partition])
+        for task_id, last in self.known.items():
+            view["tasks"].setdefault(task_id, {**last, "status": "released", "reserved_node": None})
+        return view
+
+
+def needs_cycle(state: ClusterState, partition: str) -> bool:
+    """A cycle can only decide something for a partition with pending tasks."""
+    p = state.partitions.get(partition)
+    return p is not None and p.pending_count > 0
+
+
+def tick_event(seq: int, now: int, partition: str) -> Tick:
+    return Tick(id=f"tick-{seq}", ts=now, partition=partition)
+
+
+def _duration(value: Any, what: str) -> int:
+    try:
+        return parse_duration(value)
+    except DurationError as exc:
+        raise ScenarioError(f"{what}: {exc}") from None
+
+
+def _expand(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """`repeat: N` makes N copies of an event, with `{i}` in its texts replaced by 1..N."""
+    count = entry.get("repeat")
+    if count is None:
+        return [entry]
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ScenarioError(f"repeat must be a positive integer, got {count!r}")
+    body = {key: value for key, value in entry.items() if key != "repeat"}
+    return [{key: _number(value, i) for key, value in body.items()} for i in range(1, count + 1)]
+
+
+def _number(value: Any, i: int) -> Any:
+    return value.replace("{i}", str(i)) if isinstance(value, str) else value
+
+
+def simulate(scenario: Scenario, *, log_id: str = "sim") -> SimulationResult:
+    """Run `scenario` from time 0 to `until`, a cycle every `tick`."""
+    return _Simulator(scenario, log_id).run()
+
+
+class _Simulator:
+    def __init__(self, scenario: Scenario, log_id: str) -> None:
+        self.scenario = scenario
+        self.partition = scenario.partition
+        self.result = SimulationResult(state=ClusterState(log_id=log_id))
+        self.grace = _duration(scenario.shim.grace_period, "shim.grace_period")
+        self.reactions: list[tuple[int, int, ClusterEvent]] = []
+        self.specs: dict[str, TaskSubmitted | TaskBound] = {}
+        self.counter = 0
+
+    def run(self) -> SimulationResult:
+        tick, until = _duration(self.scenario.tick, "tick"), _duration(self.scenario.until, "until")
+        if tick <= 0:
+            raise ScenarioError("tick must be greater than 0s")
+        scripted = self._scripted()
+        now = 0
+        while now <= until:
+            while scripted and scripted[0][0] <= now:
+                self.append(heapq.heappop(scripted)[2])
+            self._react(now)
+            if needs_cycle(self.result.state, self.partition):
+                self._cycle(now)
+                self._react(now)
+            now += tick
+        return self.result
+
+    # -- input --
+
+    def _scripted(self) -> list[tuple[int, int, ClusterEvent]]:
+        s = self.scenario
+        raw: list[dict[str, Any]] = [{"at": 0, "id": "config", "type": "config.applied", "model": s.model, "config": s.config}]
+        raw += [{"at": 0, "id": f"priorityclass-{pc.name}", "type": PriorityClassUpserted.__struct_config__.tag, **msgspec.to_builtins(pc)} for pc in s.priority_classes]
+        raw += [copy for entry in s.events for copy in _expand(entry)]
+        scripted = [self._event(index, entry) for index, entry in enumerate(raw)]
+        heapq.heapify(scripted)
+        return scripted
+
+    def _event(self, index: int, entry: dict[str, Any]) -> tuple[int, int, ClusterEvent]:
+        fields = dict(entry)
+        at = _duration(fields.pop("at", 0), f"event {index}: at")
+        fields.setdefault("id", f"e{index}")
+        fields.setdefault("ts", at)
+        fields.setdefault("partition", self.partition)
+        try:
+            return at, index, decode_cluster_event(encode(fields))
+        except DecodeError as exc:
+            raise ScenarioError(f"event {index} ({entry.get('type', '?')} at {entry.get('at', 0)}): {exc}") from None
+
+    # -- the log --
+
+    def append(self, event: ClusterEvent | Tick) -> bool:
+        state = self.result.state
+        record = LogRecord(state.seq + 1, event.ts, event)
+        try:
+            self.result.warnings.extend(apply(state, record))
+        except Rejected as exc:
+            self.result.rejected.append((event, exc.reason))
+            return False
+        self.result.records.append(record)
+        self._remember(event)
+        return True
+
+    def _cycle(self, now: int) -> None:
+        state = self.result.state
+        tick = tick_event(state.seq + 1, now, self.partition)
+        self.append(tick)
+        decisions = run_cycle(state, self.result.records[-1])
+        first = self.result.records[-1].seq + 1
+        self.result.records.extend(LogRecord(first + i, now, d) for i, d in enumerate(decisions))
+        self.result.decisions.extend(decisions)
+        for decision in decisions:
+            self._remember(decision)
+            self._plan_reactions(decision, now)
+
+    def _remember(self, event: Any) -> None:
+        """Keep what the final view shows of tasks that are gone, and the specs to re-create them."""
+        if isinstance(event, (TaskSubmitted, TaskBound)):
+            self.specs.setdefault(event.task, event)
+        task_id = getattr(event, "task", None)
+        p = self.result.state.partitions.get(self.partition)
+        if task_id and p is not None and task_id in p.tasks:
+            task = p.tasks[task_id]
+            self.result.known[task_id] = {"node": task.node, "queue": task.queue, "app": task.app}
+
+    # -- the simulated shim --
+
+    def _plan_reactions(self, decision: Decision, now: int) -> None:
+        if not self.scenario.shim.execute:
+            return
+        if isinstance(decision, Allocated):
+            self._later(now, TaskBound(id=self._shim_id(), ts=now, partition=self.partition, task=decision.task, node=decision.node))
+        elif isinstance(decision, Preempted):
+            for victim in decision.victims:
+                due = now + self.grace
+                self._later(due, TaskReleased(id=self._shim_id(), ts=due, partition=self.partition, task=victim.task, reason="preempted"))
+                if self.scenario.shim.recreate_preempted:
+                    self._later(due, self._recreated(victim.task, due))
+
+    def _recreated(self, task_id: str, now: int) -> TaskSubmitted:
+        spec = self.specs[task_id]
+        fields = {name: getattr(spec, name) for name in TaskSubmitted.__struct_fields__ if hasattr(spec, name)}
+        fields.update(id=self._shim_id(), ts=now, task=f"{task_id.split('~')[0]}~{self.counter}")
+        if fields.get("app") is None or fields.get("resources") is None:
+            raise ScenarioError(f"cannot re-create {task_id}: its first event did not describe it")
+        return TaskSubmitted(**fields)
+
+    def _shim_id(self) -> str:
+        self.counter += 1
+        return f"shim-{self.counter}"
+
+    def _later(self, due: int, event: ClusterEvent) -> None:
+        heapq.heappush(self.reactions, (due, self.counter, event))
+
+    def _react(self, now: int) -> None:
+        while self.reactions and self.reactions[0][0] <= now:
+            self.append(heapq.heappop(self.reactions)[2])
+
+
+# -- expectations ----------------------------------------------------------------------------
+
+
+def check(result: SimulationResult, expect: Expectations, partition: str) -> list[str]:
+    """Every way the run differs from `expect`; empty when it matches."""
+    view = result.view(partition)
+    return [
+        *_check_queues(view, expect),
+        *_check_tasks(view, expect),
+        *_check_decisions(result.decisions, expect),
+        *_check_counts(result.decisions, expect),
+        *_check_rejected(result.rejected, expect),
+    ]
+
+
+def _check_queues(view: dict[str, Any], expect: Expectations) -> list[str]:
+    failures = []
+    for path, fields in expect.queues.items():
+        queue = view["queues"].get(path)
+        if queue is None:
+            failures.append(f"queue {path}: no such queue")
+            continue
+        for field_name, wanted in fields.items():
+            actual = Resources.parse(queue.get(field_name) or {})
+            for name, amount in Resources.parse(wanted).items():
+                if actual.get(name, 0) != amount:
+                    failures.append(f"queue {path}: {field_name} {name} is {_show(queue.get(field_name), name)}, expected {wanted[name]}")
+    return failures
+
+
+def _show(wire: dict[str, Any] | None, name: str) -> Any:
+    return (wire or {}).get(name, 0)
+
+
+def _check_tasks(view: dict[str, Any], expect: Expectations) -> list[str]:
+    failures = []
+    for task_id, fields in expect.tasks.items():
+        task = view["tasks"].get(task_id)
+        if task is None:
+            failures.append(f"task {task_id}: never seen")
+            continue
+        failures += [f"task {task_id}: {k} is {task.get(k)!r}, expected {v!r}" for k, v in fields.items() if task.get(k) != v]
+    return failures
+
+
+def _matches(decision: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    for key, value in wanted.items():
+        actual = decision.get(key)
+        if key == "victims" and isinstance(value, list):
+            if sorted(v["task"] for v in actual or []) != sorted(value):
+                return False
+        elif actual != value:
+            return False
+    return True
+
+
+def _check_decisions(decisions: list[Decision], expect: Expectations) -> list[str]:
+    remaining = list(expect.decisions)
+    for decision in decisions:
+        if remaining and _matches(to_builtins(decision), remaining[0]):
+            remaining.pop(0)
+    return [f"expected decision not found (in order): {wanted}" for wanted in remaining[:1]]
+
+
+def _check_counts(decisions: list[Decision], expect: Expectations) -> list[str]:
+    failures = []
+    for kind, wanted in expect.counts.items():
+        actual = sum(1 for d in decisions if d.__struct_config__.tag == kind)
+        if actual != wanted:
+            failures.append(f"{actual} {kind} decisions, expected {wanted}")
+    return failures
+
+
+def _check_rejected(rejected: list[tuple[ClusterEvent, str]], expect: Expectations) -> list[str]:
+    reasons = [reason for _, reason in rejected]
+    failures = [f"expected a rejection containing {text!r}" for text in expect.rejected if not any(text in r for r in reasons)]
+    unexpected = [r for r in reasons if not any(text in r for text in expect.rejected)]
+    return failures + [f"unexpected rejection: {reason}" for reason in unexpected]

@@ -1,0 +1,192 @@
+"""The YuniKorn model: hierarchical queues, allocation by queue priority and fairness, and
+preemption by the seven laws (see `_preemption`).
+
+A cycle has three phases:
+
+1. Reservations land: a preemptor whose reserved node now has room is allocated there.
+2. Allocation: pending tasks in queue order (`_ordering`) go to the first node with room,
+   within every queue max up the tree (`_allocation`).
+3. Preemption: for each task left unplaced, in the same order, find victims (required-node
+   tasks on their node, the others for their queue's guarantee), within the cycle's pace budget.
+   A task that may not preempt gets a `decision.blocked` when its reasons change.
+"""
+
+from __future__ import annotations
+
+from events import Allocated, Blocked, PreemptionSettings, Preempted, Resources, Unreserved, Victim
+from projections import PartitionState, TaskState
+from scheduling._allocation import Placement, node_room, queue_blocker
+from scheduling._cycle import Cycle
+from scheduling._explain import amounts
+from scheduling._ordering import QueueOrder
+from scheduling._preemption import Plan, Refusal, plan_for_guarantee, plan_for_required_node
+
+__all__ = ["schedule"]
+
+
+def schedule(cycle: Cycle) -> None:
+    p = cycle.partition
+    if not p.pending_count:
+        return
+    _land_reservations(cycle)
+    unplaced = _allocate(cycle)
+    _preempt(cycle, unplaced)
+
+
+# 1. reservations -----------------------------------------------------------------------------
+
+
+def _land_reservations(cycle: Cycle) -> None:
+    p = cycle.partition
+    reserved = [p.tasks[task_id] for node in p.nodes.values() for task_id in node.reservations]
+    for task in reserved:
+        node = p.nodes[task.reserved_node]
+        room = node_room(node, task)
+        if all(room[name] >= amount for name, amount in task.resources.items()) and queue_blocker(p, task) is None:
+            cycle.emit(
+                Allocated,
+                task=task.id,
+                app=task.app,
+                queue=task.queue,
+                node=node.name,
+                resources=Resources(task.resources),
+                explanation=(f"{node.name} was reserved for the task and now has room for it",),
+            )
+        elif not task.victims:
+            cycle.emit(
+                Unreserved,
+                task=task.id,
+                node=node.name,
+                reason=f"its victims are gone but {node.name} still lacks room; the task is pending again",
+            )
+
+
+# 2. allocation -------------------------------------------------------------------------------
+
+
+def _allocate(cycle: Cycle) -> list[TaskState]:
+    """Place what fits; return the tasks that did not, in the order they were tried."""
+    p = cycle.partition
+    order, placement, unplaced = QueueOrder(p), Placement(p), []
+    for task in order:
+        node = placement.find(task) if queue_blocker(p, task) is None else None
+        if node is None:
+            unplaced.append(task)
+            continue
+        cycle.emit(
+            Allocated,
+            task=task.id,
+            app=task.app,
+            queue=task.queue,
+            node=node.name,
+            resources=Resources(task.resources),
+            explanation=(_placed_because(task, node.name),),
+        )
+        order.allocated(task)
+    return unplaced
+
+
+def _placed_because(task: TaskState, node: str) -> str:
+    where = f"required node {node} has room" if task.required_node else f"{node} is the first node by name with room"
+    return f"{where}; {task.queue} and its parents stay within their max"
+
+
+# 3. preemption -------------------------------------------------------------------------------
+
+
+class _Budget:
+    """Pace control: victims per cycle, and their share of the cluster per resource.
+    The first preemption of a cycle is always allowed, so a large ask is never starved."""
+
+    def __init__(self, settings: PreemptionSettings, capacity: dict[str, int]) -> None:
+        self.settings, self.capacity = settings, capacity
+        self.victims = 0
+        self.freed: dict[str, int] = {}
+
+    def allows(self, victims: list[TaskState]) -> bool:
+        if not self.victims:
+            return True
+        if self.victims + len(victims) > self.settings.max_victims_per_cycle:
+            return False
+        share = self.settings.max_share_per_cycle
+        for victim in victims:
+            for name, amount in victim.resources.items():
+                if self.freed.get(name, 0) + amount > share * self.capacity.get(name, 0):
+                    return False
+        return True
+
+    def spend(self, victims: list[TaskState]) -> None:
+        self.victims += len(victims)
+        for victim in victims:
+            for name, amount in victim.resources.items():
+                self.freed[name] = self.freed.get(name, 0) + amount
+
+
+def _preempt(cycle: Cycle, unplaced: list[TaskState]) -> None:
+    p = cycle.partition
+    budget = _Budget(p.config.preemption, p.capacity)
+    refusals: dict[tuple, Refusal] = {}
+    for task in unplaced:
+        if task.id not in p.tasks or task.status != "pending" or task.reserved_node is not None:
+            continue
+        key = _situation(task)
+        outcome = refusals.get(key) or _plan(p, task, cycle.now)
+        if isinstance(outcome, Plan):
+            if not budget.allows(outcome.victims):
+                return
+            budget.spend(outcome.victims)
+            _emit_preempted(cycle, task, outcome)
+        elif not outcome.quiet:
+            refusals[key] = outcome
+            if outcome.reasons != task.blocked:
+                cycle.emit(
+                    Blocked,
+                    task=task.id,
+                    app=task.app,
+                    queue=task.queue,
+                    reasons=outcome.reasons,
+                    explanation=outcome.details,
+                )
+
+
+def _situation(task: TaskState) -> tuple:
+    """Tasks in the same situation get the same refusal within a cycle."""
+    app = task.app if task.required_node else None
+    return (task.queue, tuple(task.resources.items()), task.priority, task.may_preempt, task.required_node, app)
+
+
+def _plan(p: PartitionState, task: TaskState, now: int) -> Plan | Refusal:
+    if task.required_node is None:
+        return plan_for_guarantee(p, task, now)
+    blocker = queue_blocker(p, task)
+    if blocker is not None:
+        queue, over = blocker
+        return Refusal((f"max: {queue.path} has no room under its max for {amounts(over)} more",))
+    return plan_for_required_node(p, task)
+
+
+def _emit_preempted(cycle: Cycle, task: TaskState, plan: Plan) -> None:
+    victims = tuple(
+        Victim(
+            task=victim.id,
+            app=victim.app,
+            queue=victim.queue,
+            node=victim.node,
+            priority=victim.priority,
+            resources=Resources(victim.resources),
+            why=plan.whys[victim.id],
+        )
+        for victim in plan.victims
+    )
+    cycle.emit(
+        Preempted,
+        preemptor=task.id,
+        app=task.app,
+        queue=task.queue,
+        node=plan.node.name,
+        resources=Resources(task.resources),
+        victims=victims,
+        model="yunikorn",
+        reason=plan.reason,
+        explanation=tuple(plan.explanation),
+    )
