@@ -4,6 +4,14 @@ offline drivers (scenario simulation and replay). No I/O, no clock, no randomnes
 
 from scheduling._cycle import Cycle as Cycle, decision_id as decision_id
 from scheduling._engine import MODELS as MODELS, Model as Model, run_cycle as run_cycle
+from scheduling._replay import (
+    Change as Change,
+    Divergence as Divergence,
+    ReplayReport as ReplayReport,
+    Replayer as Replayer,
+    decision_key as decision_key,
+    replay as replay,
+)
 from scheduling._simulation import (
     ScenarioError as ScenarioError,
     SimulationResult as SimulationResult,

@@ -26,7 +26,7 @@ victims already leaving will make the room.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from projections import NodeState, PartitionState, QueueState, TaskState, positive, shares_type
 from scheduling._explain import amounts, listing, plural
@@ -400,7 +400,7 @@ class _GuaranteeSearch:
         freed = _sum(victim.resources for victim in victims)
         explanation = [
             self.scope.law4,
-            f"law 7: victims searched under {self.scope.why_top}, outside {self.scope.path[self.scope.guard].path}",
+            f"scope: victims searched under {self.scope.why_top}, outside {self.scope.path[self.scope.guard].path}",
             f"node {solution.node.name}: {plural(len(victims), 'victim')} free {amounts(freed, self.ask)}; "
             f"it had {amounts(_node_available(solution.node), self.ask)} for the task",
             *self._queue_need_line(),

@@ -1,0 +1,410 @@
+"""The `preemptd` command line.
+
+    preemptd run            the daemon (embedded nats-server and SQLite log by default)
+    preemptd publish FILE   JSON lines or YAML events to NATS: the simplest shim
+    preemptd tail           follow decisions
+    preemptd simulate FILE  run a scenario offline
+    preemptd replay         recompute every decision of a log, or try another configuration
+    preemptd explain ID     why a decision was taken
+    preemptd state          the queue tree at any log position
+    preemptd dead-letters   rejected input and why
+    preemptd schema         the JSON Schema of events and decisions
+    preemptd db upgrade     apply the log database migrations
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import inspect
+import uuid
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+import yaml
+from tqdm import tqdm
+
+from daemon import render
+from daemon.errors import DaemonError, UsageError
+from daemon.history import load_state, outbox_rows, records, to_record, to_row
+from daemon.logs import configure
+from daemon.nats_source import Bus, Outbound, cluster_subject
+from daemon.runtime import Settings, config_events, run, wall_ms
+from daemon.store import Batch, Store
+from events import Scenario, decode_decision, encode, json_schema, parse_duration, to_builtins
+from projections import partition_view
+from scheduling import Replayer, ScenarioError, check, simulate
+
+__all__ = ["main"]
+
+DEFAULT_STATE_DIR = "preemptd-state"
+
+
+def _state_dir(args: argparse.Namespace) -> Path:
+    return Path(args.state_dir or os.environ.get("PREEMPTD_STATE_DIR") or DEFAULT_STATE_DIR)
+
+
+def _db(args: argparse.Namespace) -> str:
+    return args.db or str(_state_dir(args) / "preemptd.db")
+
+
+def _nats_url(args: argparse.Namespace) -> str:
+    """--nats-url, else $PREEMPTD_NATS_URL, else the URL a local daemon wrote in its state dir."""
+    if args.nats_url or os.environ.get("PREEMPTD_NATS_URL"):
+        return args.nats_url or os.environ["PREEMPTD_NATS_URL"]
+    written = _state_dir(args) / "nats.url"
+    if written.exists():
+        return written.read_text().strip()
+    raise UsageError(f"no NATS URL: pass --nats-url, set PREEMPTD_NATS_URL, or start `preemptd run` (it writes {written})")
+
+
+# -- commands -----------------------------------------------------------------------------
+
+
+async def cmd_run(args: argparse.Namespace) -> int:
+    settings = Settings(
+        state_dir=_state_dir(args),
+        db=_db(args),
+        nats_url=args.nats_url or os.environ.get("PREEMPTD_NATS_URL"),
+        nats_port=args.nats_port,
+        config=Path(args.config) if args.config else None,
+        tick=parse_duration(args.tick) / 1000,
+        batch=args.batch,
+        snapshot_every=args.snapshot_every,
+        synchronous=args.sqlite_synchronous,
+    )
+    await run(settings)
+    return 0
+
+
+def _read_events(source: str) -> list[dict[str, Any]]:
+    text = sys.stdin.read() if source == "-" else Path(source).read_text()
+    lines = [line for line in text.splitlines() if line.strip()]
+    if lines and all(line.lstrip().startswith("{") for line in lines):
+        try:
+            return [json.loads(line) for line in lines]
+        except json.JSONDecodeError:
+            pass  # not JSON lines after all: YAML accepts what JSON lines would not
+    events: list[dict[str, Any]] = []
+    try:
+        for document in yaml.safe_load_all(text):
+            events += document if isinstance(document, list) else [document] if document is not None else []
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{source}: neither JSON lines nor YAML: {exc}") from None
+    return events
+
+
+def _prepared(event: Any, now: int) -> Outbound:
+    """The simplest shim fills `id` and `ts` when missing; anything else goes as written, and
+    the daemon answers bad input with a dead letter."""
+    if isinstance(event, dict):
+        event.setdefault("id", uuid.uuid4().hex)
+        event.setdefault("ts", now)
+        partition, kind = str(event.get("partition", "default")), str(event.get("type", "unknown"))
+        return Outbound(cluster_subject(partition, kind), json.dumps(event).encode(), str(event["id"]))
+    return Outbound(cluster_subject("default", "unknown"), json.dumps(event).encode())
+
+
+async def cmd_publish(args: argparse.Namespace) -> int:
+    events = _read_events(args.file)
+    bus = await Bus.connect(_nats_url(args))
+    try:
+        await bus.ensure_streams()
+        now = wall_ms()
+        messages = [_prepared(event, now) for event in events]
+        for start in range(0, len(messages), 1000):
+            await bus.publish(messages[start : start + 1000])
+    finally:
+        await bus.close()
+    print(f"published {len(messages)} events", file=sys.stderr)
+    return 0
+
+
+async def cmd_tail(args: argparse.Namespace) -> int:
+    bus = await Bus.connect(_nats_url(args))
+    seen = 0
+    try:
+        await bus.ensure_streams()
+        with anyio.move_on_after(args.timeout) if args.timeout else _no_limit():
+            async for data in bus.decisions(args.partition, from_start=args.from_start):
+                print(data.decode() if args.json else render.summary(decode_decision(data)), flush=True)
+                seen += 1
+                if args.count and seen >= args.count:
+                    break
+    finally:
+        await bus.close()
+    return 0
+
+
+class _no_limit:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *_exc: object) -> None:
+        return None
+
+
+def _load_scenario(path: str) -> Scenario:
+    try:
+        return msgspec.yaml.decode(Path(path).read_bytes(), type=Scenario)
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from None
+    except msgspec.ValidationError as exc:
+        raise UsageError(f"{path}: not a scenario: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise UsageError(f"{path}: not YAML: {exc}") from None
+
+
+async def cmd_simulate(args: argparse.Namespace) -> int:
+    scenario = _load_scenario(args.file)
+    store = await _fresh_store(args.db) if args.db else None
+    try:
+        result = simulate(scenario, log_id=store.log_id if store else "sim")
+    except ScenarioError as exc:
+        raise UsageError(f"{args.file}: {exc}") from None
+    try:
+        if store is not None:
+            await _write_log(store, result.records)
+    finally:
+        if store is not None:
+            await store.close()
+    if not args.quiet:
+        for decision in result.decisions:
+            sys.stdout.write(encode(decision).decode() + "\n")
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    for event, reason in result.rejected:
+        print(f"rejected {event.__struct_config__.tag} {event.id}: {reason}", file=sys.stderr)
+    if args.state:
+        print(json.dumps(result.view(scenario.partition), indent=2))
+    if args.db:
+        print(f"wrote {len(result.records)} log records to {args.db}", file=sys.stderr)
+    return _check(args, scenario, result)
+
+
+def _check(args: argparse.Namespace, scenario: Scenario, result) -> int:
+    if not args.check:
+        return 0
+    if scenario.expect is None:
+        raise UsageError(f"{args.file} has no `expect` section to check")
+    failures = check(result, scenario.expect, scenario.partition)
+    for failure in failures:
+        print(f"FAIL {scenario.name}: {failure}", file=sys.stderr)
+    if not failures:
+        print(f"ok {scenario.name}: {len(result.decisions)} decisions, expectations met", file=sys.stderr)
+    return 1 if failures else 0
+
+
+async def _fresh_store(target: str) -> Store:
+    store = await Store.open(target)
+    if await store.last_seq():
+        await store.close()
+        raise UsageError(f"{target} already holds a log; write the simulation to a new file")
+    return store
+
+
+async def _write_log(store: Store, log_records) -> None:
+    for start in range(0, len(log_records), 5000):
+        chunk = log_records[start : start + 5000]
+        await store.commit(Batch(rows=[to_row(r) for r in chunk], outbox=outbox_rows(chunk)))
+
+
+async def cmd_replay(args: argparse.Namespace) -> int:
+    store = await Store.open(_db(args), create=False)
+    try:
+        configs = _replay_configs(Path(args.config)) if args.config else None
+        total = (await store.last_seq()) if args.until is None else args.until
+        replayer = Replayer(store.log_id, configs)
+        with tqdm(total=total, unit="rec", unit_scale=True, disable=args.quiet or None, file=sys.stderr, desc="replay") as bar:
+            async for record in records(store, until=args.until):
+                if not replayer.step(record):
+                    break
+                bar.update(1)
+        replayer.finish()
+    finally:
+        await store.close()
+    print(render.replay_summary(replayer.report, what_if=bool(configs)))
+    return 1 if replayer.report.divergence is not None else 0
+
+
+def _replay_configs(path: Path) -> dict[str, tuple[str, dict[str, Any]]]:
+    return {event.partition: (event.model, event.config) for event in config_events(path, 0)}
+
+
+async def cmd_explain(args: argparse.Namespace) -> int:
+    store = await Store.open(_db(args), create=False)
+    try:
+        rows = await store.decisions_about(args.decision) if args.task else [await store.find(args.decision)]
+    finally:
+        await store.close()
+    rows = [row for row in rows if row is not None and row.type.startswith("decision.")]
+    if not rows:
+        what = "no decision mentions task" if args.task else "no decision with id"
+        raise UsageError(f"{what} {args.decision!r} in {_db(args)}")
+    for row in rows:
+        decision = to_record(row).event
+        print(json.dumps(to_builtins(decision)) if args.json else render.explanation(decision, row.seq))
+    return 0
+
+
+async def cmd_state(args: argparse.Namespace) -> int:
+    store = await Store.open(_db(args), create=False)
+    try:
+        state = await load_state(store, until=args.at)
+    finally:
+        await store.close()
+    partitions = [p for name, p in sorted(state.partitions.items()) if args.partition in (None, name)]
+    if not partitions:
+        raise UsageError(f"no partition {args.partition!r} at seq {state.seq}" if args.partition else "the log is empty")
+    for partition in partitions:
+        if args.json:
+            print(json.dumps(partition_view(partition), indent=2))
+        else:
+            print(render.queue_table(partition, state.seq) + "\n")
+    return 0
+
+
+async def cmd_dead_letters(args: argparse.Namespace) -> int:
+    store = await Store.open(_db(args), create=False)
+    try:
+        letters = await store.dead_letters(args.limit)
+        counts = await store.counts()
+    finally:
+        await store.close()
+    for dead in letters:
+        if args.json:
+            print(json.dumps({**dead.__dict__, "raw": dead.raw.decode(errors="replace")}))
+        else:
+            print(f"{render.clock(dead.received)} {dead.subject} id={dead.event_id} type={dead.event_type}\n  {dead.reason}")
+    print(f"{counts['dead_letters']} dead letters in all", file=sys.stderr)
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    print(json.dumps(json_schema(args.kind), indent=2))
+    return 0
+
+
+async def cmd_db_upgrade(args: argparse.Namespace) -> int:
+    store = await Store.open(_db(args))
+    try:
+        counts = await store.counts()
+    finally:
+        await store.close()
+    print(f"{_db(args)}: schema up to date (log {store.log_id}, {counts['log']} records, {counts['unpublished']} decisions unpublished)")
+    return 0
+
+
+# -- parser -------------------------------------------------------------------------------
+
+
+def _common(parser: argparse.ArgumentParser, *, nats: bool = False, db: bool = False) -> None:
+    parser.add_argument("--state-dir", help=f"where the daemon keeps its log and NATS data (default: $PREEMPTD_STATE_DIR or ./{DEFAULT_STATE_DIR})")
+    if db:
+        parser.add_argument("--db", help="the log: a SQLite file or a SQLAlchemy URL (default: STATE_DIR/preemptd.db)")
+    if nats:
+        parser.add_argument("--nats-url", help="NATS server (default: $PREEMPTD_NATS_URL, else the local daemon's)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="preemptd", description="An event-sourced preemption daemon for shared batch and AI clusters.")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--log-format", default="logfmt", choices=["logfmt", "json"])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = commands.add_parser("run", help="run the daemon")
+    _common(p, db=True)
+    p.add_argument("--nats-url", help="use this NATS server instead of starting the bundled one")
+    p.add_argument("--nats-port", type=int, default=0, help="port for the bundled nats-server (default: a free one)")
+    p.add_argument("--config", help="a YuniKorn queues.yaml (or {model, config}) applied at start when it differs")
+    p.add_argument("--tick", default="1s", help="time between scheduling cycles of a partition with pending tasks (default: 1s)")
+    p.add_argument("--batch", type=int, default=1000, help="events fetched and committed per transaction (default: 1000)")
+    p.add_argument("--snapshot-every", type=int, default=100_000, help="log records between snapshots (default: 100000)")
+    p.add_argument("--sqlite-synchronous", default="FULL", choices=["FULL", "NORMAL"], help="FULL survives power loss; NORMAL only process crashes")
+    p.set_defaults(func=cmd_run)
+
+    p = commands.add_parser("publish", help="publish events from a file (JSON lines or YAML; - for stdin)")
+    p.add_argument("file")
+    _common(p, nats=True)
+    p.set_defaults(func=cmd_publish)
+
+    p = commands.add_parser("tail", help="follow decisions")
+    _common(p, nats=True)
+    p.add_argument("--json", action="store_true", help="print decisions as JSON lines")
+    p.add_argument("--partition", default="*")
+    p.add_argument("--from-start", action="store_true", help="begin with the oldest decision the stream keeps")
+    p.add_argument("--count", type=int, default=0, help="stop after this many decisions")
+    p.add_argument("--timeout", type=float, default=0, help="stop after this many seconds")
+    p.set_defaults(func=cmd_tail)
+
+    p = commands.add_parser("simulate", help="run a scenario file offline; decisions as JSON lines")
+    p.add_argument("file")
+    p.add_argument("--state", action="store_true", help="print the final state as JSON")
+    p.add_argument("--check", action="store_true", help="verify the scenario's `expect`; exit 1 on a mismatch")
+    p.add_argument("--db", help="also write the log to this new SQLite file (for replay, explain, state)")
+    p.add_argument("--quiet", action="store_true", help="do not print decisions")
+    p.set_defaults(func=cmd_simulate)
+
+    p = commands.add_parser("replay", help="recompute every decision of a log and compare")
+    _common(p, db=True)
+    p.add_argument("--until", type=int, help="stop after this log position")
+    p.add_argument("--config", help="replay under this configuration and list the decisions that differ")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_replay)
+
+    p = commands.add_parser("explain", help="show a decision and the checks behind it")
+    p.add_argument("decision", help="a decision id, or a task with --task")
+    p.add_argument("--task", action="store_true", help="list every decision about this task")
+    p.add_argument("--json", action="store_true")
+    _common(p, db=True)
+    p.set_defaults(func=cmd_explain)
+
+    p = commands.add_parser("state", help="the queue tree with usage against guaranteed and max")
+    _common(p, db=True)
+    p.add_argument("--at", type=int, help="as of this log position (default: the end)")
+    p.add_argument("--partition")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_state)
+
+    p = commands.add_parser("dead-letters", help="rejected input, newest last")
+    _common(p, db=True)
+    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_dead_letters)
+
+    p = commands.add_parser("schema", help="print the JSON Schema of cluster events or decisions")
+    p.add_argument("kind", nargs="?", default="cluster", choices=["cluster", "decisions"])
+    p.set_defaults(func=cmd_schema)
+
+    p = commands.add_parser("db", help="log database maintenance")
+    db_commands = p.add_subparsers(dest="db_command", required=True, metavar="ACTION")
+    upgrade = db_commands.add_parser("upgrade", help="apply migrations (also done at start-up)")
+    _common(upgrade, db=True)
+    upgrade.set_defaults(func=cmd_db_upgrade)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    configure(args.log_level, args.log_format)
+    try:
+        if not _is_async(args.func):
+            return args.func(args)
+        return anyio.run(args.func, args, backend="asyncio")
+    except DaemonError as exc:
+        print(f"preemptd: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _is_async(func) -> bool:
+    return inspect.iscoroutinefunction(func)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+"""Between log rows and the pure layers: decode stored rows into records, rebuild the state
+from the newest snapshot plus the log after it, and write a simulated history as a log."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Iterable
+
+from daemon.logs import log
+from daemon.store import LogRow, OutboxRow, Store
+from daemon.nats_source import decision_subject
+from events import Decision, decode_log_event, encode
+from projections import ClusterState, LogRecord, Rejected, apply, restore
+
+__all__ = ["load_state", "outbox_rows", "records", "to_record", "to_row"]
+
+
+def to_record(row: LogRow) -> LogRecord:
+    return LogRecord(row.seq, row.received, decode_log_event(row.payload))
+
+
+def to_row(record: LogRecord, payload: bytes | None = None, stream_seq: int | None = None) -> LogRow:
+    event = record.event
+    return LogRow(
+        seq=record.seq,
+        event_id=event.id,
+        type=event.__struct_config__.tag,
+        partition=event.partition,
+        ts=event.ts,
+        received=record.received,
+        payload=payload if payload is not None else encode(event),
+        stream_seq=stream_seq,
+    )
+
+
+def outbox_rows(records: Iterable[LogRecord]) -> list[OutboxRow]:
+    return [
+        OutboxRow(r.seq, r.event.id, decision_subject(r.event.partition, r.event.__struct_config__.tag))
+        for r in records
+        if isinstance(r.event, Decision)
+    ]
+
+
+async def records(store: Store, after: int = 0, until: int | None = None) -> AsyncIterator[LogRecord]:
+    async for row in store.read_log(after, until):
+        yield to_record(row)
+
+
+async def load_state(store: Store, until: int | None = None) -> ClusterState:
+    """The state as of `until` (default: the end of the log): newest snapshot, then the fold."""
+    snapshot = await store.latest_snapshot(at_most=until)
+    state = restore(snapshot[1]) if snapshot else ClusterState(log_id=store.log_id)
+    async for record in records(store, after=state.seq, until=until):
+        try:
+            apply(state, record)
+        except Rejected as exc:  # a log written by another version may not fold the same
+            log("stored record no longer applies", logging.WARNING, seq=record.seq, reason=exc.reason)
+            state.seq = record.seq
+    return state

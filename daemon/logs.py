@@ -1,0 +1,52 @@
+"""Structured logs: one line per event batch, cycle and decision summary, as logfmt (default)
+or JSON, on stderr. Fields travel in `extra={"fields": {...}}`; `log()` is the shorthand."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from typing import Any
+
+__all__ = ["configure", "log"]
+
+logger = logging.getLogger("preemptd")
+
+
+def _logfmt_value(value: Any) -> str:
+    text = str(value)
+    if text == "" or any(c in text for c in ' ="\\'):
+        return json.dumps(text)
+    return text
+
+
+class _LogfmtFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
+        fields = {"ts": stamp, "level": record.levelname.lower(), "msg": record.getMessage(), **getattr(record, "fields", {})}
+        line = " ".join(f"{key}={_logfmt_value(value)}" for key, value in fields.items())
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        data = {"ts": record.created, "level": record.levelname.lower(), "msg": record.getMessage(), **getattr(record, "fields", {})}
+        if record.exc_info:
+            data["exception"] = self.formatException(record.exc_info)
+        return json.dumps(data, default=str)
+
+
+def configure(level: str = "info", fmt: str = "logfmt") -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_JsonFormatter() if fmt == "json" else _LogfmtFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.WARNING)
+    logger.setLevel(level.upper())
+
+
+def log(message: str, level: int = logging.INFO, **fields: Any) -> None:
+    logger.log(level, message, extra={"fields": fields})

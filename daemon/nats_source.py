@@ -1,0 +1,218 @@
+"""NATS JetStream: the only module that talks to nats-py.
+
+Three streams, created idempotently: cluster events from shims, decisions from the daemon
+(de-duplicated on `Nats-Msg-Id`, the decision id), and rejections (dead-letter notices). The
+daemon consumes cluster events with a durable pull consumer and acknowledges a batch, with one
+cumulative ack, only after the batch is committed to the log. nats-py reconnects by itself;
+errors in between surface as `BusError` and the callers retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import nats
+import nats.errors
+import nats.js.errors
+from nats.js import api
+
+from daemon.errors import BusError
+
+__all__ = [
+    "CLUSTER_STREAM",
+    "CONSUMER",
+    "DECISION_STREAM",
+    "REJECTED_STREAM",
+    "Bus",
+    "Inbound",
+    "Outbound",
+    "cluster_subject",
+    "decision_subject",
+    "rejected_subject",
+]
+
+CLUSTER_STREAM = "PREEMPTD_CLUSTER"
+DECISION_STREAM = "PREEMPTD_DECISIONS"
+REJECTED_STREAM = "PREEMPTD_REJECTED"
+CONSUMER = "preemptd"
+_WEEK = 7 * 24 * 3600.0
+
+
+def cluster_subject(partition: str, event_type: str) -> str:
+    return f"preemptd.cluster.{partition}.{event_type.split('.')[0]}"
+
+
+def decision_subject(partition: str, decision_type: str) -> str:
+    return f"preemptd.decisions.{partition}.{decision_type.removeprefix('decision.')}"
+
+
+def rejected_subject(partition: str) -> str:
+    return f"preemptd.rejected.{partition}"
+
+
+_STREAMS = (
+    api.StreamConfig(name=CLUSTER_STREAM, subjects=["preemptd.cluster.>"], storage=api.StorageType.FILE, max_age=_WEEK, duplicate_window=120.0),
+    api.StreamConfig(name=DECISION_STREAM, subjects=["preemptd.decisions.>"], storage=api.StorageType.FILE, max_age=_WEEK, duplicate_window=600.0),
+    api.StreamConfig(name=REJECTED_STREAM, subjects=["preemptd.rejected.>"], storage=api.StorageType.FILE, max_age=_WEEK),
+)
+
+_NATS_ERRORS = (nats.errors.Error, nats.js.errors.Error, asyncio.TimeoutError, OSError)
+
+
+@dataclass(frozen=True)
+class Inbound:
+    """A message from the cluster stream, as the daemon sees it."""
+
+    subject: str
+    data: bytes
+    stream_seq: int
+    handle: Any  # the nats message, for the cumulative ack
+
+
+@dataclass(frozen=True)
+class Outbound:
+    subject: str
+    data: bytes
+    msg_id: str | None = None
+
+
+class Bus:
+    """A connection to NATS with JetStream."""
+
+    def __init__(self, nc: Any) -> None:
+        self._nc = nc
+        self._js = nc.jetstream()
+        self._consumer: Any = None
+
+    @classmethod
+    async def connect(cls, url: str, *, name: str = "preemptd", connect_timeout: float = 5.0) -> Bus:
+        """Connect, and keep reconnecting forever if the server goes away later."""
+
+        async def quiet(_exc: Exception) -> None:  # reconnects are logged by the caller's retries
+            return None
+
+        try:
+            nc = await nats.connect(
+                url,
+                name=name,
+                connect_timeout=connect_timeout,
+                allow_reconnect=True,
+                max_reconnect_attempts=-1,
+                reconnect_time_wait=0.5,
+                error_cb=quiet,
+            )
+        except _NATS_ERRORS as exc:
+            raise BusError(f"cannot connect to NATS at {url}: {exc or type(exc).__name__}") from exc
+        return cls(nc)
+
+    @property
+    def url(self) -> str:
+        server = self._nc.connected_url
+        return f"nats://{server.hostname}:{server.port}" if server else "?"
+
+    async def close(self) -> None:
+        try:
+            await self._nc.drain()
+        except _NATS_ERRORS:
+            await self._nc.close()
+
+    async def ensure_streams(self) -> None:
+        """Create the streams, or bring an existing stream's settings up to date."""
+        for config in _STREAMS:
+            try:
+                try:
+                    await self._js.add_stream(config)
+                except nats.js.errors.BadRequestError:
+                    await self._js.update_stream(config)
+            except _NATS_ERRORS as exc:
+                raise BusError(f"cannot create JetStream stream {config.name}: {exc}") from exc
+
+    # -- consuming cluster events --
+
+    async def subscribe_cluster(self) -> None:
+        """Bind the durable consumer that feeds the log."""
+        config = api.ConsumerConfig(
+            ack_policy=api.AckPolicy.ALL,
+            ack_wait=30.0,
+            max_ack_pending=50_000,
+            deliver_policy=api.DeliverPolicy.ALL,
+            max_waiting=16,
+        )
+        try:
+            self._consumer = await self._js.pull_subscribe("preemptd.cluster.>", durable=CONSUMER, stream=CLUSTER_STREAM, config=config)
+        except _NATS_ERRORS as exc:
+            raise BusError(f"cannot bind consumer {CONSUMER} on {CLUSTER_STREAM}: {exc}") from exc
+
+    async def fetch(self, batch: int, timeout: float) -> list[Inbound]:
+        """Up to `batch` messages; an empty list when none arrived within `timeout`."""
+        try:
+            messages = await self._consumer.fetch(batch, timeout=timeout)
+        except (nats.errors.TimeoutError, asyncio.TimeoutError):
+            return []
+        except _NATS_ERRORS as exc:
+            raise BusError(f"fetch from {CLUSTER_STREAM} failed: {exc or type(exc).__name__}") from exc
+        return [Inbound(m.subject, m.data, m.metadata.sequence.stream, m) for m in messages]
+
+    async def ack_through(self, message: Inbound) -> None:
+        """Acknowledge `message` and every earlier one (the consumer's ack policy is `all`)."""
+        try:
+            await message.handle.ack()
+        except _NATS_ERRORS as exc:
+            raise BusError(f"ack failed: {exc or type(exc).__name__}") from exc
+
+    # -- publishing --
+
+    async def publish(self, messages: Sequence[Outbound], timeout: float = 10.0) -> None:
+        """Publish to JetStream and wait for every acknowledgement; all or `BusError`."""
+        try:
+            futures = [
+                await self._js.publish_async(m.subject, m.data, headers={"Nats-Msg-Id": m.msg_id} if m.msg_id else None)
+                for m in messages
+            ]
+            if futures:
+                await asyncio.wait_for(asyncio.gather(*futures), timeout)
+        except _NATS_ERRORS as exc:
+            raise BusError(f"publish failed: {exc or type(exc).__name__}") from exc
+
+    # -- reading decisions (tail) and streams (tests, tools) --
+
+    async def decisions(self, partition: str = "*", *, from_start: bool = False) -> AsyncIterator[bytes]:
+        """Decisions as they are published (or all of them, with `from_start`)."""
+        policy = api.DeliverPolicy.ALL if from_start else api.DeliverPolicy.NEW
+        try:
+            subscription = await self._js.subscribe(f"preemptd.decisions.{partition}.>", ordered_consumer=True, deliver_policy=policy)
+        except _NATS_ERRORS as exc:
+            raise BusError(f"cannot subscribe to decisions: {exc}") from exc
+        try:
+            async for message in subscription.messages:
+                yield message.data
+        finally:
+            await subscription.unsubscribe()
+
+    async def stream_messages(self, stream: str) -> int:
+        try:
+            info = await self._js.stream_info(stream)
+        except _NATS_ERRORS as exc:
+            raise BusError(f"cannot read stream {stream}: {exc}") from exc
+        return info.state.messages
+
+    async def read_stream(self, stream: str, subject: str, *, idle: float = 1.0) -> list[tuple[bytes, dict[str, str]]]:
+        """Every message of `stream` on `subject`, with headers, until none arrives for `idle` s."""
+        out = []
+        subscription = await self._js.subscribe(subject, stream=stream, ordered_consumer=True, deliver_policy=api.DeliverPolicy.ALL)
+        try:
+            deadline = time.monotonic() + idle
+            while time.monotonic() < deadline:
+                try:
+                    message = await subscription.next_msg(timeout=idle)
+                except nats.errors.TimeoutError:
+                    break
+                out.append((message.data, dict(message.headers or {})))
+                deadline = time.monotonic() + idle
+        finally:
+            await subscription.unsubscribe()
+        return out

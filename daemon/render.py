@@ -1,0 +1,119 @@
+"""Text for people: one-line decision summaries (`tail`), full explanations (`explain`), the
+queue table (`state`) and replay reports."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+from events import Allocated, Blocked, Decision, Preempted, Unreserved, format_human
+from projections import PartitionState, queue_depth
+from scheduling import Change, Divergence, ReplayReport
+
+__all__ = ["clock", "explanation", "queue_table", "replay_summary", "summary"]
+
+
+def clock(ms: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms / 1000)) + f".{ms % 1000:03d}Z"
+
+
+def _amounts(values: Mapping[str, int] | None) -> str:
+    if values is None:
+        return "-"
+    return ", ".join(f"{name} {format_human(name, amount)}" for name, amount in values.items()) or "0"
+
+
+def summary(decision: Decision) -> str:
+    """`allocated  a-1 -> node-1 (root.q)`: what a shim author watching `tail` needs."""
+    kind = decision.__struct_config__.tag.removeprefix("decision.")
+    match decision:
+        case Allocated():
+            what = f"{decision.task} -> {decision.node} ({decision.queue})"
+        case Preempted():
+            victims = ", ".join(v.task for v in decision.victims)
+            what = f"{decision.preemptor} ({decision.queue}) on {decision.node}: evict {victims} [{decision.reason}]"
+        case Blocked():
+            what = f"{decision.task} ({decision.queue}): {'; '.join(decision.reasons)}"
+        case Unreserved():
+            what = f"{decision.task} off {decision.node}: {decision.reason}"
+        case _:
+            what = f"{getattr(decision, 'app', '')} ({getattr(decision, 'queue', '')})"
+    return f"{clock(decision.ts)} {decision.partition} {kind:<10} {what}  [{decision.id}]"
+
+
+def explanation(decision: Decision, seq: int) -> str:
+    """Everything a decision says about itself, laid out for reading."""
+    kind = decision.__struct_config__.tag
+    lines = [f"{decision.id}  {kind}", f"  at {clock(decision.ts)}, partition {decision.partition}, cycle {decision.cycle}, log seq {seq}"]
+    match decision:
+        case Allocated():
+            lines.append(f"  task {decision.task} (app {decision.app}, queue {decision.queue}) asks {_amounts(decision.resources)}: bound to {decision.node}")
+        case Preempted():
+            lines.append(f"  preemptor {decision.preemptor} (app {decision.app}, queue {decision.queue}) asks {_amounts(decision.resources)}")
+            lines.append(f"  node {decision.node} is reserved for it; reason: {decision.reason}; model {decision.model}")
+            lines.append("  victims:")
+            for victim in decision.victims:
+                lines.append(f"    - {victim.task} (app {victim.app}, queue {victim.queue}, priority {victim.priority}, {_amounts(victim.resources)})")
+                lines.append(f"      why: {victim.why}")
+        case Blocked():
+            lines.append(f"  task {decision.task} (app {decision.app}, queue {decision.queue}) may not preempt:")
+            lines += [f"    - {reason}" for reason in decision.reasons]
+        case Unreserved():
+            lines.append(f"  task {decision.task} lost its reservation on {decision.node}: {decision.reason}")
+    if decision.explanation:
+        lines.append("  checks:")
+        lines += [f"    - {line}" for line in decision.explanation]
+    return "\n".join(lines)
+
+
+def queue_table(p: PartitionState, seq: int) -> str:
+    """The queue tree with usage against guarantee and max."""
+    header = ("QUEUE", "ALLOCATED", "PENDING", "PREEMPTING", "GUARANTEED", "MAX", "TASKS")
+    rows = [header]
+    for queue in p.queues.values():
+        name = "  " * queue_depth(queue.path) + queue.path.rsplit(".", 1)[-1]
+        tasks = f"{len(queue.running)} run / {len(queue.waiting)} wait" if queue.leaf else ""
+        rows.append((name, _amounts(queue.allocated), _amounts(queue.pending), _amounts(queue.preempting), _amounts(queue.guaranteed or None), _amounts(queue.max), tasks))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    body = "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
+    nodes = f"{len(p.nodes)} nodes, capacity {_amounts(p.capacity)}; {len(p.tasks)} tasks ({p.pending_count} pending)"
+    return f"partition {p.name} (model {p.model}) at log seq {seq}\n{nodes}\n\n{body}"
+
+
+def replay_summary(report: ReplayReport, *, what_if: bool) -> str:
+    head = f"replayed {report.events} events and {report.cycles} cycles"
+    if what_if:
+        return "\n".join([head, *_changes(report.changes), _what_if_total(report), *_rejections(report)])
+    if report.divergence is not None:
+        return "\n".join([head, *_divergence(report.divergence, report.reproduced)])
+    return f"{head}: all {report.reproduced} decisions reproduced"
+
+
+def _divergence(divergence: Divergence, reproduced: int) -> list[str]:
+    lines = [f"DIVERGED at log seq {divergence.seq} (cycle {divergence.cycle}) after {reproduced} decisions reproduced"]
+    lines.append(f"  stored:     {summary(divergence.stored) if divergence.stored else '(none)'}")
+    lines.append(f"  recomputed: {summary(divergence.recomputed) if divergence.recomputed else '(none)'}")
+    lines += [f"  - {difference}" for difference in divergence.differences()]
+    return lines
+
+
+def _changes(changes: list[Change]) -> list[str]:
+    lines = []
+    for change in changes:
+        lines.append(f"cycle {change.cycle}:")
+        lines += [f"  - stored only: {summary(d)}" for d in change.only_stored]
+        lines += [f"  + new config:  {summary(d)}" for d in change.only_new]
+    return lines
+
+
+def _what_if_total(report: ReplayReport) -> str:
+    removed = sum(len(c.only_stored) for c in report.changes)
+    added = sum(len(c.only_new) for c in report.changes)
+    return f"{len(report.changes)} cycles differ: {removed} stored decisions not made, {added} new decisions (of {report.stored_decisions} stored)"
+
+
+def _rejections(report: ReplayReport) -> list[str]:
+    if not report.rejected:
+        return []
+    shown = [f"  seq {seq}: {reason}" for seq, reason in report.rejected[:5]]
+    return [f"{len(report.rejected)} events no longer apply under the new configuration:", *shown]

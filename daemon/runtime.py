@@ -1,0 +1,392 @@
+"""`preemptd run`: the daemon as anyio tasks connected by memory object streams.
+
+    consume ──batches──┐
+                        ├──> act (the single writer) ──wake──> publish
+    tick ────ticks─────┘
+
+- consume: fetches cluster events from the durable JetStream consumer.
+- tick: a heartbeat; cycles run every `tick` per partition with pending tasks, and soon after
+  new events (at most every 100 ms).
+- act: decodes and folds each batch, sends bad input to dead letters, commits the batch with the
+  consumer position in one transaction, and only then acknowledges it; runs cycles and commits
+  each tick with its decisions and their outbox rows; takes snapshots.
+- publish: publishes unpublished decisions (at start too) with `Nats-Msg-Id` = decision id.
+
+SIGINT and SIGTERM cancel the task group; a batch being committed finishes first (shielded).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import msgspec
+from anyio.abc import ObjectReceiveStream, ObjectSendStream
+
+from daemon.embedded import EmbeddedNats
+from daemon.errors import BusError, UsageError
+from daemon.history import load_state, outbox_rows, to_row
+from daemon.logs import log
+from daemon.nats_source import CLUSTER_STREAM, CONSUMER, Bus, Inbound, Outbound, rejected_subject
+from daemon.store import Batch, DeadLetter, Store
+from events import ConfigApplied, ConfigError, DecodeError, Decision, decode_cluster_event, parse_yunikorn_config
+from projections import ClusterState, LogRecord, Rejected, apply, snapshot
+from scheduling import needs_cycle, run_cycle, tick_event
+
+__all__ = ["Settings", "run"]
+
+_TICK = "tick"
+_HEARTBEAT = 0.1  # seconds; also the shortest gap between two cycles of a partition
+_TRACKING = f"{CLUSTER_STREAM}/{CONSUMER}"
+
+
+@dataclass(frozen=True)
+class Settings:
+    state_dir: Path
+    db: str
+    nats_url: str | None = None
+    nats_port: int = 0
+    config: Path | None = None
+    tick: float = 1.0
+    batch: int = 1000
+    snapshot_every: int = 100_000
+    synchronous: str = "FULL"
+
+
+def wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+async def run(settings: Settings) -> None:
+    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    store = await Store.open(settings.db, synchronous=settings.synchronous)
+    try:
+        started = time.monotonic()
+        state = await load_state(store)
+        log("state rebuilt", log_id=store.log_id, seq=state.seq, partitions=len(state.partitions), seconds=round(time.monotonic() - started, 3))
+        with _nats(settings) as url:
+            bus = await Bus.connect(url)
+            try:
+                await bus.ensure_streams()
+                await bus.subscribe_cluster()
+                _announce(settings, url)
+                daemon = Daemon(settings, store, bus, state)
+                await daemon.apply_config_file()
+                await daemon.run()
+            finally:
+                with anyio.move_on_after(5, shield=True):
+                    await bus.close()
+    finally:
+        await store.close()
+
+
+@contextmanager
+def _nats(settings: Settings) -> Iterator[str]:
+    if settings.nats_url:
+        yield settings.nats_url
+        return
+    with EmbeddedNats(settings.state_dir / "nats", port=settings.nats_port) as server:
+        yield server.url
+
+
+def _announce(settings: Settings, url: str) -> None:
+    (settings.state_dir / "nats.url").write_text(url + "\n")
+    embedded = "embedded nats-server" if not settings.nats_url else "external NATS"
+    print(f"preemptd: listening on {url} ({embedded}); shims publish on preemptd.cluster.<partition>.<kind>", flush=True)
+    log("listening", url=url, nats=embedded, db=settings.db)
+
+
+@dataclass
+class _Partition:
+    last_cycle: float = 0.0
+    dirty: bool = False
+
+
+class Daemon:
+    """The actors of one daemon, around the one in-memory state they share through `act`."""
+
+    def __init__(self, settings: Settings, store: Store, bus: Bus, state: ClusterState) -> None:
+        self.settings, self.store, self.bus, self.state = settings, store, bus, state
+        self.partitions: dict[str, _Partition] = {name: _Partition(dirty=True) for name in state.partitions}
+        self.last_snapshot = state.seq
+        self.last_tick_ts = max((p.last_tick for p in state.partitions.values()), default=0)
+        self.tracking = 0
+        self.wake_publisher = anyio.Event()
+        self.consistent = True  # false while the state holds events not yet committed
+
+    async def run(self) -> None:
+        self.tracking = await self.store.tracking(_TRACKING)
+        inbound_tx, inbound_rx = anyio.create_memory_object_stream[object](4)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._watch_signals, tg.cancel_scope)
+                tg.start_soon(self._consume, inbound_tx.clone())
+                tg.start_soon(self._tick, inbound_tx)
+                tg.start_soon(self._act, inbound_rx)
+                tg.start_soon(self._publish)
+        finally:
+            with anyio.move_on_after(30, shield=True):
+                await self._snapshot(reason="shutdown")
+
+    async def _watch_signals(self, scope: anyio.CancelScope) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for signum in signals:
+                log("stopping", signal=signal.Signals(signum).name)
+                scope.cancel()
+                return
+
+    # -- consume and tick --
+
+    async def _consume(self, tx: ObjectSendStream[object]) -> None:
+        async with tx:
+            failures = 0
+            while True:
+                try:
+                    messages = await self.bus.fetch(self.settings.batch, timeout=0.5)
+                    failures = 0
+                except BusError as exc:
+                    failures += 1
+                    if failures in (1, 10) or failures % 100 == 0:
+                        log("waiting for NATS", logging.WARNING, error=str(exc), attempts=failures)
+                    await anyio.sleep(min(0.1 * failures, 2.0))
+                    continue
+                if messages:
+                    await tx.send(messages)
+
+    async def _tick(self, tx: ObjectSendStream[object]) -> None:
+        async with tx:
+            while True:
+                await anyio.sleep(_HEARTBEAT)
+                await tx.send(_TICK)
+
+    # -- act --
+
+    async def _act(self, rx: ObjectReceiveStream[object]) -> None:
+        async with rx:
+            async for item in rx:
+                if isinstance(item, list):
+                    await self._ingest(item)
+                await self._run_due_cycles()
+                if self.state.seq - self.last_snapshot >= self.settings.snapshot_every:
+                    await self._snapshot(reason="periodic")
+
+    async def _ingest(self, messages: list[Inbound]) -> None:
+        fresh = [m for m in messages if m.stream_seq > self.tracking]
+        received = wall_ms()
+        with anyio.CancelScope(shield=True):
+            self.consistent = False
+            batch = Batch(tracking=(_TRACKING, max(self.tracking, *(m.stream_seq for m in messages))))
+            decoded = self._decode(fresh, received, batch)
+            known = await self.store.known_event_ids(event.id for _, event in decoded)
+            self._fold(decoded, known, received, batch)
+            await self.store.commit(batch)
+            self.consistent = True
+            self.tracking = batch.tracking[1]
+            await self._ack(messages[-1])
+        self._report(batch, len(messages) - len(fresh))
+        await self._publish_rejections(batch.dead)
+
+    def _decode(self, messages: list[Inbound], received: int, batch: Batch) -> list[tuple[Inbound, object]]:
+        decoded = []
+        for message in messages:
+            try:
+                event = decode_cluster_event(message.data)
+            except DecodeError as exc:
+                batch.dead.append(_dead(message, received, exc.reason, event_type=exc.event_type))
+                continue
+            subject_partition = _subject_partition(message.subject)
+            if subject_partition != event.partition:
+                reason = f"published on {message.subject} but the event's partition is {event.partition!r}: publish on preemptd.cluster.{event.partition}.<kind>"
+                batch.dead.append(_dead(message, received, reason, event))
+                continue
+            decoded.append((message, event))
+        return decoded
+
+    def _fold(self, decoded: list[tuple[Inbound, object]], known: dict[str, int], received: int, batch: Batch) -> None:
+        seen: dict[str, int] = {}
+        for message, event in decoded:
+            first = known.get(event.id) or seen.get(event.id)
+            if first is not None:
+                batch.dead.append(_dead(message, received, f"duplicate id {event.id!r}: already in the log at seq {first}; ids must be unique per event", event))
+                continue
+            record = LogRecord(self.state.seq + 1, received, event)
+            try:
+                warnings = apply(self.state, record)
+            except Rejected as exc:
+                batch.dead.append(_dead(message, received, exc.reason, event))
+                continue
+            for warning in warnings:
+                log("config warning", logging.WARNING, partition=event.partition, warning=warning)
+            seen[event.id] = record.seq
+            batch.rows.append(to_row(record, payload=message.data, stream_seq=message.stream_seq))
+            self.partitions.setdefault(event.partition, _Partition()).dirty = True
+
+    async def _ack(self, message: Inbound) -> None:
+        try:
+            await self.bus.ack_through(message)
+        except BusError as exc:  # the batch is committed; a redelivery will be recognised
+            log("ack failed; the batch will be redelivered and skipped", logging.WARNING, error=str(exc))
+
+    def _report(self, batch: Batch, redelivered: int) -> None:
+        fields = dict(events=len(batch.rows), dead_letters=len(batch.dead), redelivered=redelivered)
+        if batch.rows:
+            fields.update(first_seq=batch.rows[0].seq, last_seq=batch.rows[-1].seq)
+        log("batch", **fields)
+        for dead in batch.dead[:5]:
+            log("rejected", logging.WARNING, subject=dead.subject, event_id=dead.event_id, reason=dead.reason)
+        if len(batch.dead) > 5:
+            log("rejected (more in dead letters)", logging.WARNING, count=len(batch.dead) - 5)
+
+    async def _publish_rejections(self, dead: list[DeadLetter]) -> None:
+        notices = [Outbound(rejected_subject(d.partition or "unknown"), _notice(d)) for d in dead]
+        try:
+            await self.bus.publish(notices)
+        except BusError as exc:
+            log("could not publish rejection notices (they are in dead letters)", logging.WARNING, error=str(exc))
+
+    async def _run_due_cycles(self) -> None:
+        now = time.monotonic()
+        for name, partition in sorted(self.partitions.items()):
+            if not needs_cycle(self.state, name):
+                partition.dirty = False
+                continue
+            elapsed = now - partition.last_cycle
+            if elapsed >= self.settings.tick or (partition.dirty and elapsed >= _HEARTBEAT):
+                partition.last_cycle, partition.dirty = now, False
+                await self._cycle(name)
+
+    async def _cycle(self, partition: str) -> None:
+        ts = max(wall_ms(), self.last_tick_ts)
+        self.last_tick_ts = ts
+        tick = LogRecord(self.state.seq + 1, ts, tick_event(self.state.seq + 1, ts, partition))
+        with anyio.CancelScope(shield=True):
+            self.consistent = False
+            apply(self.state, tick)
+            decisions = run_cycle(self.state, tick)
+            records = [tick, *(LogRecord(tick.seq + 1 + i, ts, d) for i, d in enumerate(decisions))]
+            await self.store.commit(Batch(rows=[to_row(r) for r in records], outbox=outbox_rows(records)))
+            self.consistent = True
+        if decisions:
+            self.wake_publisher.set()
+        _log_cycle(partition, tick.seq, decisions)
+
+    async def _snapshot(self, *, reason: str) -> None:
+        if not self.consistent or self.state.seq == self.last_snapshot:
+            return
+        payload = await anyio.to_thread.run_sync(snapshot, self.state)
+        await self.store.save_snapshot(self.state.seq, payload, wall_ms())
+        self.last_snapshot = self.state.seq
+        log("snapshot", reason=reason, seq=self.state.seq, bytes=len(payload))
+
+    # -- publish --
+
+    async def _publish(self) -> None:
+        failures = 0
+        while True:
+            rows = await self.store.unpublished(1000)
+            if not rows:
+                with anyio.move_on_after(1.0):
+                    await self.wake_publisher.wait()
+                self.wake_publisher = anyio.Event()
+                continue
+            try:
+                await self.bus.publish([Outbound(r.subject, r.payload, r.decision_id) for r in rows])
+            except BusError as exc:
+                failures += 1
+                if failures in (1, 10) or failures % 100 == 0:
+                    log("decisions wait for NATS", logging.WARNING, error=str(exc), unpublished=len(rows))
+                await anyio.sleep(min(0.1 * failures, 2.0))
+                continue
+            failures = 0
+            await self.store.mark_published([r.seq for r in rows], wall_ms())
+
+    # -- configuration file --
+
+    async def apply_config_file(self) -> None:
+        """Append a `config.applied` per partition of `--config` whose settings differ."""
+        if self.settings.config is None:
+            return
+        for event in config_events(self.settings.config, wall_ms()):
+            current = self.state.partitions.get(event.partition)
+            parsed = parse_yunikorn_config(event.config, event.partition).config
+            if current is not None and current.model == event.model and current.config == parsed:
+                continue
+            record = LogRecord(self.state.seq + 1, event.ts, event)
+            try:
+                for warning in apply(self.state, record):
+                    log("config warning", logging.WARNING, partition=event.partition, warning=warning)
+            except Rejected as exc:
+                raise UsageError(f"{self.settings.config}: {exc.reason}") from None
+            await self.store.commit(Batch(rows=[to_row(record)]))
+            self.partitions.setdefault(event.partition, _Partition()).dirty = True
+            log("config applied", partition=event.partition, file=str(self.settings.config), seq=record.seq)
+
+
+def config_events(path: Path, now: int) -> list[ConfigApplied]:
+    """One `config.applied` per partition in a YuniKorn queues.yaml, or a {model, config} file."""
+    try:
+        document = msgspec.yaml.decode(path.read_bytes())
+    except (OSError, msgspec.DecodeError) as exc:
+        raise UsageError(f"cannot read the configuration {path}: {exc}") from None
+    if not isinstance(document, dict):
+        raise UsageError(f"{path}: expected a YuniKorn queues.yaml document")
+    model, config = (document.get("model", "yunikorn"), document["config"]) if "model" in document else ("yunikorn", document)
+    names = [p.get("name", "default") for p in config.get("partitions", [])] if isinstance(config.get("partitions"), list) else ["default"]
+    events = []
+    for name in names:
+        try:
+            parse_yunikorn_config(config, name)
+        except ConfigError as exc:
+            raise UsageError(f"{path}: partition {name}: {exc}") from None
+        events.append(ConfigApplied(id=f"config-file-{name}-{now}", ts=now, partition=name, model=model, config=config))
+    return events
+
+
+def _subject_partition(subject: str) -> str | None:
+    parts = subject.split(".")
+    return parts[2] if len(parts) >= 3 else None
+
+
+def _dead(message: Inbound, received: int, reason: str, event: object = None, *, event_type: str | None = None) -> DeadLetter:
+    return DeadLetter(
+        received=received,
+        subject=message.subject,
+        reason=reason,
+        raw=message.data,
+        stream_seq=message.stream_seq,
+        partition=getattr(event, "partition", None) or _subject_partition(message.subject),
+        event_type=event.__struct_config__.tag if event is not None else event_type,
+        event_id=getattr(event, "id", None),
+    )
+
+
+def _notice(dead: DeadLetter) -> bytes:
+    return msgspec.json.encode(
+        {
+            "subject": dead.subject,
+            "stream_seq": dead.stream_seq,
+            "event_type": dead.event_type,
+            "event_id": dead.event_id,
+            "reason": dead.reason,
+            "received": dead.received,
+            "raw": dead.raw.decode(errors="replace")[:4096],
+        }
+    )
+
+
+def _log_cycle(partition: str, seq: int, decisions: list[Decision]) -> None:
+    counts: dict[str, int] = {}
+    for decision in decisions:
+        kind = decision.__struct_config__.tag.removeprefix("decision.")
+        counts[kind] = counts.get(kind, 0) + 1
+    log("cycle", logging.INFO if decisions else logging.DEBUG, partition=partition, seq=seq, decisions=len(decisions), **counts)
+    for decision in decisions:
+        if decision.__struct_config__.tag == "decision.preempted":
+            victims = ",".join(v.task for v in decision.victims)
+            log("preempted", id=decision.id, preemptor=decision.preemptor, node=decision.node, victims=victims)

@@ -1,0 +1,341 @@
+"""The log database: the only module that talks to SQLAlchemy.
+
+One ordered log holds cluster events, ticks and decisions, each with its global sequence number
+(`seq`, assigned by the single writer), unique event id, type, partition, the shim's `ts`, the
+daemon's receive time and the payload bytes. Beside it: the outbox of decisions to publish, dead
+letters, snapshots of the projection, and the position of the NATS consumer (`tracking`), which
+is written in the same transaction as the events it covers so a redelivery is recognised.
+
+Written in portable SQLAlchemy Core: a PostgreSQL URL is meant to work later; SQLite is tuned
+with WAL here. Driver errors become `StoreError`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+import migrations
+from daemon.errors import StoreError
+
+__all__ = ["Batch", "DeadLetter", "LogRow", "OutboxRow", "Store", "database_url"]
+
+_metadata = sa.MetaData()
+_meta = sa.Table("meta", _metadata, sa.Column("key", sa.String(64), primary_key=True), sa.Column("value", sa.Text))
+_log = sa.Table(
+    "log",
+    _metadata,
+    sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("event_id", sa.String(256)),
+    sa.Column("type", sa.String(64)),
+    sa.Column("partition", sa.String(64)),
+    sa.Column("ts", sa.BigInteger),
+    sa.Column("received", sa.BigInteger),
+    sa.Column("stream_seq", sa.BigInteger),
+    sa.Column("payload", sa.LargeBinary),
+)
+_outbox = sa.Table(
+    "outbox",
+    _metadata,
+    sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("decision_id", sa.String(256)),
+    sa.Column("subject", sa.String(256)),
+    sa.Column("published_at", sa.BigInteger),
+)
+_dead = sa.Table(
+    "dead_letters",
+    _metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("received", sa.BigInteger),
+    sa.Column("subject", sa.String(256)),
+    sa.Column("stream_seq", sa.BigInteger),
+    sa.Column("partition", sa.String(64)),
+    sa.Column("event_type", sa.String(64)),
+    sa.Column("event_id", sa.String(256)),
+    sa.Column("reason", sa.Text),
+    sa.Column("raw", sa.LargeBinary),
+)
+_snapshots = sa.Table(
+    "snapshots",
+    _metadata,
+    sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("created", sa.BigInteger),
+    sa.Column("payload", sa.LargeBinary),
+)
+_tracking = sa.Table(
+    "tracking",
+    _metadata,
+    sa.Column("source", sa.String(256), primary_key=True),
+    sa.Column("position", sa.BigInteger),
+)
+
+
+@dataclass(frozen=True)
+class LogRow:
+    seq: int
+    event_id: str
+    type: str
+    partition: str
+    ts: int
+    received: int
+    payload: bytes
+    stream_seq: int | None = None
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    received: int
+    subject: str
+    reason: str
+    raw: bytes
+    stream_seq: int | None = None
+    partition: str | None = None
+    event_type: str | None = None
+    event_id: str | None = None
+
+
+@dataclass(frozen=True)
+class OutboxRow:
+    seq: int
+    decision_id: str
+    subject: str
+    payload: bytes = b""
+
+
+@dataclass
+class Batch:
+    """What one transaction writes."""
+
+    rows: list[LogRow] = field(default_factory=list)
+    dead: list[DeadLetter] = field(default_factory=list)
+    outbox: list[OutboxRow] = field(default_factory=list)
+    tracking: tuple[str, int] | None = None
+
+
+def database_url(target: str) -> str:
+    """A SQLAlchemy URL for `target`, which may already be one or be a file path."""
+    if "://" in target:
+        return target
+    return f"sqlite+aiosqlite:///{Path(target).expanduser().resolve()}"
+
+
+def _upgrade(connection: sa.Connection) -> None:
+    config = Config()
+    config.set_main_option("script_location", str(migrations.LOCATION))
+    config.attributes["connection"] = connection
+    command.upgrade(config, "head")
+
+
+class Store:
+    """The log database of one daemon (the single writer)."""
+
+    def __init__(self, engine: AsyncEngine, log_id: str) -> None:
+        self._engine = engine
+        self.log_id = log_id
+
+    @classmethod
+    async def open(cls, target: str, *, synchronous: str = "FULL", create: bool = True) -> Store:
+        """Open (and migrate) the log at `target`, a file path or a SQLAlchemy URL."""
+        url = database_url(target)
+        if url.startswith("sqlite") and not create and not _sqlite_exists(url):
+            raise StoreError(f"no preemptd log at {target}: run `preemptd run` or `preemptd simulate --db` first")
+        engine = create_async_engine(url)
+        if url.startswith("sqlite"):
+            _tune_sqlite(engine, synchronous)
+        try:
+            async with engine.begin() as conn:
+                await conn.run_sync(_upgrade)
+                log_id = await _ensure_log_id(conn)
+        except SQLAlchemyError as exc:
+            await engine.dispose()
+            raise StoreError(f"cannot open the log at {target}: {exc}") from exc
+        return cls(engine, log_id)
+
+    async def close(self) -> None:
+        await self._engine.dispose()
+
+    async def _run(self, work, *args):
+        try:
+            async with self._engine.begin() as conn:
+                return await work(conn, *args)
+        except SQLAlchemyError as exc:
+            raise StoreError(f"log database error: {exc}") from exc
+
+    # -- writing --
+
+    async def commit(self, batch: Batch) -> None:
+        """Write a batch in one transaction."""
+        await self._run(_write_batch, batch)
+
+    async def mark_published(self, seqs: Sequence[int], at: int) -> None:
+        if seqs:
+            await self._run(_mark_published, list(seqs), at)
+
+    async def save_snapshot(self, seq: int, payload: bytes, created: int) -> None:
+        await self._run(_save_snapshot, seq, payload, created)
+
+    # -- reading --
+
+    async def last_seq(self) -> int:
+        return await self._run(_scalar, sa.select(sa.func.coalesce(sa.func.max(_log.c.seq), 0)))
+
+    async def tracking(self, source: str) -> int:
+        return await self._run(_scalar, sa.select(sa.func.coalesce(sa.func.max(_tracking.c.position), 0)).where(_tracking.c.source == source))
+
+    async def known_event_ids(self, event_ids: Iterable[str]) -> dict[str, int]:
+        """The log positions of those of `event_ids` that are already in the log."""
+        ids = list(event_ids)
+        if not ids:
+            return {}
+        return await self._run(_known_ids, ids)
+
+    async def unpublished(self, limit: int) -> list[OutboxRow]:
+        return await self._run(_unpublished, limit)
+
+    async def latest_snapshot(self, at_most: int | None = None) -> tuple[int, bytes] | None:
+        return await self._run(_latest_snapshot, at_most)
+
+    async def find(self, event_id: str) -> LogRow | None:
+        rows = await self._run(_select_rows, sa.select(_log).where(_log.c.event_id == event_id))
+        return rows[0] if rows else None
+
+    async def decisions_about(self, task: str, limit: int = 50) -> list[LogRow]:
+        """Decisions whose payload names `task` (as task, preemptor or victim), newest last."""
+        mentions = sa.cast(_log.c.payload, sa.Text).like(f'%"{task}"%')
+        query = sa.select(_log).where(_log.c.type.like("decision.%"), mentions).order_by(_log.c.seq.desc()).limit(limit)
+        return list(reversed(await self._run(_select_rows, query)))
+
+    async def dead_letters(self, limit: int) -> list[DeadLetter]:
+        return await self._run(_dead_letters, limit)
+
+    async def counts(self) -> dict[str, int]:
+        return await self._run(_counts)
+
+    async def read_log(self, after: int = 0, until: int | None = None, page: int = 5000) -> AsyncIterator[LogRow]:
+        """Every log row with `after < seq <= until`, in order, a page at a time."""
+        position = after
+        while True:
+            query = sa.select(_log).where(_log.c.seq > position).order_by(_log.c.seq).limit(page)
+            if until is not None:
+                query = query.where(_log.c.seq <= until)
+            rows = await self._run(_select_rows, query)
+            for row in rows:
+                yield row
+            if len(rows) < page:
+                return
+            position = rows[-1].seq
+
+
+def _sqlite_exists(url: str) -> bool:
+    path = url.split(":///", 1)[-1]
+    return path == ":memory:" or Path(path).exists()
+
+
+def _tune_sqlite(engine: AsyncEngine, synchronous: str) -> None:
+    @sa.event.listens_for(engine.sync_engine, "connect")
+    def _pragmas(dbapi_connection, _record) -> None:
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA synchronous={synchronous}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+
+async def _ensure_log_id(conn: AsyncConnection) -> str:
+    """Each log gets a random name once; decision ids carry it, so two logs never collide."""
+    existing = (await conn.execute(sa.select(_meta.c.value).where(_meta.c.key == "log_id"))).scalar()
+    if existing:
+        return existing
+    log_id = uuid.uuid4().hex[:8]
+    await conn.execute(_meta.insert().values(key="log_id", value=log_id))
+    return log_id
+
+
+async def _scalar(conn: AsyncConnection, query) -> int:
+    return (await conn.execute(query)).scalar_one()
+
+
+async def _write_batch(conn: AsyncConnection, batch: Batch) -> None:
+    if batch.rows:
+        await conn.execute(_log.insert(), [row.__dict__ for row in batch.rows])
+    if batch.outbox:
+        await conn.execute(_outbox.insert(), [{"seq": o.seq, "decision_id": o.decision_id, "subject": o.subject} for o in batch.outbox])
+    if batch.dead:
+        await conn.execute(_dead.insert(), [d.__dict__ for d in batch.dead])
+    if batch.tracking is not None:
+        await _set_tracking(conn, *batch.tracking)
+
+
+async def _set_tracking(conn: AsyncConnection, source: str, position: int) -> None:
+    updated = await conn.execute(_tracking.update().where(_tracking.c.source == source).values(position=position))
+    if updated.rowcount == 0:
+        await conn.execute(_tracking.insert().values(source=source, position=position))
+
+
+async def _mark_published(conn: AsyncConnection, seqs: list[int], at: int) -> None:
+    await conn.execute(_outbox.update().where(_outbox.c.seq.in_(seqs)).values(published_at=at))
+
+
+async def _save_snapshot(conn: AsyncConnection, seq: int, payload: bytes, created: int) -> None:
+    await conn.execute(_snapshots.delete().where(_snapshots.c.seq == seq))
+    await conn.execute(_snapshots.insert().values(seq=seq, payload=payload, created=created))
+    # Keep the three newest: enough for time travel near the end, bounded on disk.
+    keep = sa.select(_snapshots.c.seq).order_by(_snapshots.c.seq.desc()).limit(3).scalar_subquery()
+    await conn.execute(_snapshots.delete().where(_snapshots.c.seq.not_in(keep)))
+
+
+async def _known_ids(conn: AsyncConnection, ids: list[str]) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        result = await conn.execute(sa.select(_log.c.event_id, _log.c.seq).where(_log.c.event_id.in_(chunk)))
+        found.update({event_id: seq for event_id, seq in result})
+    return found
+
+
+async def _unpublished(conn: AsyncConnection, limit: int) -> list[OutboxRow]:
+    query = (
+        sa.select(_outbox.c.seq, _outbox.c.decision_id, _outbox.c.subject, _log.c.payload)
+        .join(_log, _log.c.seq == _outbox.c.seq)
+        .where(_outbox.c.published_at.is_(None))
+        .order_by(_outbox.c.seq)
+        .limit(limit)
+    )
+    return [OutboxRow(*row) for row in await conn.execute(query)]
+
+
+async def _latest_snapshot(conn: AsyncConnection, at_most: int | None) -> tuple[int, bytes] | None:
+    query = sa.select(_snapshots.c.seq, _snapshots.c.payload).order_by(_snapshots.c.seq.desc()).limit(1)
+    if at_most is not None:
+        query = query.where(_snapshots.c.seq <= at_most)
+    row = (await conn.execute(query)).first()
+    return (row.seq, row.payload) if row else None
+
+
+async def _select_rows(conn: AsyncConnection, query) -> list[LogRow]:
+    return [LogRow(**row._mapping) for row in await conn.execute(query)]
+
+
+async def _dead_letters(conn: AsyncConnection, limit: int) -> list[DeadLetter]:
+    query = sa.select(_dead).order_by(_dead.c.id.desc()).limit(limit)
+    rows = [dict(row._mapping) for row in await conn.execute(query)]
+    for row in rows:
+        row.pop("id")
+    return [DeadLetter(**row) for row in reversed(rows)]
+
+
+async def _counts(conn: AsyncConnection) -> dict[str, int]:
+    counts = {}
+    for name, table in (("log", _log), ("dead_letters", _dead), ("snapshots", _snapshots)):
+        counts[name] = (await conn.execute(sa.select(sa.func.count()).select_from(table))).scalar_one()
+    unpublished = sa.select(sa.func.count()).select_from(_outbox).where(_outbox.c.published_at.is_(None))
+    counts["unpublished"] = (await conn.execute(unpublished)).scalar_one()
+    return counts
