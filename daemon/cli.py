@@ -129,23 +129,16 @@ async def cmd_tail(args: argparse.Namespace) -> int:
     seen = 0
     try:
         await bus.ensure_streams()
-        with anyio.move_on_after(args.timeout) if args.timeout else _no_limit():
-            async for data in bus.decisions(args.partition, from_start=args.from_start):
-                print(data.decode() if args.json else render.summary(decode_decision(data)), flush=True)
-                seen += 1
-                if args.count and seen >= args.count:
-                    break
+        with anyio.move_on_after(args.timeout or math.inf):
+            async with contextlib.aclosing(bus.decisions(args.partition, from_start=args.from_start)) as decisions:
+                async for data in decisions:
+                    print(data.decode() if args.json else render.summary(decode_decision(data)), flush=True)
+                    seen += 1
+                    if args.count and seen >= args.count:
+                        break
     finally:
         await bus.close()
     return 0
-
-
-class _no_limit:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *_exc: object) -> None:
-        return None
 
 
 def _load_scenario(path: str) -> Scenario:

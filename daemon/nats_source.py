@@ -10,6 +10,7 @@ errors in between surface as `BusError` and the callers retry.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -191,7 +192,8 @@ class Bus:
             async for message in subscription.messages:
                 yield message.data
         finally:
-            await subscription.unsubscribe()
+            with contextlib.suppress(*_NATS_ERRORS):
+                await subscription.unsubscribe()
 
     async def stream_messages(self, stream: str) -> int:
         try:

@@ -1,0 +1,91 @@
+"""Shared fixtures: a real nats-server from the bundled binary on a free loopback port, real
+SQLite files in temporary directories, and the daemon as a subprocess."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from daemon.embedded import EmbeddedNats
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # nats-py and SQLAlchemy's async layer need asyncio
+
+
+@pytest.fixture
+def nats_server(tmp_path: Path):
+    """A fresh nats-server with JetStream, its data under the test's temporary directory."""
+    with EmbeddedNats(tmp_path / "nats") as server:
+        yield server
+
+
+class DaemonProcess:
+    """`preemptd run` in a subprocess; its stderr (the structured log) goes to a file."""
+
+    def __init__(self, state_dir: Path, *args: str) -> None:
+        self.state_dir = state_dir
+        self.args = args
+        self.log = state_dir.parent / f"{state_dir.name}-daemon.log"
+        self.process: subprocess.Popen | None = None
+        self.url: str | None = None
+
+    def start(self, timeout: float = 30.0) -> DaemonProcess:
+        command = [sys.executable, "-m", "daemon.cli", "run", "--state-dir", str(self.state_dir), *self.args]
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        deadline = time.monotonic() + timeout
+        line = self.process.stdout.readline().decode()
+        if "listening on" not in line or time.monotonic() > deadline:
+            self.stop()
+            raise RuntimeError(f"daemon did not start: {line!r}\n{self.log.read_text()[-3000:]}")
+        self.url = line.split("listening on ", 1)[1].split()[0]
+        return self
+
+    def kill(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+
+    def stop(self, timeout: float = 30.0) -> int:
+        if self.process is None:
+            return 0
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+    def log_text(self) -> str:
+        return self.log.read_text()
+
+
+@pytest.fixture
+def daemon_factory(tmp_path: Path):
+    started: list[DaemonProcess] = []
+
+    def make(*args: str, state_dir: Path | None = None) -> DaemonProcess:
+        daemon = DaemonProcess(state_dir or tmp_path / "state", *args)
+        started.append(daemon)
+        return daemon
+
+    yield make
+    for daemon in started:
+        daemon.stop()
+
+
+def preemptd(*args: str, input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run a `preemptd` command as a user would, and capture what it prints."""
+    return subprocess.run([sys.executable, "-m", "daemon.cli", *args], input=input, capture_output=True, text=True, cwd=ROOT, timeout=timeout)

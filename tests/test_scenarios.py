@@ -1,0 +1,35 @@
+"""Every scenario file (the user guide's examples and the behavioural tests under
+tests/scenarios) runs offline, meets its `expect`, and replays to the same decisions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from events import Scenario
+from scheduling import check, replay, simulate
+
+ROOT = Path(__file__).resolve().parent.parent
+FILES = sorted([*ROOT.glob("examples/*.yaml"), *ROOT.glob("tests/scenarios/*.yaml")])
+
+
+def load(path: Path) -> Scenario:
+    return msgspec.yaml.decode(path.read_bytes(), type=Scenario)
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_scenario_meets_its_expectations(path: Path) -> None:
+    scenario = load(path)
+    assert scenario.expect is not None, f"{path.name} has no expect section"
+    result = simulate(scenario)
+    assert check(result, scenario.expect, scenario.partition) == []
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_scenario_log_replays_to_the_same_decisions(path: Path) -> None:
+    result = simulate(load(path))
+    report = replay(result.records, log_id="sim")
+    assert report.divergence is None
+    assert report.reproduced == len(result.decisions)
