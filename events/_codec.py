@@ -74,8 +74,8 @@ def encode(value: Any) -> bytes:
 
 
 def to_builtins(value: Any) -> Any:
-    """Plain dicts and lists for an event, as it appears on the wire."""
-    return msgspec.to_builtins(value, enc_hook=_enc_hook)
+    """Plain JSON data (dicts, lists, ...) for an event, exactly as it appears on the wire."""
+    return msgspec.json.decode(_encoder.encode(value))
 
 
 def _explain(exc: msgspec.DecodeError, raw: bytes, expected: tuple[str, ...]) -> DecodeError:

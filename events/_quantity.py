@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 __all__ = ["MILLI_RESOURCES", "QuantityError", "Resources", "format_human", "parse_quantity"]
 
@@ -64,8 +64,8 @@ def parse_quantity(resource: str, value: object) -> int:
         raise QuantityError(f"{resource}: expected a number or a quantity string, got {value!r}")
     try:
         amount = _as_decimal(str(value)) * _unit(resource)
-    except InvalidOperation as exc:  # pragma: no cover - the pattern admits only numbers
-        raise QuantityError(f"{resource}: {value!r} is not a quantity") from exc
+    except QuantityError as exc:
+        raise QuantityError(f"{resource}: {exc}") from None
     if amount < 0:
         raise QuantityError(f"{resource}: {value!r} is negative; quantities must be >= 0")
     if amount != amount.to_integral_value():

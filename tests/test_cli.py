@@ -1,0 +1,123 @@
+"""The offline commands as a user runs them: schema, simulate, replay (exact and what-if),
+explain, state and db upgrade, on real SQLite files."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from conftest import ROOT, preemptd
+
+GENERAL = str(ROOT / "examples" / "general.yaml")
+
+
+@pytest.fixture(scope="module")
+def general_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("sim") / "general.db"
+    result = preemptd("simulate", GENERAL, "--quiet", "--db", str(db))
+    assert result.returncode == 0, result.stderr
+    return db
+
+
+def test_schema_is_a_json_schema_naming_every_event_type() -> None:
+    result = preemptd("schema")
+    schema = json.loads(result.stdout)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert set(schema["discriminator"]["mapping"]) >= {"task.submitted", "config.applied", "node.upserted"}
+    decisions = json.loads(preemptd("schema", "decisions").stdout)
+    assert "decision.preempted" in decisions["discriminator"]["mapping"]
+
+
+def test_simulate_prints_decisions_and_the_final_state() -> None:
+    result = preemptd("simulate", GENERAL, "--state")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    decisions = [json.loads(line) for line in lines if line.startswith("{\"type\"")]
+    preempted = [d for d in decisions if d["type"] == "decision.preempted"]
+    assert len(preempted) == 3 and all(d["queue"] == "root.normal.queue-2" for d in preempted)
+    state = json.loads("\n".join(lines[len(decisions):]))
+    assert state["queues"]["root.normal.queue-1"]["allocated"] == {"vcore": 7}
+    assert state["tasks"][preempted[0]["victims"][0]["task"]]["status"] == "released"
+
+
+def test_simulate_check_fails_when_the_expectation_is_wrong(tmp_path: Path) -> None:
+    scenario = yaml.safe_load(Path(GENERAL).read_text())
+    scenario["expect"]["queues"]["root.normal.queue-1"] = {"allocated": {"vcore": 8}}
+    path = tmp_path / "wrong.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    result = preemptd("simulate", str(path), "--check", "--quiet")
+    assert result.returncode == 1
+    assert "root.normal.queue-1: allocated vcore is 7, expected 8" in result.stderr
+
+
+def test_simulate_refuses_a_scenario_with_a_typo(tmp_path: Path) -> None:
+    path = tmp_path / "typo.yaml"
+    path.write_text("name: x\nconfig: {}\nevents: []\nuntill: 5s\n")
+    result = preemptd("simulate", str(path))
+    assert result.returncode == 2 and "untill" in result.stderr
+
+
+def test_replay_reproduces_every_decision(general_log: Path) -> None:
+    result = preemptd("replay", "--db", str(general_log), "--quiet")
+    assert result.returncode == 0, result.stderr
+    assert "all 23 decisions reproduced" in result.stdout
+
+
+def test_replay_stops_where_asked(general_log: Path) -> None:
+    result = preemptd("replay", "--db", str(general_log), "--until", "30", "--quiet")
+    assert result.returncode == 0 and "decisions reproduced" in result.stdout
+
+
+def test_replay_reports_the_first_divergence_of_a_tampered_log(general_log: Path, tmp_path: Path) -> None:
+    tampered = tmp_path / "tampered.db"
+    tampered.write_bytes(general_log.read_bytes())
+    with sqlite3.connect(tampered) as db:
+        seq, payload = db.execute("select seq, payload from log where type='decision.preempted' order by seq limit 1").fetchone()
+        db.execute("update log set payload=? where seq=?", (payload.replace(b'"node-1"', b'"node-9"', 1), seq))
+    result = preemptd("replay", "--db", str(tampered), "--quiet")
+    assert result.returncode == 1
+    assert f"DIVERGED at log seq {seq}" in result.stdout
+    assert "node: stored 'node-9', recomputed 'node-1'" in result.stdout
+
+
+def test_replay_under_another_configuration_lists_the_decisions_that_differ(general_log: Path, tmp_path: Path) -> None:
+    config = yaml.safe_load(Path(GENERAL).read_text())["config"]
+    config["partitions"][0]["queues"][0]["queues"][0]["queues"][1]["resources"]["guaranteed"]["vcore"] = 2
+    path = tmp_path / "queues.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = preemptd("replay", "--db", str(general_log), "--config", str(path), "--quiet")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert sum("stored only" in line and " preempted " in line for line in lines) == 3, "queue-2 at 2 guaranteed preempts nothing"
+    assert not any("new config" in line and " preempted " in line for line in lines)
+    assert any("new config" in line and "law 4: root.normal.queue-2 is at its guarantee" in line for line in lines)
+
+
+def test_explain_shows_victims_and_laws(general_log: Path) -> None:
+    with sqlite3.connect(general_log) as db:
+        (decision_id,) = db.execute("select event_id from log where type='decision.preempted' order by seq limit 1").fetchone()
+    result = preemptd("explain", decision_id, "--db", str(general_log))
+    assert result.returncode == 0, result.stderr
+    assert "victims:" in result.stdout and "law 4: root.normal.queue-2 is under its guarantee" in result.stdout
+    assert "laws 5, 2" in result.stdout
+    missing = preemptd("explain", "nope", "--db", str(general_log))
+    assert missing.returncode == 2 and "no decision with id 'nope'" in missing.stderr
+
+
+def test_state_shows_the_queue_tree_at_any_position(general_log: Path) -> None:
+    end = preemptd("state", "--db", str(general_log))
+    assert end.returncode == 0, end.stderr
+    queue_1 = next(line for line in end.stdout.splitlines() if line.strip().startswith("queue-1"))
+    assert queue_1.split()[1:3] == ["vcore", "7"]
+    early = json.loads(preemptd("state", "--db", str(general_log), "--at", "25", "--json").stdout)
+    assert early["queues"]["root.normal.queue-1"]["allocated"] == {"vcore": 10}
+
+
+def test_db_upgrade_creates_and_reports_a_log(tmp_path: Path) -> None:
+    result = preemptd("db", "upgrade", "--db", str(tmp_path / "new.db"))
+    assert result.returncode == 0 and "schema up to date" in result.stdout

@@ -1,0 +1,215 @@
+"""The contract: quantities, durations, every event type through the codec and the JSON Schema,
+and decode errors that name the event type and the field at fault."""
+
+from __future__ import annotations
+
+import jsonschema
+import msgspec
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import events as ev
+from events import (
+    CLUSTER_EVENT_TYPES,
+    DECISION_TYPES,
+    DecodeError,
+    QuantityError,
+    Resources,
+    decode_cluster_event,
+    decode_decision,
+    decode_log_event,
+    encode,
+    json_schema,
+    parse_duration,
+    parse_quantity,
+    to_builtins,
+)
+
+R = Resources.parse
+
+
+@pytest.mark.parametrize(
+    ("resource", "value", "amount"),
+    [
+        ("cpu", "500m", 500),
+        ("cpu", 2, 2000),
+        ("vcore", "1.5", 1500),
+        ("cpu", 0.25, 250),
+        ("memory", "2Gi", 2 * 2**30),
+        ("memory", "1.5Gi", 3 * 2**29),
+        ("memory", "1k", 1000),
+        ("memory", "1M", 10**6),
+        ("pods", "1e3", 1000),
+        ("nvidia.com/gpu", 4, 4),
+        ("memory", "+3", 3),
+        ("memory", "1E", 10**18),
+    ],
+)
+def test_quantities_parse_to_exact_canonical_integers(resource: str, value: object, amount: int) -> None:
+    assert parse_quantity(resource, value) == amount
+
+
+@pytest.mark.parametrize(
+    ("resource", "value", "message"),
+    [
+        ("cpu", "0.1m", "finer than the smallest unit (1m)"),
+        ("pods", "0.5", "finer than the smallest unit (1)"),
+        ("memory", "-1", "negative"),
+        ("cpu", "abc", "is not a quantity"),
+        ("cpu", "5 cores", "is not a quantity"),
+        ("cpu", True, "expected a number or a quantity string"),
+        ("cpu", None, "expected a number or a quantity string"),
+    ],
+)
+def test_bad_quantities_say_what_is_wrong(resource: str, value: object, message: str) -> None:
+    with pytest.raises(QuantityError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse_quantity(resource, value)
+
+
+@given(st.sampled_from(["cpu", "vcore", "memory", "pods", "nvidia.com/gpu"]), st.integers(min_value=0, max_value=2**62))
+def test_resources_round_trip_through_wire_notation(name: str, amount: int) -> None:
+    resources = Resources({name: amount})
+    assert Resources.parse(resources.to_wire()) == resources
+
+
+@pytest.mark.parametrize(("text", "ms"), [("30s", 30_000), ("1m30s", 90_000), ("250ms", 250), ("1.5s", 1500), ("2h", 7_200_000), ("0", 0), (0, 0)])
+def test_go_durations_become_milliseconds(text: object, ms: int) -> None:
+    assert parse_duration(text) == ms
+    if ms:
+        assert parse_duration(ev.format_duration(ms)) == ms
+
+
+@pytest.mark.parametrize("text", ["10", "abc", "1x", "5s5", "", "1.0001ms"])
+def test_bad_durations_are_refused(text: str) -> None:
+    with pytest.raises(ev.DurationError):
+        parse_duration(text)
+
+
+VICTIM = ev.Victim(task="a-1", app="a", queue="root.a", node="n1", priority=0, resources=R({"vcore": 1}), why="over guarantee")
+CLUSTER_EXAMPLES = [
+    ev.ConfigApplied(id="1", ts=1, model="yunikorn", config={"queues": [{"name": "root", "queues": [{"name": "a"}]}]}),
+    ev.PriorityClassUpserted(id="2", ts=1, name="high", value=1000, preemption_policy="Never", allow_preemption=False),
+    ev.PriorityClassDeleted(id="3", ts=1, name="high"),
+    ev.NodeUpserted(id="4", ts=1, partition="gpu", node="n1", capacity=R({"cpu": "64", "memory": "256Gi", "nvidia.com/gpu": 8}), labels={"zone": "a"}),
+    ev.NodeRemoved(id="5", ts=1, node="n1"),
+    ev.AppSubmitted(id="6", ts=1, app="a", queue="root.a", priority_class="high", min_available=4),
+    ev.AppFinished(id="7", ts=1, app="a"),
+    ev.TaskSubmitted(
+        id="8",
+        ts=1,
+        task="a-1",
+        app="a",
+        queue="root.a",
+        resources=R({"cpu": "500m", "memory": "1Gi"}),
+        priority=10,
+        allow_preemption=False,
+        preemption_policy="Never",
+        originator=True,
+        required_node="n1",
+        task_priority=3,
+        preemptable=False,
+    ),
+    ev.TaskBound(id="9", ts=1, task="a-2", node="n1", app="a", queue="root.a", resources=R({"cpu": 1})),
+    ev.TaskReleased(id="10", ts=1, task="a-1", reason="preempted"),
+]
+DECISION_EXAMPLES = [
+    ev.Allocated(id="l:1.0", ts=1, partition="default", cycle=1, task="a-1", app="a", queue="root.a", node="n1", resources=R({"cpu": 1}), explanation=("fits",)),
+    ev.Preempted(
+        id="l:1.1",
+        ts=1,
+        partition="default",
+        cycle=1,
+        preemptor="b-1",
+        app="b",
+        queue="root.b",
+        node="n1",
+        resources=R({"vcore": 1}),
+        victims=(VICTIM,),
+        model="yunikorn",
+        reason="guarantee",
+        grace_period=30_000,
+        explanation=("law 4: root.b is under its guarantee",),
+    ),
+    ev.Admitted(id="l:1.2", ts=1, partition="default", cycle=1, app="w", queue="cq"),
+    ev.Evicted(id="l:1.3", ts=1, partition="default", cycle=1, app="w", queue="cq", reason="InCohortReclamation"),
+    ev.Unreserved(id="l:1.4", ts=1, partition="default", cycle=1, task="b-1", node="n1", reason="node removed"),
+    ev.Blocked(id="l:1.5", ts=1, partition="default", cycle=1, task="c-1", app="c", queue="root.c", reasons=("law 4: root.c is at its guarantee for vcore",)),
+]
+
+
+def test_the_examples_cover_every_event_and_decision_type() -> None:
+    assert sorted(e.__struct_config__.tag for e in CLUSTER_EXAMPLES) == sorted(CLUSTER_EVENT_TYPES)
+    assert sorted(d.__struct_config__.tag for d in DECISION_EXAMPLES) == sorted(DECISION_TYPES)
+
+
+@pytest.mark.parametrize("event", CLUSTER_EXAMPLES, ids=lambda e: e.__struct_config__.tag)
+def test_cluster_events_round_trip(event: object) -> None:
+    assert decode_cluster_event(encode(event)) == event
+    assert decode_log_event(encode(event)) == event
+
+
+@pytest.mark.parametrize("decision", DECISION_EXAMPLES, ids=lambda d: d.__struct_config__.tag)
+def test_decisions_round_trip(decision: object) -> None:
+    assert decode_decision(encode(decision)) == decision
+    assert decode_log_event(encode(decision)) == decision
+
+
+def test_ticks_round_trip_in_the_log_but_are_refused_from_shims() -> None:
+    tick = ev.Tick(id="tick-5", ts=7, partition="p")
+    assert decode_log_event(encode(tick)) == tick
+    with pytest.raises(DecodeError, match="written by the daemon"):
+        decode_cluster_event(encode(tick))
+
+
+@pytest.mark.parametrize("event", CLUSTER_EXAMPLES, ids=lambda e: e.__struct_config__.tag)
+def test_the_json_schema_accepts_every_cluster_event(event: object) -> None:
+    jsonschema.validate(to_builtins(event), json_schema("cluster"))
+
+
+@pytest.mark.parametrize("decision", DECISION_EXAMPLES, ids=lambda d: d.__struct_config__.tag)
+def test_the_json_schema_accepts_every_decision(decision: object) -> None:
+    jsonschema.validate(to_builtins(decision), json_schema("decisions"))
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"type": "task.submitted", "id": "1", "ts": 1, "app": "a", "resources": {"cpu": 1}},  # no task
+        {"type": "node.upserted", "id": "1", "ts": 1, "node": "n", "capacity": {"cpu": "lots"}},
+        {"type": "node.upserted", "id": "1", "ts": 1, "node": "n", "capacity": {"cpu": -1}},
+        {"type": "node.removed", "id": "1", "ts": 1, "node": "n", "partition": "a.b"},
+        {"type": "nope", "id": "1", "ts": 1},
+    ],
+)
+def test_the_json_schema_refuses_what_the_decoder_refuses(bad: dict) -> None:
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, json_schema("cluster"))
+    with pytest.raises(DecodeError):
+        decode_cluster_event(msgspec.json.encode(bad))
+
+
+@pytest.mark.parametrize(
+    ("raw", "event_type", "words"),
+    [
+        (b'{"type":"task.submitted","id":"1","ts":1,"app":"a","resources":{"cpu":1}}', "task.submitted", ["task.submitted", "`task`"]),
+        (b'{"type":"task.submitted","id":"1","ts":1,"task":5,"app":"a","resources":{"cpu":1}}', "task.submitted", ["task.submitted", "$.task"]),
+        (b'{"type":"node.upserted","id":"1","ts":1,"node":"n","capacity":{"cpu":"2 cores"}}', "node.upserted", ["node.upserted", "$.capacity", "cpu"]),
+        (b'{"type":"nope","id":"1"}', "nope", ["unknown event type 'nope'", "task.submitted"]),
+        (b'{"id":"1"}', None, ["missing field `type`"]),
+        (b'{"type": "task.submitted", "id": ', None, ["malformed JSON"]),
+        (b"[1, 2]", None, ["expected a JSON object"]),
+        (b'{"type":"decision.allocated"}', "decision.allocated", ["written by the daemon"]),
+    ],
+)
+def test_decode_errors_name_the_type_and_the_field(raw: bytes, event_type: str | None, words: list[str]) -> None:
+    with pytest.raises(DecodeError) as caught:
+        decode_cluster_event(raw)
+    assert caught.value.event_type == event_type
+    for word in words:
+        assert word in caught.value.reason
+
+
+def test_unknown_fields_are_ignored_so_shims_can_be_newer() -> None:
+    event = decode_cluster_event(b'{"type":"node.removed","id":"1","ts":1,"node":"n","color":"blue"}')
+    assert event == ev.NodeRemoved(id="1", ts=1, node="n")

@@ -1,0 +1,104 @@
+"""The fold: aggregates up the queue tree, rejection without half-application, and snapshots
+that restore the state exactly (folding a log equals folding it in two halves)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import events as ev
+from builders import R, bound, config, fold_events, node, released, task
+from projections import ClusterState, Rejected, apply, fold, restore, snapshot, LogRecord
+from scheduling import simulate
+
+ROOT = Path(__file__).resolve().parent.parent
+TREE = [
+    {"name": "a", "resources": {"guaranteed": {"vcore": 2}, "max": {"vcore": 4}}, "queues": [{"name": "a1"}, {"name": "a2"}]},
+    {"name": "b"},
+]
+
+
+def test_usage_rolls_up_the_tree_as_tasks_move() -> None:
+    state = fold_events(config(TREE), node("n1", vcore=8), task("t1", "app", "root.a.a1"), task("t2", "app", "root.a.a1"))
+    p = state.partitions["default"]
+    assert p.queues["root.a"].pending == {"vcore": 2000} and p.queues["root"].pending == {"vcore": 2000}
+    fold_events(bound("t1", "n1"), state=state)
+    assert p.queues["root.a.a1"].allocated == {"vcore": 1000}
+    assert p.queues["root"].allocated == {"vcore": 1000} and p.queues["root"].pending == {"vcore": 1000}
+    assert p.nodes["n1"].allocated == {"vcore": 1000}
+    fold_events(released("t1"), released("t2"), state=state)
+    assert p.queues["root"].allocated == {} and p.queues["root"].pending == {} and p.nodes["n1"].allocated == {}
+    assert p.pending_count == 0 and "t1" not in p.tasks
+
+
+def test_removing_a_node_releases_its_tasks() -> None:
+    state = fold_events(config(TREE), node("n1", vcore=8), task("t1", "app", "root.b"), bound("t1", "n1"), ev.NodeRemoved(id="x", ts=0, node="n1"))
+    p = state.partitions["default"]
+    assert p.tasks == {} and p.queues["root.b"].allocated == {} and p.capacity == {}
+
+
+def _base() -> ClusterState:
+    return fold_events(
+        config(TREE),
+        node("n1", vcore=8),
+        ev.PriorityClassUpserted(id="pc", ts=0, name="high", value=100),
+        ev.AppSubmitted(id="app", ts=0, app="app", queue="root.a.a1"),
+        task("t1", "app"),
+        bound("t1", "n1"),
+    )
+
+
+BAD_EVENTS = [
+    (task("x", "other", "root.nope"), "unknown queue 'root.nope'"),
+    (task("x", "other", "root.a"), "root.a is a parent queue"),
+    (task("x", "ghost"), "unknown application 'ghost'"),
+    (task("x", "app", "root.b"), "its application 'app' is in root.a.a1"),
+    (task("t1", "app"), "task 't1' already exists"),
+    (task("x", "app", resources=R(vcore=5)), "more than the max of root.a (4): it could never run"),
+    (task("x", "app", priority_class="nope"), "unknown priority class 'nope'"),
+    (task("x", "app", required_node="n9"), "requires node 'n9', which is unknown"),
+    (bound("t1", "n9"), "unknown node 'n9'"),
+    (bound("x", "n1"), "must carry `app` and `resources`"),
+    (released("ghost"), "unknown task 'ghost'"),
+    (ev.AppSubmitted(id="y", ts=0, app="app", queue="root.b"), "application 'app' already exists"),
+    (ev.AppFinished(id="y", ts=0, app="ghost"), "unknown application 'ghost'"),
+    (ev.NodeRemoved(id="y", ts=0, node="n9"), "unknown node 'n9'"),
+    (ev.PriorityClassDeleted(id="y", ts=0, name="nope"), "unknown priority class 'nope'"),
+    (config([{"name": "b"}]), "leaf queue root.a.a1 is used by application app"),
+    (config([{"name": "a", "resources": {"guaranteed": {"vcore": 5}, "max": {"vcore": 4}}}]), "guaranteed vcore 5 is above its own max (4)"),
+    (ev.ConfigApplied(id="y", ts=0, model="kueue", config={}), "model 'kueue' is not supported"),
+]
+
+
+@pytest.mark.parametrize(("event", "reason"), BAD_EVENTS, ids=[reason[:40] for _, reason in BAD_EVENTS])
+def test_an_event_that_cannot_apply_is_rejected_and_changes_nothing(event: object, reason: str) -> None:
+    state = _base()
+    before = snapshot(state)
+    with pytest.raises(Rejected) as caught:
+        apply(state, LogRecord(state.seq + 1, 0, event))
+    assert reason in caught.value.reason
+    assert snapshot(state) == before
+
+
+def _example_log(name: str) -> list[LogRecord]:
+    scenario = msgspec.yaml.decode((ROOT / "examples" / f"{name}.yaml").read_bytes(), type=ev.Scenario)
+    return simulate(scenario).records
+
+
+@settings(max_examples=30, deadline=None)
+@given(name=st.sampled_from(["general", "allow-preemption", "priority-queues", "fence"]), cut=st.floats(0, 1))
+def test_folding_in_two_halves_with_a_snapshot_equals_folding_once(name: str, cut: float) -> None:
+    records = _example_log(name)
+    split = int(len(records) * cut)
+    whole = fold(records)
+    halfway = restore(snapshot(fold(records[:split])))
+    assert snapshot(fold(records[split:], halfway)) == snapshot(whole)
+
+
+def test_a_snapshot_restores_an_equal_state() -> None:
+    state = fold(_example_log("fence"))
+    assert restore(snapshot(state)) == state

@@ -1,0 +1,85 @@
+"""The log database on real SQLite files, with the real migrations."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from daemon.errors import StoreError
+from daemon.store import Batch, DeadLetter, LogRow, OutboxRow, Store
+
+pytestmark = pytest.mark.anyio
+
+
+def row(seq: int, event_id: str | None = None, kind: str = "node.upserted") -> LogRow:
+    return LogRow(seq=seq, event_id=event_id or f"e{seq}", type=kind, partition="default", ts=seq, received=seq, payload=b"{}")
+
+
+async def test_migrations_create_the_schema_and_the_log_keeps_its_name(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    store = await Store.open(str(path))
+    name = store.log_id
+    await store.close()
+    tables = {r[0] for r in sqlite3.connect(path).execute("select name from sqlite_master where type='table'")}
+    assert {"log", "outbox", "dead_letters", "snapshots", "tracking", "meta", "alembic_version"} <= tables
+    assert sqlite3.connect(path).execute("select version_num from alembic_version").fetchone() == ("0001",)
+    assert sqlite3.connect(path).execute("pragma journal_mode").fetchone() == ("wal",)
+    reopened = await Store.open(str(path))
+    assert reopened.log_id == name
+    await reopened.close()
+
+
+async def test_a_batch_is_written_in_one_transaction_and_read_back_in_order(tmp_path: Path) -> None:
+    store = await Store.open(str(tmp_path / "log.db"))
+    try:
+        await store.commit(
+            Batch(
+                rows=[row(1), row(2), row(3, "d", "decision.allocated")],
+                dead=[DeadLetter(received=5, subject="preemptd.cluster.default.x", reason="bad", raw=b"{x")],
+                outbox=[OutboxRow(3, "d", "preemptd.decisions.default.allocated")],
+                tracking=("stream/consumer", 42),
+            )
+        )
+        assert [r.seq async for r in store.read_log(page=2)] == [1, 2, 3]
+        assert [r.seq async for r in store.read_log(after=1, until=2)] == [2]
+        assert await store.last_seq() == 3
+        assert await store.tracking("stream/consumer") == 42
+        assert await store.known_event_ids(["e1", "zz", "d"]) == {"e1": 1, "d": 3}
+        assert [(o.seq, o.payload) for o in await store.unpublished(10)] == [(3, b"{}")]
+        await store.mark_published([3], at=9)
+        assert await store.unpublished(10) == []
+        assert (await store.dead_letters(10))[0].reason == "bad"
+        assert (await store.find("d")).type == "decision.allocated"
+    finally:
+        await store.close()
+
+
+async def test_a_failed_batch_writes_nothing(tmp_path: Path) -> None:
+    store = await Store.open(str(tmp_path / "log.db"))
+    try:
+        await store.commit(Batch(rows=[row(1)]))
+        with pytest.raises(StoreError, match="UNIQUE"):
+            await store.commit(Batch(rows=[row(2), row(3, "e1")], tracking=("s", 7)))  # e1 repeats: unique id
+        assert await store.last_seq() == 1
+        assert await store.tracking("s") == 0
+    finally:
+        await store.close()
+
+
+async def test_only_the_three_newest_snapshots_are_kept(tmp_path: Path) -> None:
+    store = await Store.open(str(tmp_path / "log.db"))
+    try:
+        for seq in (10, 20, 30, 40):
+            await store.save_snapshot(seq, f"state@{seq}".encode(), created=seq)
+        assert await store.latest_snapshot() == (40, b"state@40")
+        assert await store.latest_snapshot(at_most=25) == (20, b"state@20")
+        assert await store.latest_snapshot(at_most=15) is None
+    finally:
+        await store.close()
+
+
+async def test_reading_a_missing_log_says_so(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="no preemptd log"):
+        await Store.open(str(tmp_path / "missing.db"), create=False)
