@@ -45,7 +45,7 @@ from projections._state import (
     TaskState,
 )
 
-__all__ = ["SUPPORTED_MODELS", "Rejected", "apply", "build_queues", "fold", "new_partition"]
+__all__ = ["SUPPORTED_MODELS", "Rejected", "apply", "build_queues", "fold", "new_partition", "reservation_claim"]
 
 #: Models whose configuration this version can apply.
 SUPPORTED_MODELS = ("yunikorn",)
@@ -168,6 +168,9 @@ def _config_applied(p: PartitionState, event: ConfigApplied) -> tuple[str, ...]:
     p.model, p.config, p.queues = event.model, parsed.config, queues
     for task in p.tasks.values():
         _count_task(p, task, +1)
+    for task in p.tasks.values():
+        if task.reserved_node is not None:
+            _count_reservation_in_queues(p, task, +1)
     return parsed.warnings
 
 
@@ -341,8 +344,6 @@ def _count_task(p: PartitionState, task: TaskState, sign: int) -> None:
         _toggle(queue.waiting, task.id, sign)
         for q in lineage:
             change(q.pending, task.resources)
-            if task.reserved_node is not None:
-                change(q.reserved, task.resources)
         return
     _toggle(queue.running, task.id, sign)
     for q in lineage:
@@ -378,20 +379,36 @@ def _start_task(p: PartitionState, task: TaskState, node: NodeState, now: int) -
 
 
 def _move_task(p: PartitionState, task: TaskState, node: NodeState) -> None:
+    preemptor = _waiting_preemptor(p, task)
+    if preemptor is not None:
+        _count_reservation(p, preemptor, -1)
     _count_on_node(p, task, -1)
     task.node = node.name
     _count_on_node(p, task, +1)
+    if preemptor is not None:
+        _count_reservation(p, preemptor, +1)
 
 
 def _remove_task(p: PartitionState, task: TaskState) -> None:
     _drop_reservation(p, task)
+    preemptor = _waiting_preemptor(p, task)
+    if preemptor is not None:  # one victim fewer in the way: the preemptor's claim grows
+        _count_reservation(p, preemptor, -1)
+        preemptor.victims.remove(task.id)
     _count_task(p, task, -1)
     _count_on_node(p, task, -1)
-    preemptor = p.tasks.get(task.preempted_by) if task.preempted_by else None
-    if preemptor is not None and task.id in preemptor.victims:
-        preemptor.victims.remove(task.id)
+    if preemptor is not None:
+        _count_reservation(p, preemptor, +1)
     p.apps[task.app].tasks.pop(task.id, None)
     del p.tasks[task.id]
+
+
+def _waiting_preemptor(p: PartitionState, victim: TaskState) -> TaskState | None:
+    """The reserved preemptor `victim` still makes room for, if any."""
+    preemptor = p.tasks.get(victim.preempted_by) if victim.preempted_by else None
+    if preemptor is not None and victim.id in preemptor.victims:
+        return preemptor
+    return None
 
 
 # -- decisions -----------------------------------------------------------------------------
@@ -422,22 +439,46 @@ def _preempted(p: PartitionState, event: Preempted) -> None:
         _count_on_node(p, victim, +1)
     _drop_reservation(p, task)
     if node is not None:
-        _count_task(p, task, -1)
         task.reserved_node, task.victims = node.name, [victim.id for victim in victims]
-        _count_task(p, task, +1)
-        add(node.reserved, task.resources)
-        node.reservations[task.id] = None
+        _count_reservation(p, task, +1)
 
 
 def _drop_reservation(p: PartitionState, task: TaskState) -> None:
     if task.reserved_node is None:
         return
-    node = p.nodes[task.reserved_node]
-    subtract(node.reserved, task.resources)
-    node.reservations.pop(task.id, None)
-    _count_task(p, task, -1)
+    _count_reservation(p, task, -1)
     task.reserved_node, task.victims = None, []
-    _count_task(p, task, +1)
+
+
+def _count_reservation(p: PartitionState, task: TaskState, sign: int) -> None:
+    """Add or take away a reservation's share of its node's and its queues' aggregates."""
+    node = p.nodes[task.reserved_node]
+    change = add if sign > 0 else subtract
+    change(node.reserved, task.resources)
+    change(node.claimed, reservation_claim(p, task))
+    _toggle(node.reservations, task.id, sign)
+    _count_reservation_in_queues(p, task, sign)
+
+
+def _count_reservation_in_queues(p: PartitionState, task: TaskState, sign: int) -> None:
+    change = add if sign > 0 else subtract
+    for path in p.queues[task.queue].lineage:
+        queue = p.queues[path]
+        change(queue.reserved, task.resources)
+        change(queue.claimed, reservation_claim(p, task, path))
+
+
+def reservation_claim(p: PartitionState, task: TaskState, within: str | None = None) -> dict[str, int]:
+    """What a reserved task still needs beyond its victims in place (those under queue
+    `within`, or all of them for the node): the room it takes from what is free now."""
+    claim = dict(task.resources)
+    for victim_id in task.victims:
+        victim = p.tasks[victim_id]
+        if (victim.node == task.reserved_node) if within is None else (within in p.queues[victim.queue].lineage):
+            for name, amount in victim.resources.items():
+                if name in claim:
+                    claim[name] -= amount
+    return {name: amount for name, amount in claim.items() if amount > 0}
 
 
 # -- lookups -------------------------------------------------------------------------------

@@ -1,9 +1,14 @@
 """The cluster state that the fold maintains: plain mutable msgspec Structs, so that a snapshot
 is one `msgpack` encode and a restore one decode.
 
-Aggregates are incremental: a queue's `allocated`, `pending`, `preempting` and `reserved` are
-sums over its whole subtree, updated along the queue's `lineage` (itself, then its ancestors)
-whenever a task changes. Dicts used as ordered sets (`dict[str, None]`) keep insertion order,
+Aggregates are incremental: a queue's `allocated`, `pending`, `preempting`, `reserved` and
+`claimed` are sums over its whole subtree, updated along the queue's `lineage` (itself, then its
+ancestors) whenever a task changes.
+
+A reservation (a preemptor waiting for its victims) is counted twice over, for two questions:
+`reserved` holds its whole ask (what the queue and node will hold once everything settles, which
+preemption reasons about), `claimed` only the part its victims still in place do not cover (what
+it takes from the room free now, which placement must leave alone). Dicts used as ordered sets (`dict[str, None]`) keep insertion order,
 which is the log order, so every iteration is deterministic.
 """
 
@@ -49,6 +54,7 @@ class QueueState(msgspec.Struct, kw_only=True):
     allocated: dict[str, int] = {}  # running and preempting tasks of the subtree
     preempting: dict[str, int] = {}  # victims in flight in the subtree
     reserved: dict[str, int] = {}  # asks of the subtree waiting on a reserved node
+    claimed: dict[str, int] = {}  # the part of those asks not covered by victims still in the subtree
     pending: dict[str, int] = {}  # pending asks of the subtree
     running: dict[str, None] = {}  # leaf only: running or preempting tasks
     waiting: dict[str, None] = {}  # leaf only: pending tasks, in submission order
@@ -66,6 +72,7 @@ class NodeState(msgspec.Struct, kw_only=True):
     allocated: dict[str, int] = {}  # tasks bound here, victims in flight included
     preempting: dict[str, int] = {}  # victims in flight on this node
     reserved: dict[str, int] = {}  # asks of preemptors waiting for this node
+    claimed: dict[str, int] = {}  # the part of those asks not covered by their victims still here
     tasks: dict[str, None] = {}
     reservations: dict[str, None] = {}  # preemptor task ids
 
@@ -102,7 +109,7 @@ class TaskState(msgspec.Struct, kw_only=True):
     seq: int = 0  # log position of the submission: the first-in first-out tie-break
     bound_at: int | None = None
     reserved_node: str | None = None  # a preemptor: the node held for it
-    victims: list[str] = []  # a preemptor: victims still to leave
+    victims: list[str] = []  # a preemptor: victims still to leave (all on the reserved node)
     preempted_by: str | None = None  # a victim: the task it makes room for
     blocked: tuple[str, ...] = ()  # the reasons last published in a decision.blocked
 

@@ -28,7 +28,14 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from projections import NodeState, PartitionState, QueueState, TaskState, positive, shares_type
+from projections import (
+    NodeState,
+    PartitionState,
+    QueueState,
+    TaskState,
+    positive,
+    shares_type,
+)
 from scheduling._explain import amounts, listing, plural
 from scheduling._ordering import effective_priority
 
@@ -118,15 +125,20 @@ class _Scope:
     law4: str
 
 
-def plan_for_guarantee(p: PartitionState, task: TaskState, now: int) -> Plan | Refusal:
-    """Find victims so that `task` gets room that its queue's guarantee entitles it to."""
+def plan_for_guarantee(p: PartitionState, task: TaskState, now: int, draining: list[NodeState]) -> Plan | Refusal:
+    """Find victims so that `task` gets room that its queue's guarantee entitles it to.
+    `draining` are the nodes with victims in flight: room they will free unclaimed is waited
+    for rather than taken again from someone else."""
     refusal = _preconditions(p, task, now)
     if refusal is not None:
         return refusal
     scope = _scope(p, task)
     if isinstance(scope, Refusal):
         return scope
-    return _GuaranteeSearch(p, task, scope).run()
+    search = _GuaranteeSearch(p, task, scope)
+    if any(search.will_fit(node) for node in draining):
+        return Refusal(("victims in flight will make room",), quiet=True)
+    return search.run()
 
 
 def _preconditions(p: PartitionState, task: TaskState, now: int) -> Refusal | None:
@@ -149,7 +161,7 @@ def _scope(p: PartitionState, task: TaskState) -> _Scope | Refusal:
         guaranteed = {name: queue.guaranteed[name] for name in ask if name in queue.guaranteed}
         if guaranteed and guard is None:
             guard = index
-        if guaranteed and full is None and _overflows(usage, ask, guaranteed):
+        if guaranteed and full is None and _not_under(usage, guaranteed):
             full = index
         if fence is None and queue.props.preemption_policy == "fence" and index < len(path) - 1:
             fence = index
@@ -158,12 +170,8 @@ def _scope(p: PartitionState, task: TaskState) -> _Scope | Refusal:
     if guard is None:
         return Refusal((f"law 4: neither {task.queue} nor its parents guarantee {listing(sorted(ask))}: no guarantee to restore",))
     if full == guard:
-        queue = path[guard]
-        return Refusal(
-            (f"law 4: {queue.path} is at its guarantee for {listing(_over_names(committed(queue), ask, queue.guaranteed))}",),
-            (f"{queue.path} uses {amounts(committed(queue), ask)} of {amounts(queue.guaranteed, ask)} guaranteed; the task asks {amounts(ask)}",),
-        )
-    bounds = [(full, "law 4: above it the task is not under a guarantee"), (fence, "law 7: its preemption fence"), (at_max, "it is at its max"), (len(path) - 1, "the root")]
+        return _law4_refusal(path[guard], ask)
+    bounds = [(full, "law 4: it is not under its guarantee"), (fence, "law 7: its preemption fence"), (at_max, "it is at its max"), (len(path) - 1, "the root")]
     top, why_top = min((index, why) for index, why in bounds if index is not None)
     if top <= guard:
         return _empty_scope(path, guard, top, fence, task)
@@ -181,6 +189,22 @@ def _empty_scope(path: list[QueueState], guard: int, top: int, fence: int | None
     queue = path[top]
     return Refusal(
         (f"max: {queue.path} is at its max for {listing(_over_names(committed(queue), task.resources, queue.max))}, and only tasks inside {path[guard].path} could make room",)
+    )
+
+
+def _not_under(usage: dict[str, int], guaranteed: dict[str, int]) -> bool:
+    """Law 4: a queue is under its guarantee while it uses less than it in every resource the
+    task asks for and the queue guarantees."""
+    return any(usage.get(name, 0) >= limit for name, limit in guaranteed.items())
+
+
+def _law4_refusal(queue: QueueState, ask: dict[str, int]) -> Refusal:
+    usage = committed(queue)
+    full = [name for name in ask if name in queue.guaranteed and usage.get(name, 0) >= queue.guaranteed[name]]
+    where = "over" if any(usage.get(name, 0) > queue.guaranteed[name] for name in full) else "at"
+    return Refusal(
+        (f"law 4: {queue.path} is {where} its guarantee of {amounts(queue.guaranteed, full)}",),
+        (f"{queue.path} uses {amounts(usage, ask)} of {amounts(queue.guaranteed, ask)} guaranteed; the task asks {amounts(ask)}",),
     )
 
 
@@ -214,7 +238,8 @@ class _GuaranteeSearch:
         self.p, self.task, self.scope = p, task, scope
         self.ask = positive(task.resources)
         self.on_path = {queue.path: index for index, queue in enumerate(scope.path)}
-        self.excluded: Counter[str] = Counter()
+        self.excluded: Counter[str] = Counter()  # reasons tasks were not candidates
+        self.spared: list[str] = []  # reasons whole queues were not searched
         self._surplus: dict[str, dict[str, int]] = {}
         self._ask_priority: dict[str, int] = {}
 
@@ -250,14 +275,13 @@ class _GuaranteeSearch:
             return False
         surplus = self.surplus(queue)
         if all(surplus[name] <= 0 for name in self.ask):
-            self.excluded[f"law 5: {queue.path} is not over its guarantee for {listing(list(self.ask))}"] += 1
+            self.spared.append(f"law 5: {queue.path} is not over its guarantee for {listing(list(self.ask))}")
             return True
         return False
 
     def _collect(self, leaf: QueueState, by_node: dict[str, list[_Candidate]]) -> None:
         if leaf.props.preemption_policy == "disabled":
-            if leaf.running:
-                self.excluded[f"{leaf.path} has preemption.policy: disabled"] += len(leaf.running)
+            self.spared.append(f"{leaf.path} has preemption.policy: disabled")
             return
         shared, fenced, offset = self._relation(leaf)
         ask_priority = self._ask_priority_at(shared)
@@ -349,6 +373,11 @@ class _GuaranteeSearch:
                 best = outcome
         return best, considered
 
+    def will_fit(self, node: NodeState) -> bool:
+        """The ask fits `node` once its victims in flight are gone, without preempting more."""
+        fits = node.schedulable and all(amount <= node.capacity.get(name, 0) for name, amount in self.ask.items())
+        return fits and not self._need(node)
+
     def _need(self, node: NodeState) -> dict[str, int]:
         available = _node_available(node)
         need = dict(self.scope.queue_need)
@@ -364,8 +393,6 @@ class _GuaranteeSearch:
         if any(amount > node.capacity.get(name, 0) for name, amount in self.ask.items()):
             return "too small for the task"
         need = self._need(node)
-        if not need:
-            return "has room once victims in flight leave"
         pool = [c for c in candidates if last_resort or not c.last_resort]
         pool.sort(key=_victim_order)
         chosen = self._greedy(pool, need)
@@ -405,7 +432,7 @@ class _GuaranteeSearch:
             f"it had {amounts(_node_available(solution.node), self.ask)} for the task",
             *self._queue_need_line(),
             *_others(considered, solution.node.name),
-            *_exclusions(self.excluded),
+            *_exclusions(self.excluded, self.spared),
         ]
         whys = {c.task.id: self._why(c) for c in solution.victims}
         return Plan(solution.node, victims, whys, explanation, "guarantee")
@@ -426,14 +453,12 @@ class _GuaranteeSearch:
         return f"{over} (laws 5, 2); priority {candidate.priority} is not above the task's (law 6){resort}"
 
     def _refusal(self, by_node: dict[str, list[_Candidate]], considered: dict[str, str]) -> Refusal:
-        if considered and all(outcome == "has room once victims in flight leave" for outcome in considered.values()):
-            return Refusal(("victims in flight will make room",), quiet=True)
         reason = (
             f"no node has a set of victims that makes room (searched under {self.scope.why_top})"
             if by_node
             else f"no running task under {self.scope.path[self.scope.top].path} may be preempted for it"
         )
-        details = (self.scope.law4, *_others(considered, None), *_exclusions(self.excluded))
+        details = (self.scope.law4, *_others(considered, None), *_exclusions(self.excluded, self.spared))
         return Refusal((reason,), details)
 
 
@@ -461,8 +486,10 @@ def _others(considered: dict[str, str], chosen: str | None) -> list[str]:
     return [f"other nodes: {listing(others, 4)}"] if others else []
 
 
-def _exclusions(excluded: Counter[str]) -> list[str]:
-    return [f"not victims: {plural(count, 'task')}: {reason}" for reason, count in sorted(excluded.items())][:12]
+def _exclusions(excluded: Counter[str], spared: list[str] = ()) -> list[str]:
+    tasks = [f"not victims: {plural(count, 'task')}: {reason}" for reason, count in sorted(excluded.items())]
+    queues = [f"not searched: {reason}" for reason in spared]
+    return (tasks + queues)[:12]
 
 
 # -- required-node (DaemonSet) preemption ---------------------------------------------------

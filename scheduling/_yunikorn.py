@@ -13,13 +13,26 @@ A cycle has three phases:
 
 from __future__ import annotations
 
-from events import Allocated, Blocked, PreemptionSettings, Preempted, Resources, Unreserved, Victim
-from projections import PartitionState, TaskState
-from scheduling._allocation import Placement, node_room, queue_blocker
+from events import (
+    Allocated,
+    Blocked,
+    Preempted,
+    PreemptionSettings,
+    Resources,
+    Unreserved,
+    Victim,
+)
+from projections import NodeState, PartitionState, TaskState
+from scheduling._allocation import Placement, fits_node, queue_blocker
 from scheduling._cycle import Cycle
 from scheduling._explain import amounts
 from scheduling._ordering import QueueOrder
-from scheduling._preemption import Plan, Refusal, plan_for_guarantee, plan_for_required_node
+from scheduling._preemption import (
+    Plan,
+    Refusal,
+    plan_for_guarantee,
+    plan_for_required_node,
+)
 
 __all__ = ["schedule"]
 
@@ -29,8 +42,8 @@ def schedule(cycle: Cycle) -> None:
     if not p.pending_count:
         return
     _land_reservations(cycle)
-    unplaced = _allocate(cycle)
-    _preempt(cycle, unplaced)
+    _allocate(cycle)
+    _preempt(cycle)
 
 
 # 1. reservations -----------------------------------------------------------------------------
@@ -41,8 +54,7 @@ def _land_reservations(cycle: Cycle) -> None:
     reserved = [p.tasks[task_id] for node in p.nodes.values() for task_id in node.reservations]
     for task in reserved:
         node = p.nodes[task.reserved_node]
-        room = node_room(node, task)
-        if all(room[name] >= amount for name, amount in task.resources.items()) and queue_blocker(p, task) is None:
+        if fits_node(p, node, task) and queue_blocker(p, task) is None:
             cycle.emit(
                 Allocated,
                 task=task.id,
@@ -64,14 +76,13 @@ def _land_reservations(cycle: Cycle) -> None:
 # 2. allocation -------------------------------------------------------------------------------
 
 
-def _allocate(cycle: Cycle) -> list[TaskState]:
-    """Place what fits; return the tasks that did not, in the order they were tried."""
+def _allocate(cycle: Cycle) -> None:
+    """Place every pending task that fits, in queue order."""
     p = cycle.partition
-    order, placement, unplaced = QueueOrder(p), Placement(p), []
+    order, placement = QueueOrder(p), Placement(p)
     for task in order:
         node = placement.find(task) if queue_blocker(p, task) is None else None
         if node is None:
-            unplaced.append(task)
             continue
         cycle.emit(
             Allocated,
@@ -83,7 +94,6 @@ def _allocate(cycle: Cycle) -> list[TaskState]:
             explanation=(_placed_because(task, node.name),),
         )
         order.allocated(task)
-    return unplaced
 
 
 def _placed_because(task: TaskState, node: str) -> str:
@@ -122,20 +132,24 @@ class _Budget:
                 self.freed[name] = self.freed.get(name, 0) + amount
 
 
-def _preempt(cycle: Cycle, unplaced: list[TaskState]) -> None:
+def _preempt(cycle: Cycle) -> None:
+    """Try preemption for the tasks still pending, in queue order; a queue that got room by
+    preemption is ranked again, as after an allocation, so equals take turns."""
     p = cycle.partition
     budget = _Budget(p.config.preemption, p.capacity)
     refusals: dict[tuple, Refusal] = {}
-    for task in unplaced:
-        if task.id not in p.tasks or task.status != "pending" or task.reserved_node is not None:
-            continue
+    draining = [node for node in p.nodes.values() if node.preempting]
+    order = QueueOrder(p)
+    for task in order:
         key = _situation(task)
-        outcome = refusals.get(key) or _plan(p, task, cycle.now)
+        outcome = refusals.get(key) or _plan(p, task, cycle.now, draining)
         if isinstance(outcome, Plan):
             if not budget.allows(outcome.victims):
                 return
             budget.spend(outcome.victims)
             _emit_preempted(cycle, task, outcome)
+            draining.append(outcome.node)
+            order.allocated(task)
         elif not outcome.quiet:
             refusals[key] = outcome
             if outcome.reasons != task.blocked:
@@ -155,9 +169,9 @@ def _situation(task: TaskState) -> tuple:
     return (task.queue, tuple(task.resources.items()), task.priority, task.may_preempt, task.required_node, app)
 
 
-def _plan(p: PartitionState, task: TaskState, now: int) -> Plan | Refusal:
+def _plan(p: PartitionState, task: TaskState, now: int, draining: list[NodeState]) -> Plan | Refusal:
     if task.required_node is None:
-        return plan_for_guarantee(p, task, now)
+        return plan_for_guarantee(p, task, now, draining)
     blocker = queue_blocker(p, task)
     if blocker is not None:
         queue, over = blocker

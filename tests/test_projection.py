@@ -7,12 +7,20 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from builders import R, bound, config, fold_events, node, released, task
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import events as ev
-from builders import R, bound, config, fold_events, node, released, task
-from projections import ClusterState, Rejected, apply, fold, restore, snapshot, LogRecord
+from projections import (
+    ClusterState,
+    LogRecord,
+    Rejected,
+    apply,
+    fold,
+    restore,
+    snapshot,
+)
 from scheduling import simulate
 
 ROOT = Path(__file__).resolve().parent.parent
