@@ -15,10 +15,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import inspect
 import json
+import math
 import os
 import sys
-import inspect
 import uuid
 from pathlib import Path
 from typing import Any
@@ -35,7 +37,14 @@ from daemon.logs import configure
 from daemon.nats_source import Bus, Outbound, cluster_subject
 from daemon.runtime import Settings, config_events, run, wall_ms
 from daemon.store import Batch, Store
-from events import Scenario, decode_decision, encode, json_schema, parse_duration, to_builtins
+from events import (
+    Scenario,
+    decode_decision,
+    encode,
+    json_schema,
+    parse_duration,
+    to_builtins,
+)
 from projections import partition_view
 from scheduling import Replayer, ScenarioError, check, simulate
 

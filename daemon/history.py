@@ -7,8 +7,8 @@ import logging
 from collections.abc import AsyncIterator, Iterable
 
 from daemon.logs import log
-from daemon.store import LogRow, OutboxRow, Store
 from daemon.nats_source import decision_subject
+from daemon.store import LogRow, OutboxRow, Store
 from events import Decision, decode_log_event, encode
 from projections import ClusterState, LogRecord, Rejected, apply, restore
 

@@ -72,6 +72,7 @@ class Inbound:
     data: bytes
     stream_seq: int
     handle: Any  # the nats message, for the cumulative ack
+    generation: int = 0  # which consumer delivered it: acks must go to that one only
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,7 @@ class Bus:
         self._nc = nc
         self._js = nc.jetstream()
         self._consumer: Any = None
+        self.generation = 0
 
     @classmethod
     async def connect(cls, url: str, *, name: str = "preemptd", connect_timeout: float = 5.0) -> Bus:
@@ -96,18 +98,19 @@ class Bus:
         async def quiet(_exc: Exception) -> None:  # reconnects are logged by the caller's retries
             return None
 
-        try:
-            nc = await nats.connect(
-                url,
-                name=name,
-                connect_timeout=connect_timeout,
-                allow_reconnect=True,
-                max_reconnect_attempts=-1,
-                reconnect_time_wait=0.5,
-                error_cb=quiet,
-            )
+        connecting = nats.connect(
+            url,
+            name=name,
+            connect_timeout=connect_timeout,
+            allow_reconnect=True,
+            max_reconnect_attempts=-1,
+            reconnect_time_wait=0.5,
+            error_cb=quiet,
+        )
+        try:  # nats-py retries a first connection forever too: bound it
+            nc = await asyncio.wait_for(connecting, connect_timeout * 2)
         except _NATS_ERRORS as exc:
-            raise BusError(f"cannot connect to NATS at {url}: {exc or type(exc).__name__}") from exc
+            raise BusError(f"cannot connect to NATS at {url}: {exc or type(exc).__name__} (is it running?)") from exc
         return cls(nc)
 
     @property
@@ -134,19 +137,39 @@ class Bus:
 
     # -- consuming cluster events --
 
-    async def subscribe_cluster(self) -> None:
-        """Bind the durable consumer that feeds the log."""
+    async def subscribe_cluster(self, start: int) -> None:
+        """(Re)create the durable consumer so that it delivers from stream sequence `start`.
+
+        The log, not the consumer, knows what is committed: messages handed to a daemon that
+        died before committing them must come again, and the cumulative ack of a later batch
+        would otherwise hide them.
+        """
         config = api.ConsumerConfig(
+            durable_name=CONSUMER,
             ack_policy=api.AckPolicy.ALL,
             ack_wait=30.0,
             max_ack_pending=50_000,
-            deliver_policy=api.DeliverPolicy.ALL,
+            deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE,
+            opt_start_seq=max(start, 1),
             max_waiting=16,
         )
         try:
+            if self._consumer is not None:
+                with contextlib.suppress(*_NATS_ERRORS):
+                    await self._consumer.unsubscribe()
+            with contextlib.suppress(nats.js.errors.NotFoundError):
+                await self._js.delete_consumer(CLUSTER_STREAM, CONSUMER)
             self._consumer = await self._js.pull_subscribe("preemptd.cluster.>", durable=CONSUMER, stream=CLUSTER_STREAM, config=config)
+            self.generation += 1
         except _NATS_ERRORS as exc:
-            raise BusError(f"cannot bind consumer {CONSUMER} on {CLUSTER_STREAM}: {exc}") from exc
+            raise BusError(f"cannot create consumer {CONSUMER} on {CLUSTER_STREAM}: {exc}") from exc
+
+    async def first_sequence(self, stream: str = CLUSTER_STREAM) -> int:
+        """The oldest sequence the stream still holds (older messages expired)."""
+        try:
+            return (await self._js.stream_info(stream)).state.first_seq
+        except _NATS_ERRORS as exc:
+            raise BusError(f"cannot read stream {stream}: {exc}") from exc
 
     async def fetch(self, batch: int, timeout: float) -> list[Inbound]:
         """Up to `batch` messages; an empty list when none arrived within `timeout`."""
@@ -156,7 +179,7 @@ class Bus:
             return []
         except _NATS_ERRORS as exc:
             raise BusError(f"fetch from {CLUSTER_STREAM} failed: {exc or type(exc).__name__}") from exc
-        return [Inbound(m.subject, m.data, m.metadata.sequence.stream, m) for m in messages]
+        return [Inbound(m.subject, m.data, m.metadata.sequence.stream, m, self.generation) for m in messages]
 
     async def ack_through(self, message: Inbound) -> None:
         """Acknowledge `message` and every earlier one (the consumer's ack policy is `all`)."""

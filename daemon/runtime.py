@@ -33,9 +33,23 @@ from daemon.embedded import EmbeddedNats
 from daemon.errors import BusError, UsageError
 from daemon.history import load_state, outbox_rows, to_row
 from daemon.logs import log
-from daemon.nats_source import CLUSTER_STREAM, CONSUMER, Bus, Inbound, Outbound, rejected_subject
+from daemon.nats_source import (
+    CLUSTER_STREAM,
+    CONSUMER,
+    Bus,
+    Inbound,
+    Outbound,
+    rejected_subject,
+)
 from daemon.store import Batch, DeadLetter, Store
-from events import ConfigApplied, ConfigError, DecodeError, Decision, decode_cluster_event, parse_yunikorn_config
+from events import (
+    ConfigApplied,
+    ConfigError,
+    Decision,
+    DecodeError,
+    decode_cluster_event,
+    parse_yunikorn_config,
+)
 from projections import ClusterState, LogRecord, Rejected, apply, snapshot
 from scheduling import needs_cycle, run_cycle, tick_event
 
@@ -74,7 +88,7 @@ async def run(settings: Settings) -> None:
             bus = await Bus.connect(url)
             try:
                 await bus.ensure_streams()
-                await bus.subscribe_cluster()
+                await bus.subscribe_cluster(await store.tracking(_TRACKING) + 1)
                 _announce(settings, url)
                 daemon = Daemon(settings, store, bus, state)
                 await daemon.apply_config_file()
@@ -177,20 +191,51 @@ class Daemon:
                     await self._snapshot(reason="periodic")
 
     async def _ingest(self, messages: list[Inbound]) -> None:
-        fresh = [m for m in messages if m.stream_seq > self.tracking]
+        """Commit the messages that continue the log's position without a gap, then ack them."""
+        fresh, resume = await self._continuing(messages)
+        if fresh:
+            await self._commit_messages(fresh, redelivered=len(messages) - len(fresh))
+        if resume is not None:
+            await self.bus.subscribe_cluster(resume)
+
+    async def _commit_messages(self, fresh: list[Inbound], redelivered: int) -> None:
         received = wall_ms()
         with anyio.CancelScope(shield=True):
             self.consistent = False
-            batch = Batch(tracking=(_TRACKING, max(self.tracking, *(m.stream_seq for m in messages))))
+            batch = Batch(tracking=(_TRACKING, fresh[-1].stream_seq))
             decoded = self._decode(fresh, received, batch)
             known = await self.store.known_event_ids(event.id for _, event in decoded)
             self._fold(decoded, known, received, batch)
             await self.store.commit(batch)
             self.consistent = True
-            self.tracking = batch.tracking[1]
-            await self._ack(messages[-1])
-        self._report(batch, len(messages) - len(fresh))
+            self.tracking = fresh[-1].stream_seq
+            await self._ack(fresh[-1])
+        self._report(batch, redelivered)
         await self._publish_rejections(batch.dead)
+
+    async def _continuing(self, messages: list[Inbound]) -> tuple[list[Inbound], int | None]:
+        """The messages that follow the committed position in stream order, and where to make
+        the consumer resume if there is a gap (a fetch lost in a reconnect). Older messages are
+        redeliveries; messages of a replaced consumer are dropped (it delivers them again)."""
+        by_seq = {m.stream_seq: m for m in messages if m.stream_seq > self.tracking and m.generation == self.bus.generation}
+        if not by_seq:
+            return [], None
+        expected = self.tracking + 1
+        if expected not in by_seq:
+            first = await self.bus.first_sequence()
+            if first <= expected:
+                log("gap in delivery; reading again from the committed position", logging.WARNING, position=expected)
+                return [], expected
+            log("messages expired from the stream before they were read", logging.WARNING, lost=first - expected)
+            expected = min(by_seq)
+        fresh = []
+        while expected in by_seq:
+            fresh.append(by_seq[expected])
+            expected += 1
+        if len(fresh) < len(by_seq):
+            log("gap in delivery; reading again after this batch", logging.WARNING, position=expected)
+            return fresh, expected
+        return fresh, None
 
     def _decode(self, messages: list[Inbound], received: int, batch: Batch) -> list[tuple[Inbound, object]]:
         decoded = []

@@ -55,6 +55,11 @@ class DaemonProcess:
         if self.process and self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait()
+        self._close()
+
+    def _close(self) -> None:
+        if self.process is not None and self.process.stdout is not None:
+            self.process.stdout.close()
 
     def stop(self, timeout: float = 30.0) -> int:
         if self.process is None:
@@ -66,6 +71,7 @@ class DaemonProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        self._close()
         return self.process.returncode
 
     def log_text(self) -> str:

@@ -10,7 +10,6 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
-
 from conftest import ROOT, preemptd
 
 GENERAL = str(ROOT / "examples" / "general.yaml")

@@ -1,0 +1,199 @@
+"""`preemptd run` as a process, against a real nats-server and a real SQLite file: the whole
+path from a shim's events to decisions on the stream, bad input, a SIGKILL mid-stream and a NATS
+restart. These are the slow tests."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import anyio
+import pytest
+from conftest import preemptd
+
+from daemon.embedded import EmbeddedNats
+from daemon.errors import BusError
+from daemon.nats_source import (
+    DECISION_STREAM,
+    REJECTED_STREAM,
+    Bus,
+    Outbound,
+    cluster_subject,
+)
+
+pytestmark = pytest.mark.slow
+
+
+def count(db: Path, where: str) -> int:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return conn.execute(f"select count(*) from {where}").fetchone()[0]
+
+
+def cluster_events(db: Path) -> int:
+    return count(db, "log where type not like 'decision.%' and type != 'clock.ticked'")
+
+
+def wait_for(condition, timeout: float = 60.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def event(kind: str, event_id: str, msg_id: str | None = None, **fields: object) -> Outbound:
+    """A message as a shim publishes it; `Nats-Msg-Id` is the event id unless told otherwise."""
+    body = {"type": kind, "id": event_id, "ts": 1, **fields}
+    return Outbound(cluster_subject("default", kind), json.dumps(body).encode(), msg_id or event_id)
+
+
+async def publish(url: str, messages: list[Outbound], *, retry: bool = False) -> None:
+    bus = await Bus.connect(url)
+    try:
+        for start in range(0, len(messages), 500):
+            chunk = messages[start : start + 500]
+            while True:
+                try:
+                    await bus.publish(chunk)
+                    break
+                except BusError:
+                    if not retry:
+                        raise
+                    await anyio.sleep(0.2)  # the same ids again: JetStream drops what already arrived
+    finally:
+        await bus.close()
+
+
+async def read(url: str, stream: str, subject: str) -> list[tuple[bytes, dict[str, str]]]:
+    bus = await Bus.connect(url)
+    try:
+        return await bus.read_stream(stream, subject)
+    finally:
+        await bus.close()
+
+
+def test_a_new_user_gets_decisions_on_the_embedded_defaults(daemon_factory, tmp_path: Path) -> None:
+    daemon = daemon_factory().start()
+    state = str(daemon.state_dir)
+    events = tmp_path / "events.yaml"
+    events.write_text(
+        "- {type: node.upserted, node: n1, capacity: {vcore: 4, memory: 8Gi}}\n"
+        "- {type: task.submitted, task: t1, app: a1, queue: root.default, resources: {vcore: 1, memory: 1Gi}}\n"
+        "- {type: task.submitted, task: t2, app: a1, queue: root.default, resources: {vcore: '500m'}}\n"
+    )
+    published = preemptd("publish", str(events), "--state-dir", state)
+    assert published.returncode == 0, published.stderr
+    tail = preemptd("tail", "--json", "--from-start", "--count", "2", "--timeout", "30", "--state-dir", state)
+    decisions = [json.loads(line) for line in tail.stdout.splitlines()]
+    assert [(d["type"], d["task"], d["node"]) for d in decisions] == [("decision.allocated", "t1", "n1"), ("decision.allocated", "t2", "n1")]
+    assert daemon.stop() == 0
+    replay = preemptd("replay", "--db", str(daemon.state_dir / "preemptd.db"), "--quiet")
+    assert replay.returncode == 0, replay.stdout + replay.stderr
+    assert "all 2 decisions reproduced" in replay.stdout
+    assert "msg=batch events=3" in daemon.log_text() and "msg=cycle" in daemon.log_text()
+
+
+def test_malformed_input_becomes_dead_letters_and_the_daemon_carries_on(nats_server: EmbeddedNats, daemon_factory, tmp_path: Path) -> None:
+    daemon = daemon_factory("--nats-url", nats_server.url).start()
+    good = [event("node.upserted", "node", node="n1", capacity={"vcore": 100000})]
+    good += [event("task.submitted", f"good-{i}", task=f"t{i}", app="a", queue="root.default", resources={"vcore": 1}) for i in range(999)]
+    bad = []
+    for i in range(200):
+        bad.append(Outbound("preemptd.cluster.default.task", b'{"type": "task.submitted", "id": ', f"m{i}"))
+        bad.append(event("task.exploded", f"u{i}"))
+        bad.append(event("task.submitted", f"s{i}", task=f"s{i}", app="a", queue="root.default", resources={"vcore": "lots"}))
+        bad.append(event("task.released", f"r{i}", task=f"ghost-{i}"))
+        # a reused event id on a new message (JetStream's own de-duplication would hide a resend)
+        bad.append(event("task.submitted", f"good-{i}", msg_id=f"dup-{i}", task=f"dup{i}", app="a", queue="root.default", resources={"vcore": 1}))
+    mixed = [message for pair in zip(good, bad) for message in pair] + good[len(bad) :]
+    anyio.run(publish, nats_server.url, mixed)
+    db = daemon.state_dir / "preemptd.db"
+    wait_for(lambda: cluster_events(db) + count(db, "dead_letters") >= 2000, what="every message committed")
+    assert daemon.process.poll() is None, "the daemon stays up"
+    assert cluster_events(db) == 1000 and count(db, "dead_letters") == 1000
+    with sqlite3.connect(db) as conn:
+        reasons = [r for (r,) in conn.execute("select reason from dead_letters")]
+    kinds = Counter(
+        "malformed" if r.startswith("malformed JSON")
+        else "unknown type" if r.startswith("unknown event type 'task.exploded'")
+        else "schema" if r.startswith("task.submitted: vcore: 'lots' is not a quantity")
+        else "reference" if r.startswith("unknown task 'ghost-")
+        else "duplicate" if r.startswith("duplicate id 'good-")
+        else r
+        for r in reasons
+    )
+    assert kinds == {"malformed": 200, "unknown type": 200, "schema": 200, "reference": 200, "duplicate": 200}
+    notices = anyio.run(read, nats_server.url, REJECTED_STREAM, "preemptd.rejected.>")
+    assert len(notices) == 1000 and "reason" in json.loads(notices[0][0])
+    wait_for(lambda: count(db, "log where type = 'decision.allocated'") == 999, what="every valid task allocated")
+
+
+def test_sigkill_while_publishing_loses_nothing_and_duplicates_nothing(nats_server: EmbeddedNats, daemon_factory) -> None:
+    total = 50_000
+    daemon = daemon_factory("--nats-url", nats_server.url, "--batch", "2000").start()
+    messages = [event("node.upserted", f"node-{n}", node=f"n{n}", capacity={"vcore": 10_000}) for n in range(10)]
+    messages += [event("task.submitted", f"task-{i}", task=f"t{i}", app=f"a{i % 50}", queue="root.default", resources={"vcore": "100m"}) for i in range(total - 10)]
+    db = daemon.state_dir / "preemptd.db"
+    publisher = threading.Thread(target=anyio.run, args=(publish, nats_server.url, messages))
+    publisher.start()
+    wait_for(lambda: db.exists() and cluster_events(db) > 5000, what="the daemon to be busy")
+    daemon.kill()
+    killed_at = cluster_events(db)
+    publisher.join()
+    assert killed_at < total, "the daemon was killed while events were flowing"
+    restarted = daemon_factory("--nats-url", nats_server.url, state_dir=daemon.state_dir).start()
+    wait_for(lambda: cluster_events(db) == total, timeout=180, what="every event in the log")
+    wait_for(lambda: count(db, "log where type = 'decision.allocated'") == total - 10, timeout=180, what="every task allocated")
+    wait_for(lambda: count(db, "outbox where published_at is null") == 0, what="every decision published")
+    with sqlite3.connect(db) as conn:
+        ids = [i for (i,) in conn.execute("select event_id from log where type not like 'decision.%' and type != 'clock.ticked'")]
+    assert len(ids) == len(set(ids)) == total
+    stream = anyio.run(read, nats_server.url, DECISION_STREAM, "preemptd.decisions.>")
+    decision_ids = [json.loads(data)["id"] for data, _ in stream]
+    assert len(decision_ids) == total - 10 and len(set(decision_ids)) == len(decision_ids)
+    assert restarted.stop() == 0
+
+
+def test_a_nats_restart_while_events_flow_loses_nothing(tmp_path: Path, daemon_factory) -> None:
+    total = 6000
+    server = EmbeddedNats(tmp_path / "nats")
+    server.start()
+    daemon = daemon_factory("--nats-url", server.url).start()
+    db = daemon.state_dir / "preemptd.db"
+    messages = [event("node.upserted", "node", node="n1", capacity={"vcore": 100_000})]
+    messages += [event("task.submitted", f"task-{i}", task=f"t{i}", app="a", queue="root.default", resources={"vcore": 1}) for i in range(total - 1)]
+    publisher = threading.Thread(target=anyio.run, args=(_publish_slowly, server.url, messages))
+    publisher.start()
+    try:
+        wait_for(lambda: cluster_events(db) > 500, what="events flowing")
+        server.stop()
+        time.sleep(1.0)
+        server = EmbeddedNats(tmp_path / "nats", port=server.port)
+        server.start()
+        publisher.join(timeout=120)
+        wait_for(lambda: cluster_events(db) == total, timeout=120, what="every event in the log after the restart")
+        wait_for(lambda: count(db, "outbox where published_at is null") == 0, timeout=60, what="decisions published after the restart")
+        assert daemon.process.poll() is None
+    finally:
+        daemon.stop()
+        server.stop()
+
+
+async def _publish_slowly(url: str, messages: list[Outbound]) -> None:
+    """A shim that keeps publishing through an outage: it retries with the same ids."""
+    for start in range(0, len(messages), 100):
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                await publish(url, messages[start : start + 100])
+                break
+            except BusError:
+                if time.monotonic() > deadline:
+                    raise
+                await anyio.sleep(0.2)
+        await anyio.sleep(0.01)
