@@ -42,8 +42,8 @@ def outbox_rows(records: Iterable[LogRecord]) -> list[OutboxRow]:
 
 
 async def records(store: Store, after: int = 0, until: int | None = None) -> AsyncIterator[LogRecord]:
-    async for row in store.read_log(after, until):
-        yield to_record(row)
+    async for seq, received, payload in store.read_log(after, until):
+        yield LogRecord(seq, received, decode_log_event(payload))
 
 
 async def load_state(store: Store, until: int | None = None) -> ClusterState:

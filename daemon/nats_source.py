@@ -64,6 +64,14 @@ _STREAMS = (
 _NATS_ERRORS = (nats.errors.Error, nats.js.errors.Error, asyncio.TimeoutError, OSError)
 
 
+def _stream_sequence(reply: str) -> int:
+    """The stream sequence in a JetStream ack subject, without building nats-py's whole
+    metadata object (a third of the fetch cost): `$JS.ACK.<stream>.<consumer>.<delivered>.
+    <stream seq>...` (9 tokens), or with a domain and account hash first (12 tokens)."""
+    tokens = reply.split(".")
+    return int(tokens[5] if len(tokens) == 9 else tokens[7])
+
+
 @dataclass(frozen=True)
 class Inbound:
     """A message from the cluster stream, as the daemon sees it."""
@@ -179,7 +187,7 @@ class Bus:
             return []
         except _NATS_ERRORS as exc:
             raise BusError(f"fetch from {CLUSTER_STREAM} failed: {exc or type(exc).__name__}") from exc
-        return [Inbound(m.subject, m.data, m.metadata.sequence.stream, m, self.generation) for m in messages]
+        return [Inbound(m.subject, m.data, _stream_sequence(m.reply), m, self.generation) for m in messages]
 
     async def ack_through(self, message: Inbound) -> None:
         """Acknowledge `message` and every earlier one (the consumer's ack policy is `all`)."""

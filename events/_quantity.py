@@ -8,6 +8,7 @@ decodes back to the same integer, so an encoded event always re-decodes to an eq
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator, Mapping
 from decimal import Decimal
@@ -60,6 +61,19 @@ def _as_decimal(text: str) -> Decimal:
 
 def parse_quantity(resource: str, value: object) -> int:
     """Return `value` for `resource` as an exact non-negative integer in canonical units."""
+    if type(value) is int and value >= 0:  # the common case, without Decimal
+        return value * _unit(resource)
+    if type(value) is str:  # shims repeat the same few quantities: parse each once
+        return _parse_text(resource, value)
+    return _parse(resource, value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(resource: str, value: str) -> int:
+    return _parse(resource, value)
+
+
+def _parse(resource: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise QuantityError(f"{resource}: expected a number or a quantity string, got {value!r}")
     try:
@@ -112,11 +126,13 @@ class Resources(Mapping[str, int]):
         if not isinstance(raw, dict):
             raise QuantityError(f"expected an object of resource name to quantity, got {raw!r}")
         parsed = {}
-        for name, value in raw.items():
+        for name in sorted(raw):
             if not isinstance(name, str) or not name:
                 raise QuantityError(f"resource names must be non-empty strings, got {name!r}")
-            parsed[name] = parse_quantity(name, value)
-        return cls(parsed)
+            parsed[name] = parse_quantity(name, raw[name])
+        resources = cls.__new__(cls)  # already in order: skip the sort in __init__
+        object.__setattr__(resources, "amounts", parsed)
+        return resources
 
     def to_wire(self) -> dict[str, int | str]:
         return {name: format_wire(name, amount) for name, amount in self.amounts.items()}

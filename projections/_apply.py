@@ -256,8 +256,11 @@ def _task_bound(p: PartitionState, event: TaskBound, record: LogRecord) -> None:
         if event.app is None or event.resources is None:
             raise Rejected(f"task.bound for unknown task {event.task!r} must carry `app` and `resources` to describe it")
         task, app = _new_task(p, event, record)
+        task.status, task.node, task.bound_at = "running", node.name, record.received
         _add_task(p, task, app)
-    elif task.status != "pending":
+        _count_on_node(p, task, +1)
+        return
+    if task.status != "pending":
         if task.node != node.name:
             _move_task(p, task, node)
         return

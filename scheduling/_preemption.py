@@ -39,7 +39,7 @@ from projections import (
 from scheduling._explain import amounts, listing, plural
 from scheduling._ordering import effective_priority
 
-__all__ = ["Plan", "Refusal", "plan_for_guarantee", "plan_for_required_node"]
+__all__ = ["Plan", "Refusal", "frees_unclaimed_room", "plan_for_guarantee", "plan_for_required_node"]
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ class Plan:
     reason: str
 
 
-@dataclass
+@dataclass(slots=True)
 class _Candidate:
     task: TaskState
     priority: int  # as seen from the queue the ask and the victim share
@@ -70,11 +70,12 @@ class _Candidate:
 class _Solution:
     node: NodeState
     victims: list[_Candidate]
+    key: tuple = ()
 
-    def key(self) -> tuple:
-        """Best first: fewest last-resort victims, fewest victims, lowest top priority,
-        youngest oldest victim, then node name (the final tie-break)."""
-        return (
+    def __post_init__(self) -> None:
+        # Best first: fewest last-resort victims, fewest victims, lowest top priority,
+        # youngest oldest victim, then node name (the final tie-break).
+        self.key = (
             sum(c.last_resort for c in self.victims),
             len(self.victims),
             max(c.priority for c in self.victims),
@@ -91,6 +92,11 @@ def committed(queue: QueueState) -> dict[str, int]:
     for name, amount in queue.reserved.items():
         out[name] = out.get(name, 0) + amount
     return out
+
+
+def frees_unclaimed_room(node: NodeState) -> bool:
+    """Victims leaving `node` will free room that no reservation claims."""
+    return any(amount > 0 for amount in _node_available(node).values())
 
 
 def _node_available(node: NodeState) -> dict[str, int]:
@@ -127,8 +133,8 @@ class _Scope:
 
 def plan_for_guarantee(p: PartitionState, task: TaskState, now: int, draining: list[NodeState]) -> Plan | Refusal:
     """Find victims so that `task` gets room that its queue's guarantee entitles it to.
-    `draining` are the nodes with victims in flight: room they will free unclaimed is waited
-    for rather than taken again from someone else."""
+    `draining` are the nodes where victims in flight will free more than their preemptors
+    claim: that room is waited for rather than taken again from someone else."""
     refusal = _preconditions(p, task, now)
     if refusal is not None:
         return refusal
@@ -239,7 +245,8 @@ class _GuaranteeSearch:
         self.ask = positive(task.resources)
         self.on_path = {queue.path: index for index, queue in enumerate(scope.path)}
         self.excluded: Counter[str] = Counter()  # reasons tasks were not candidates
-        self.spared: list[str] = []  # reasons whole queues were not searched
+        self.spared: list[str] = []  # queues not over their guarantee: not searched (law 5)
+        self.disabled: list[str] = []  # queues with preemption.policy: disabled
         self._surplus: dict[str, dict[str, int]] = {}
         self._ask_priority: dict[str, int] = {}
 
@@ -270,18 +277,21 @@ class _GuaranteeSearch:
 
     def _prunable(self, queue: QueueState) -> bool:
         """Off the ask's path, a queue guaranteed on every asked resource and not above its
-        guarantee on any can lose nothing useful (law 2)."""
-        if queue.path in self.on_path or not all(name in queue.guaranteed for name in self.ask):
+        guarantee on any can lose nothing useful (law 2). Inline arithmetic: this runs for
+        every queue in scope."""
+        if queue.path in self.on_path:
             return False
-        surplus = self.surplus(queue)
-        if all(surplus[name] <= 0 for name in self.ask):
-            self.spared.append(f"law 5: {queue.path} is not over its guarantee for {listing(list(self.ask))}")
-            return True
-        return False
+        guaranteed, allocated, preempting, reserved = queue.guaranteed, queue.allocated, queue.preempting, queue.reserved
+        for name in self.ask:
+            limit = guaranteed.get(name)
+            if limit is None or allocated.get(name, 0) - preempting.get(name, 0) + reserved.get(name, 0) > limit:
+                return False
+        self.spared.append(queue.path)
+        return True
 
     def _collect(self, leaf: QueueState, by_node: dict[str, list[_Candidate]]) -> None:
         if leaf.props.preemption_policy == "disabled":
-            self.spared.append(f"{leaf.path} has preemption.policy: disabled")
+            self.disabled.append(leaf.path)
             return
         shared, fenced, offset = self._relation(leaf)
         ask_priority = self._ask_priority_at(shared)
@@ -325,7 +335,7 @@ class _GuaranteeSearch:
             return "required-node (DaemonSet) tasks are not victims of queue preemption"
         if task.app == self.task.app:
             return f"law 3: tasks of the task's own application {task.app}"
-        if not shares_type(task.resources, self.ask):
+        if not any(task.resources.get(name, 0) > 0 for name in self.ask):
             return f"tasks in {task.queue} that free none of {listing(list(self.ask))}"
         if priority > ask_priority:
             return f"law 6: tasks in {task.queue} of higher priority ({priority} > {ask_priority})"
@@ -369,7 +379,7 @@ class _GuaranteeSearch:
                 considered[name] = outcome
                 continue
             considered[name] = plural(len(outcome.victims), "victim")
-            if best is None or outcome.key() < best.key():
+            if best is None or outcome.key < best.key:
                 best = outcome
         return best, considered
 
@@ -432,10 +442,18 @@ class _GuaranteeSearch:
             f"it had {amounts(_node_available(solution.node), self.ask)} for the task",
             *self._queue_need_line(),
             *_others(considered, solution.node.name),
-            *_exclusions(self.excluded, self.spared),
+            *self._not_searched(),
         ]
         whys = {c.task.id: self._why(c) for c in solution.victims}
         return Plan(solution.node, victims, whys, explanation, "guarantee")
+
+    def _not_searched(self) -> list[str]:
+        lines = _exclusions(self.excluded)
+        if self.spared:
+            lines.append(f"not searched (law 5: not over their guarantee for {listing(list(self.ask))}): {listing(self.spared)}")
+        if self.disabled:
+            lines.append(f"not searched (preemption.policy: disabled): {listing(self.disabled)}")
+        return lines
 
     def _queue_need_line(self) -> list[str]:
         if not self.scope.queue_need:
@@ -458,7 +476,7 @@ class _GuaranteeSearch:
             if by_node
             else f"no running task under {self.scope.path[self.scope.top].path} may be preempted for it"
         )
-        details = (self.scope.law4, *_others(considered, None), *_exclusions(self.excluded, self.spared))
+        details = (self.scope.law4, *_others(considered, None), *self._not_searched())
         return Refusal((reason,), details)
 
 
@@ -486,10 +504,8 @@ def _others(considered: dict[str, str], chosen: str | None) -> list[str]:
     return [f"other nodes: {listing(others, 4)}"] if others else []
 
 
-def _exclusions(excluded: Counter[str], spared: list[str] = ()) -> list[str]:
-    tasks = [f"not victims: {plural(count, 'task')}: {reason}" for reason, count in sorted(excluded.items())]
-    queues = [f"not searched: {reason}" for reason in spared]
-    return (tasks + queues)[:12]
+def _exclusions(excluded: Counter[str]) -> list[str]:
+    return [f"not victims: {plural(count, 'task')}: {reason}" for reason, count in sorted(excluded.items())][:10]
 
 
 # -- required-node (DaemonSet) preemption ---------------------------------------------------

@@ -30,6 +30,7 @@ from scheduling._ordering import QueueOrder
 from scheduling._preemption import (
     Plan,
     Refusal,
+    frees_unclaimed_room,
     plan_for_guarantee,
     plan_for_required_node,
 )
@@ -138,7 +139,7 @@ def _preempt(cycle: Cycle) -> None:
     p = cycle.partition
     budget = _Budget(p.config.preemption, p.capacity)
     refusals: dict[tuple, Refusal] = {}
-    draining = [node for node in p.nodes.values() if node.preempting]
+    draining = [node for node in p.nodes.values() if node.preempting and frees_unclaimed_room(node)]
     order = QueueOrder(p)
     for task in order:
         key = _situation(task)
@@ -148,7 +149,8 @@ def _preempt(cycle: Cycle) -> None:
                 return
             budget.spend(outcome.victims)
             _emit_preempted(cycle, task, outcome)
-            draining.append(outcome.node)
+            if frees_unclaimed_room(outcome.node):
+                draining.append(outcome.node)
             order.allocated(task)
         elif not outcome.quiet:
             refusals[key] = outcome

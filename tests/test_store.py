@@ -42,8 +42,8 @@ async def test_a_batch_is_written_in_one_transaction_and_read_back_in_order(tmp_
                 tracking=("stream/consumer", 42),
             )
         )
-        assert [r.seq async for r in store.read_log(page=2)] == [1, 2, 3]
-        assert [r.seq async for r in store.read_log(after=1, until=2)] == [2]
+        assert [seq async for seq, _, _ in store.read_log(page=2)] == [1, 2, 3]
+        assert [seq async for seq, _, _ in store.read_log(after=1, until=2)] == [2]
         assert await store.last_seq() == 3
         assert await store.tracking("stream/consumer") == 42
         assert await store.known_event_ids(["e1", "zz", "d"]) == {"e1": 1, "d": 3}
