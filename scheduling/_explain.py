@@ -10,9 +10,9 @@ __all__ = ["amounts", "listing", "plural"]
 
 
 def amounts(values: Mapping[str, int], only: Iterable[str] | None = None) -> str:
-    """`vcore 5, memory 2Gi`; restricted to the names in `only` when given."""
-    names = list(values) if only is None else [name for name in only if name in values]
-    return ", ".join(f"{name} {format_human(name, values[name])}" for name in names) or "nothing"
+    """`vcore 5, memory 2Gi`; with `only`, exactly those names, zero where missing."""
+    names = list(values) if only is None else list(only)
+    return ", ".join(f"{name} {format_human(name, values.get(name, 0))}" for name in names) or "nothing"
 
 
 def plural(count: int, noun: str) -> str:

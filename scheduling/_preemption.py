@@ -182,9 +182,10 @@ def _scope(p: PartitionState, task: TaskState) -> _Scope | Refusal:
     if top <= guard:
         return _empty_scope(path, guard, top, fence, task)
     need = _queue_need(path[top:], ask) if at_max is not None else {}
+    guarded = [name for name in ask if name in path[guard].guaranteed]
     law4 = (
-        f"law 4: {path[guard].path} is under its guarantee: it uses {amounts(committed(path[guard]), ask)} "
-        f"of {amounts(path[guard].guaranteed, ask)}, the task asks {amounts(ask)}"
+        f"law 4: {path[guard].path} is under its guarantee: it uses {amounts(committed(path[guard]), guarded)} "
+        f"of {amounts(path[guard].guaranteed, guarded)}; the task asks {amounts(ask)}"
     )
     return _Scope(path=path, guard=guard, top=top, why_top=f"{path[top].path} ({why_top})", queue_need=need, law4=law4)
 
@@ -206,11 +207,12 @@ def _not_under(usage: dict[str, int], guaranteed: dict[str, int]) -> bool:
 
 def _law4_refusal(queue: QueueState, ask: dict[str, int]) -> Refusal:
     usage = committed(queue)
-    full = [name for name in ask if name in queue.guaranteed and usage.get(name, 0) >= queue.guaranteed[name]]
+    guarded = [name for name in ask if name in queue.guaranteed]
+    full = [name for name in guarded if usage.get(name, 0) >= queue.guaranteed[name]]
     where = "over" if any(usage.get(name, 0) > queue.guaranteed[name] for name in full) else "at"
     return Refusal(
         (f"law 4: {queue.path} is {where} its guarantee of {amounts(queue.guaranteed, full)}",),
-        (f"{queue.path} uses {amounts(usage, ask)} of {amounts(queue.guaranteed, ask)} guaranteed; the task asks {amounts(ask)}",),
+        (f"{queue.path} uses {amounts(usage, guarded)} of {amounts(queue.guaranteed, guarded)} guaranteed; the task asks {amounts(ask)}",),
     )
 
 
@@ -468,7 +470,7 @@ class _GuaranteeSearch:
             else f"{queue.path} has no guarantee"
         )
         resort = "; opted out of preemption or an originator, taken as a last resort (law 1)" if candidate.last_resort else ""
-        return f"{over} (laws 5, 2); priority {candidate.priority} is not above the task's (law 6){resort}"
+        return f"{over} (laws 5, 2); priority {candidate.priority} is not above the task's (law 6){resort}; preferred on its node: lowest priority, then youngest"
 
     def _refusal(self, by_node: dict[str, list[_Candidate]], considered: dict[str, str]) -> Refusal:
         reason = (
