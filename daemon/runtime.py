@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,15 +89,15 @@ async def run(settings: Settings) -> None:
             try:
                 await bus.ensure_streams()
                 await bus.subscribe_cluster(await store.tracking(_TRACKING) + 1)
-                _announce(settings, url)
                 daemon = Daemon(settings, store, bus, state)
                 await daemon.apply_config_file()
-                await daemon.run()
+                await daemon.run(ready=lambda: _announce(settings, url))
             finally:
                 with anyio.move_on_after(5, shield=True):
                     await bus.close()
     finally:
         await store.close()
+    log("stopped", seq=state.seq)
 
 
 @contextmanager
@@ -134,12 +134,14 @@ class Daemon:
         self.wake_publisher = anyio.Event()
         self.consistent = True  # false while the state holds events not yet committed
 
-    async def run(self) -> None:
+    async def run(self, ready: Callable[[], None] = lambda: None) -> None:
+        """Run until SIGINT or SIGTERM; `ready` is called once signals are handled."""
         self.tracking = await self.store.tracking(_TRACKING)
         inbound_tx, inbound_rx = anyio.create_memory_object_stream[object](4)
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(self._watch_signals, tg.cancel_scope)
+                await tg.start(self._watch_signals, tg.cancel_scope)
+                ready()
                 tg.start_soon(self._consume, inbound_tx.clone())
                 tg.start_soon(self._tick, inbound_tx)
                 tg.start_soon(self._act, inbound_rx)
@@ -148,8 +150,9 @@ class Daemon:
             with anyio.move_on_after(30, shield=True):
                 await self._snapshot(reason="shutdown")
 
-    async def _watch_signals(self, scope: anyio.CancelScope) -> None:
+    async def _watch_signals(self, scope: anyio.CancelScope, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            task_status.started()
             async for signum in signals:
                 log("stopping", signal=signal.Signals(signum).name)
                 scope.cancel()

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import anyio
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
@@ -163,11 +164,14 @@ class Store:
         await self._engine.dispose()
 
     async def _run(self, work, *args):
-        try:
-            async with self._engine.begin() as conn:
-                return await work(conn, *args)
-        except SQLAlchemyError as exc:
-            raise StoreError(f"log database error: {exc}") from exc
+        """One transaction. Shielded: a cancelled transaction would leave SQLAlchemy closing
+        its connection in a task of its own, which can outlive the event loop."""
+        with anyio.CancelScope(shield=True):
+            try:
+                async with self._engine.begin() as conn:
+                    return await work(conn, *args)
+            except SQLAlchemyError as exc:
+                raise StoreError(f"log database error: {exc}") from exc
 
     # -- writing --
 

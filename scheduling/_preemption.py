@@ -177,7 +177,7 @@ def _scope(p: PartitionState, task: TaskState) -> _Scope | Refusal:
         return Refusal((f"law 4: neither {task.queue} nor its parents guarantee {listing(sorted(ask))}: no guarantee to restore",))
     if full == guard:
         return _law4_refusal(path[guard], ask)
-    bounds = [(full, "law 4: it is not under its guarantee"), (fence, "law 7: its preemption fence"), (at_max, "it is at its max"), (len(path) - 1, "the root")]
+    bounds = [(full, "law 4: it is not under its guarantee"), (fence, "law 7: its preemption fence"), (at_max, "it is at its max"), (len(path) - 1, "no fence or max below it")]
     top, why_top = min((index, why) for index, why in bounds if index is not None)
     if top <= guard:
         return _empty_scope(path, guard, top, fence, task)
@@ -474,7 +474,7 @@ class _GuaranteeSearch:
 
     def _refusal(self, by_node: dict[str, list[_Candidate]], considered: dict[str, str]) -> Refusal:
         reason = (
-            f"no node has a set of victims that makes room (searched under {self.scope.why_top})"
+            f"no node has a set of victims that makes room under {self.scope.path[self.scope.top].path}"
             if by_node
             else f"no running task under {self.scope.path[self.scope.top].path} may be preempted for it"
         )

@@ -197,3 +197,62 @@ async def _publish_slowly(url: str, messages: list[Outbound]) -> None:
                     raise
                 await anyio.sleep(0.2)
         await anyio.sleep(0.01)
+
+
+QUEUES = """
+partitions:
+  - name: default
+    placementrules: [{name: provided}]
+    queues:
+      - name: root
+        queues:
+          - {name: prod, resources: {guaranteed: {vcore: 4}}}
+          - {name: dev}
+"""
+
+
+def test_run_applies_a_config_file_when_it_changes_and_stops_cleanly_on_sigint(nats_server: EmbeddedNats, daemon_factory, tmp_path: Path) -> None:
+    queues = tmp_path / "queues.yaml"
+    queues.write_text(QUEUES)
+    first = daemon_factory("--nats-url", nats_server.url, "--config", str(queues)).start()
+    db = first.state_dir / "preemptd.db"
+    first.process.send_signal(2)  # SIGINT, as Ctrl-C
+    assert first.process.wait(30) == 0
+    assert "ignored (not used by preemptd): partition default: placementrules" in first.log_text()
+    assert "msg=stopped" in first.log_text()
+    assert count(db, "log where type = 'config.applied'") == 1
+    daemon_factory("--nats-url", nats_server.url, "--config", str(queues), state_dir=first.state_dir).start().stop()
+    assert count(db, "log where type = 'config.applied'") == 1, "the same file again changes nothing"
+    queues.write_text(QUEUES.replace("vcore: 4", "vcore: 6"))
+    daemon_factory("--nats-url", nats_server.url, "--config", str(queues), state_dir=first.state_dir).start().stop()
+    assert count(db, "log where type = 'config.applied'") == 2
+    state = json.loads(preemptd("state", "--db", str(db), "--json").stdout)
+    assert state["queues"]["root.prod"]["guaranteed"] == {"vcore": 6}
+    queues.write_text(QUEUES.replace("{name: dev}", "{name: dev, resources: {max: {vcore: 1}, guaranteed: {vcore: 2}}}"))
+    refused = run_with_config(first.state_dir, nats_server.url, queues)
+    assert refused.returncode == 2 and "guaranteed vcore 2 is above its own max (1)" in refused.stderr
+
+
+def run_with_config(state_dir: Path, url: str, queues: Path):
+    """`preemptd run` in the foreground, for a start that is expected to fail."""
+    return preemptd("run", "--state-dir", str(state_dir), "--nats-url", url, "--config", str(queues), timeout=60)
+
+
+def test_publish_reads_json_lines_from_stdin_and_a_wrong_subject_is_a_dead_letter(nats_server: EmbeddedNats, daemon_factory) -> None:
+    daemon = daemon_factory("--nats-url", nats_server.url).start()
+    lines = "\n".join(
+        json.dumps(e)
+        for e in [
+            {"type": "node.upserted", "node": "n1", "capacity": {"vcore": 2}},
+            {"type": "node.upserted", "node": "n2", "partition": "gpu", "capacity": {"vcore": 2}},
+        ]
+    )
+    published = preemptd("publish", "-", "--nats-url", nats_server.url, input=lines)
+    assert published.returncode == 0 and "published 2 events" in published.stderr
+    anyio.run(publish, nats_server.url, [Outbound("preemptd.cluster.gpu.node", b'{"type":"node.removed","id":"x","ts":1,"node":"n2"}', "x")])
+    db = daemon.state_dir / "preemptd.db"
+    wait_for(lambda: cluster_events(db) + count(db, "dead_letters") == 3, what="three messages handled")
+    listed = preemptd("dead-letters", "--db", str(db))
+    assert "published on preemptd.cluster.gpu.node but the event's partition is 'default'" in listed.stdout
+    state = json.loads(preemptd("state", "--db", str(db), "--partition", "gpu", "--json").stdout)
+    assert list(state["nodes"]) == ["n2"], "the gpu partition kept its node"
