@@ -110,7 +110,21 @@ class AppFinished(Event, tag="app.finished", kw_only=True):
     app: Name
 
 
-class TaskSubmitted(Event, tag="task.submitted", kw_only=True):
+class _TaskSpec(Event, kw_only=True):
+    """What describes a task besides its name, its application and its resources."""
+
+    queue: Name | None = None
+    priority: int | None = None
+    priority_class: Name | None = None
+    allow_preemption: bool | None = None
+    preemption_policy: PreemptionPolicy | None = None
+    originator: bool = False
+    required_node: Name | None = None
+    task_priority: int = 0
+    preemptable: bool | None = None
+
+
+class TaskSubmitted(_TaskSpec, tag="task.submitted", kw_only=True):
     """A pending ask (pod).
 
     `queue` may be given instead of an `app.submitted`: the application is then created in that
@@ -120,18 +134,9 @@ class TaskSubmitted(Event, tag="task.submitted", kw_only=True):
     task: Name
     app: Name
     resources: Resources
-    queue: Name | None = None
-    priority: int | None = None
-    priority_class: Name | None = None
-    allow_preemption: bool | None = None
-    preemption_policy: PreemptionPolicy | None = None
-    originator: bool = False
-    required_node: Name | None = None
-    task_priority: int = 0
-    preemptable: bool | None = None
 
 
-class TaskBound(Event, tag="task.bound", kw_only=True):
+class TaskBound(_TaskSpec, tag="task.bound", kw_only=True):
     """A task runs on `node`. For a task preemptd has not seen, the `task.submitted` fields
     (at least `app` and `resources`) describe it."""
 
@@ -139,15 +144,6 @@ class TaskBound(Event, tag="task.bound", kw_only=True):
     node: Name
     app: Name | None = None
     resources: Resources | None = None
-    queue: Name | None = None
-    priority: int | None = None
-    priority_class: Name | None = None
-    allow_preemption: bool | None = None
-    preemption_policy: PreemptionPolicy | None = None
-    originator: bool = False
-    required_node: Name | None = None
-    task_priority: int = 0
-    preemptable: bool | None = None
 
 
 class TaskReleased(Event, tag="task.released", kw_only=True):

@@ -56,15 +56,7 @@ def _land_reservations(cycle: Cycle) -> None:
     for task in reserved:
         node = p.nodes[task.reserved_node]
         if fits_node(p, node, task) and queue_blocker(p, task) is None:
-            cycle.emit(
-                Allocated,
-                task=task.id,
-                app=task.app,
-                queue=task.queue,
-                node=node.name,
-                resources=Resources(task.resources),
-                explanation=(f"{node.name} was reserved for the task and now has room for it",),
-            )
+            _emit_allocated(cycle, task, node.name, f"{node.name} was reserved for the task and now has room for it")
         elif not task.victims:
             cycle.emit(
                 Unreserved,
@@ -85,21 +77,13 @@ def _allocate(cycle: Cycle) -> None:
         node = placement.find(task) if queue_blocker(p, task) is None else None
         if node is None:
             continue
-        cycle.emit(
-            Allocated,
-            task=task.id,
-            app=task.app,
-            queue=task.queue,
-            node=node.name,
-            resources=Resources(task.resources),
-            explanation=(_placed_because(task, node.name),),
-        )
+        where = f"required node {node.name} has room" if task.required_node else f"{node.name} is the first node by name with room"
+        _emit_allocated(cycle, task, node.name, f"{where}; {task.queue} and its parents stay within their max")
         order.allocated(task)
 
 
-def _placed_because(task: TaskState, node: str) -> str:
-    where = f"required node {node} has room" if task.required_node else f"{node} is the first node by name with room"
-    return f"{where}; {task.queue} and its parents stay within their max"
+def _emit_allocated(cycle: Cycle, task: TaskState, node: str, why: str) -> None:
+    cycle.emit(Allocated, task=task.id, app=task.app, queue=task.queue, node=node, resources=Resources(task.resources), explanation=(why,))
 
 
 # 3. preemption -------------------------------------------------------------------------------
