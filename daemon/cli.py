@@ -22,6 +22,7 @@ import math
 import os
 import sys
 import uuid
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -314,6 +315,7 @@ def _common(parser: argparse.ArgumentParser, *, nats: bool = False, db: bool = F
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="preemptd", description="An event-sourced preemption daemon for shared batch and AI clusters.")
+    parser.add_argument("--version", action="version", version=f"preemptd {version('preemptd')}")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--log-format", default="logfmt", choices=["logfmt", "json"])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

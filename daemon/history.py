@@ -50,10 +50,14 @@ async def load_state(store: Store, until: int | None = None) -> ClusterState:
     """The state as of `until` (default: the end of the log): newest snapshot, then the fold."""
     snapshot = await store.latest_snapshot(at_most=until)
     state = restore(snapshot[1]) if snapshot else ClusterState(log_id=store.log_id)
+    folded = 0
     async for record in records(store, after=state.seq, until=until):
         try:
             apply(state, record)
         except Rejected as exc:  # a log written by another version may not fold the same
             log("stored record no longer applies", logging.WARNING, seq=record.seq, reason=exc.reason)
             state.seq = record.seq
+        folded += 1
+        if folded % 200_000 == 0:
+            log("rebuilding state", seq=record.seq, folded=folded)
     return state

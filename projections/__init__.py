@@ -18,6 +18,8 @@ from projections._apply import (
 )
 from projections._apply import (
     new_partition as new_partition,
+)
+from projections._apply import (
     reservation_claim as reservation_claim,
 )
 from projections._resources import (

@@ -10,7 +10,14 @@ placing N tasks costs O(N + nodes) per shape, not O(N * nodes).
 
 from __future__ import annotations
 
-from projections import NodeState, PartitionState, QueueState, TaskState, over_limit, reservation_claim
+from projections import (
+    NodeState,
+    PartitionState,
+    QueueState,
+    TaskState,
+    over_limit,
+    reservation_claim,
+)
 
 __all__ = ["Placement", "fits_node", "queue_blocker"]
 

@@ -13,9 +13,9 @@ from typing import Any
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from laws import violations
 
 from events import Preempted, Resources, Scenario, ShimSettings, Victim
-from laws import violations
 from projections import ClusterState, apply
 from scheduling import replay, simulate
 
