@@ -30,7 +30,7 @@ import events as ev
 from daemon.history import outbox_rows, to_row
 from daemon.store import Batch, Store
 from projections import ClusterState, LogRecord, apply
-from scheduling import needs_cycle, run_cycle, tick_event
+from scheduling import needs_cycle, run_cycle, tick_record
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -69,7 +69,7 @@ async def make_log(db: Path, count: int) -> int:
                 append(next(source))
             if not needs_cycle(state, "default"):
                 continue
-            tick = LogRecord(state.seq + 1, events, tick_event(state.seq + 1, events, "default"))
+            tick = tick_record(state, events, "default")
             apply(state, tick)
             decisions = run_cycle(state, tick)
             pending += [tick, *(LogRecord(tick.seq + 1 + i, events, d) for i, d in enumerate(decisions))]

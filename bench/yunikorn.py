@@ -23,7 +23,7 @@ import time
 
 import events as ev
 from projections import ClusterState, LogRecord, apply
-from scheduling import _yunikorn, run_cycle, tick_event
+from scheduling import _yunikorn, run_cycle, tick_record
 
 LEAVES_PER_PARENT = 50
 PARENTS = 20
@@ -58,7 +58,7 @@ class Builder:
         apply(self.state, LogRecord(self.state.seq + 1, event.ts, event))
 
     def tick(self, now: int) -> list:
-        record = LogRecord(self.state.seq + 1, now, tick_event(self.state.seq + 1, now, "default"))
+        record = tick_record(self.state, now, "default")
         apply(self.state, record)
         return run_cycle(self.state, record)
 

@@ -39,6 +39,7 @@ from daemon.nats_source import Bus, Outbound, cluster_subject
 from daemon.runtime import Settings, config_events, run, wall_ms
 from daemon.store import Batch, Store
 from events import (
+    DurationError,
     Scenario,
     decode_decision,
     encode,
@@ -82,13 +83,24 @@ async def cmd_run(args: argparse.Namespace) -> int:
         nats_url=args.nats_url or os.environ.get("PREEMPTD_NATS_URL"),
         nats_port=args.nats_port,
         config=Path(args.config) if args.config else None,
-        tick=parse_duration(args.tick) / 1000,
+        tick=_duration(args.tick, "--tick") / 1000,
+        idle_tick=_duration(args.idle_tick, "--idle-tick") / 1000,
         batch=args.batch,
         snapshot_every=args.snapshot_every,
         synchronous=args.sqlite_synchronous,
     )
     await run(settings)
     return 0
+
+
+def _duration(text: str, option: str) -> int:
+    try:
+        milliseconds = parse_duration(text)
+    except DurationError as exc:
+        raise UsageError(f"{option}: {exc}") from None
+    if milliseconds <= 0:
+        raise UsageError(f"{option} must be longer than 0s")
+    return milliseconds
 
 
 def _read_events(source: str) -> list[dict[str, Any]]:
@@ -326,6 +338,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nats-port", type=int, default=0, help="port for the bundled nats-server (default: a free one)")
     p.add_argument("--config", help="a YuniKorn queues.yaml (or {model, config}) applied at start when it differs")
     p.add_argument("--tick", default="1s", help="time between scheduling cycles of a partition with pending tasks (default: 1s)")
+    p.add_argument(
+        "--idle-tick",
+        default="30s",
+        help="time between cycles while the last one decided nothing and nothing happened since; a delay running out still wakes a cycle at once (default: 30s)",
+    )
     p.add_argument("--batch", type=int, default=1000, help="events fetched and committed per transaction (default: 1000)")
     p.add_argument("--snapshot-every", type=int, default=100_000, help="log records between snapshots (default: 100000)")
     p.add_argument("--sqlite-synchronous", default="FULL", choices=["FULL", "NORMAL"], help="FULL survives power loss; NORMAL only process crashes")

@@ -97,7 +97,9 @@ class Bus:
         self._nc = nc
         self._js = nc.jetstream()
         self._consumer: Any = None
-        self.generation = 0
+        self._resume_at: int | None = None
+        self.generation = 0  # bumped by every new consumer
+        self.resumed_at = 0  # the stream sequence the current consumer started at
 
     @classmethod
     async def connect(cls, url: str, *, name: str = "preemptd", connect_timeout: float = 5.0) -> Bus:
@@ -169,18 +171,19 @@ class Bus:
                 await self._js.delete_consumer(CLUSTER_STREAM, CONSUMER)
             self._consumer = await self._js.pull_subscribe("preemptd.cluster.>", durable=CONSUMER, stream=CLUSTER_STREAM, config=config)
             self.generation += 1
+            self.resumed_at, self._resume_at = start, None
         except _NATS_ERRORS as exc:
             raise BusError(f"cannot create consumer {CONSUMER} on {CLUSTER_STREAM}: {exc}") from exc
 
-    async def first_sequence(self, stream: str = CLUSTER_STREAM) -> int:
-        """The oldest sequence the stream still holds (older messages expired)."""
-        try:
-            return (await self._js.stream_info(stream)).state.first_seq
-        except _NATS_ERRORS as exc:
-            raise BusError(f"cannot read stream {stream}: {exc}") from exc
+    def resume_from(self, start: int) -> None:
+        """Have the next `fetch` recreate the consumer at stream sequence `start` (retried,
+        like any fetch, until NATS answers)."""
+        self._resume_at = start
 
     async def fetch(self, batch: int, timeout: float) -> list[Inbound]:
         """Up to `batch` messages; an empty list when none arrived within `timeout`."""
+        if self._resume_at is not None:
+            await self.subscribe_cluster(self._resume_at)
         try:
             messages = await self._consumer.fetch(batch, timeout=timeout)
         except (nats.errors.TimeoutError, asyncio.TimeoutError):

@@ -51,7 +51,7 @@ from events import (
     parse_yunikorn_config,
 )
 from projections import ClusterState, LogRecord, Rejected, apply, snapshot
-from scheduling import needs_cycle, run_cycle, tick_event
+from scheduling import is_daemon_id, needs_cycle, next_wakeup, run_cycle, tick_record
 
 __all__ = ["Settings", "run"]
 
@@ -68,6 +68,7 @@ class Settings:
     nats_port: int = 0
     config: Path | None = None
     tick: float = 1.0
+    idle_tick: float = 30.0
     batch: int = 1000
     snapshot_every: int = 100_000
     synchronous: str = "FULL"
@@ -118,8 +119,10 @@ def _announce(settings: Settings, url: str) -> None:
 
 @dataclass
 class _Partition:
-    last_cycle: float = 0.0
-    dirty: bool = False
+    last_cycle: float = 0.0  # monotonic
+    dirty: bool = False  # events since the last cycle
+    idle: bool = False  # the last cycle decided nothing
+    wakeup: int | None = None  # wall-clock ms when a delay runs out, after an idle cycle
 
 
 class Daemon:
@@ -195,11 +198,14 @@ class Daemon:
 
     async def _ingest(self, messages: list[Inbound]) -> None:
         """Commit the messages that continue the log's position without a gap, then ack them."""
-        fresh, resume = await self._continuing(messages)
+        current = [m for m in messages if m.generation == self.bus.generation]
+        fresh, resume = self._continuing(current)
         if fresh:
-            await self._commit_messages(fresh, redelivered=len(messages) - len(fresh))
+            await self._commit_messages(fresh, redelivered=sum(m.stream_seq <= self.tracking for m in current))
+        elif current:  # only redeliveries of committed messages: ack them so they stop coming
+            await self._ack(max(current, key=lambda m: m.stream_seq))
         if resume is not None:
-            await self.bus.subscribe_cluster(resume)
+            self.bus.resume_from(resume)
 
     async def _commit_messages(self, fresh: list[Inbound], redelivered: int) -> None:
         received = wall_ms()
@@ -216,20 +222,20 @@ class Daemon:
         self._report(batch, redelivered)
         await self._publish_rejections(batch.dead)
 
-    async def _continuing(self, messages: list[Inbound]) -> tuple[list[Inbound], int | None]:
-        """The messages that follow the committed position in stream order, and where to make
-        the consumer resume if there is a gap (a fetch lost in a reconnect). Older messages are
-        redeliveries; messages of a replaced consumer are dropped (it delivers them again)."""
-        by_seq = {m.stream_seq: m for m in messages if m.stream_seq > self.tracking and m.generation == self.bus.generation}
+    def _continuing(self, messages: list[Inbound]) -> tuple[list[Inbound], int | None]:
+        """The messages that follow the committed position in stream order, and where the
+        consumer must resume if there is a gap (a fetch lost in a reconnect). Older messages are
+        redeliveries. A sequence still missing right after resuming exactly there is gone from
+        the stream (expired or deleted): it is reported and skipped."""
+        by_seq = {m.stream_seq: m for m in messages if m.stream_seq > self.tracking}
         if not by_seq:
             return [], None
         expected = self.tracking + 1
         if expected not in by_seq:
-            first = await self.bus.first_sequence()
-            if first <= expected:
+            if self.bus.resumed_at != expected:
                 log("gap in delivery; reading again from the committed position", logging.WARNING, position=expected)
                 return [], expected
-            log("messages expired from the stream before they were read", logging.WARNING, lost=first - expected)
+            log("messages gone from the stream before they were read", logging.WARNING, first=expected, missing=min(by_seq) - expected)
             expected = min(by_seq)
         fresh = []
         while expected in by_seq:
@@ -259,6 +265,10 @@ class Daemon:
     def _fold(self, decoded: list[tuple[Inbound, object]], known: dict[str, int], received: int, batch: Batch) -> None:
         seen: dict[str, int] = {}
         for message, event in decoded:
+            if is_daemon_id(self.state.log_id, event.id):
+                reason = f"event ids starting with {self.state.log_id + ':'!r} are reserved for the daemon's ticks and decisions; choose another id"
+                batch.dead.append(_dead(message, received, reason, event))
+                continue
             first = known.get(event.id) or seen.get(event.id)
             if first is not None:
                 batch.dead.append(_dead(message, received, f"duplicate id {event.id!r}: already in the log at seq {first}; ids must be unique per event", event))
@@ -304,15 +314,27 @@ class Daemon:
             if not needs_cycle(self.state, name):
                 partition.dirty = False
                 continue
-            elapsed = now - partition.last_cycle
-            if elapsed >= self.settings.tick or (partition.dirty and elapsed >= _HEARTBEAT):
+            if self._due(partition, now - partition.last_cycle):
                 partition.last_cycle, partition.dirty = now, False
-                await self._cycle(name)
+                decisions = await self._cycle(name)
+                partition.idle = not decisions
+                partition.wakeup = next_wakeup(self.state, name, self.last_tick_ts) if partition.idle else None
 
-    async def _cycle(self, partition: str) -> None:
+    def _due(self, partition: _Partition, elapsed: float) -> bool:
+        """After events: at once (at most every heartbeat). While decisions are being made:
+        every tick. When the last cycle decided nothing and nothing happened since, a cycle
+        could only decide again once a delay runs out: then, or every idle tick."""
+        if partition.dirty:
+            return elapsed >= _HEARTBEAT
+        if not partition.idle:
+            return elapsed >= self.settings.tick
+        delay_over = partition.wakeup is not None and wall_ms() >= partition.wakeup
+        return delay_over or elapsed >= self.settings.idle_tick
+
+    async def _cycle(self, partition: str) -> list[Decision]:
         ts = max(wall_ms(), self.last_tick_ts)
         self.last_tick_ts = ts
-        tick = LogRecord(self.state.seq + 1, ts, tick_event(self.state.seq + 1, ts, partition))
+        tick = tick_record(self.state, ts, partition)
         with anyio.CancelScope(shield=True):
             self.consistent = False
             apply(self.state, tick)
@@ -323,6 +345,7 @@ class Daemon:
         if decisions:
             self.wake_publisher.set()
         _log_cycle(partition, tick.seq, decisions)
+        return decisions
 
     async def _snapshot(self, *, reason: str) -> None:
         if not self.consistent or self.state.seq == self.last_snapshot:

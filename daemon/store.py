@@ -213,7 +213,8 @@ class Store:
 
     async def decisions_about(self, task: str, limit: int = 50) -> list[LogRow]:
         """Decisions whose payload names `task` (as task, preemptor or victim), newest last."""
-        mentions = sa.cast(_log.c.payload, sa.Text).like(f'%"{task}"%')
+        quoted = task.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        mentions = sa.cast(_log.c.payload, sa.Text).like(f'%"{quoted}"%', escape="\\")
         query = sa.select(_log).where(_log.c.type.like("decision.%"), mentions).order_by(_log.c.seq.desc()).limit(limit)
         return list(reversed(await self._run(_select_rows, query)))
 

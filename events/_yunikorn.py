@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -77,8 +77,8 @@ class PreemptionSettings(msgspec.Struct, frozen=True, kw_only=True):
     """Partition-level switches: YuniKorn's `enabled`, and preemptd's pace control."""
 
     enabled: bool = True
-    max_victims_per_cycle: int = 100
-    max_share_per_cycle: float = 0.1
+    max_victims_per_cycle: Annotated[int, msgspec.Meta(ge=1)] = 100
+    max_share_per_cycle: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.1
 
 
 class PartitionConfig(msgspec.Struct, frozen=True, kw_only=True):

@@ -166,6 +166,7 @@ def _config_applied(p: PartitionState, event: ConfigApplied) -> tuple[str, ...]:
                 f"{app.id} ({len(app.tasks)} tasks) and would be removed or turned into a parent"
             )
     p.model, p.config, p.queues = event.model, parsed.config, queues
+    p.pending_count = 0  # counted again below, with every queue aggregate
     for task in p.tasks.values():
         _count_task(p, task, +1)
     for task in p.tasks.values():
@@ -272,8 +273,8 @@ def _new_task(p: PartitionState, event: TaskSubmitted | TaskBound, record: LogRe
     if event.task in p.tasks:
         raise Rejected(f"task {event.task!r} already exists ({p.tasks[event.task].status} in {p.tasks[event.task].queue})")
     app = _app_for(p, event, record)
-    queue = p.queues[app.queue]
-    _check_within_max(p, queue, event.task, event.resources.amounts)
+    if isinstance(event, TaskSubmitted):  # a bound task runs whatever the max says: record it
+        _check_within_max(p, p.queues[app.queue], event.task, event.resources.amounts)
     if event.required_node is not None and event.required_node not in p.nodes:
         raise Rejected(f"task {event.task!r} requires node {event.required_node!r}, which is unknown")
     priority, may_preempt, allow = _priority(p, event.priority, event.priority_class, app)

@@ -8,15 +8,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from events import Decision
+from events import Decision, Tick
 from projections import ClusterState, LogRecord, PartitionState, apply
 
-__all__ = ["Cycle", "decision_id"]
+__all__ = ["Cycle", "decision_id", "is_daemon_id", "tick_record"]
 
 
 def decision_id(log_id: str, cycle: int, index: int) -> str:
     """Decisions are named by the log, the tick that ran their cycle and their rank in it."""
     return f"{log_id}:{cycle}.{index}"
+
+
+def tick_record(state: ClusterState, now: int, partition: str) -> LogRecord:
+    """The next log record: a tick of `partition` at `now`, named `<log>:<seq>` like the
+    decisions of its cycle (`<log>:<seq>.<n>`)."""
+    seq = state.seq + 1
+    return LogRecord(seq, now, Tick(id=f"{state.log_id}:{seq}", ts=now, partition=partition))
+
+
+def is_daemon_id(log_id: str, event_id: str) -> bool:
+    """Ids starting with `<log>:` belong to the daemon's own records (ticks and decisions)."""
+    return event_id.startswith(f"{log_id}:")
 
 
 class Cycle:

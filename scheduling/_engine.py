@@ -8,18 +8,33 @@ exactly what folding the stored decisions gives on a replay.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 from events import Decision
-from projections import ClusterState, LogRecord
+from projections import ClusterState, LogRecord, PartitionState
 from scheduling import _yunikorn
 from scheduling._cycle import Cycle
 
-__all__ = ["MODELS", "Model", "run_cycle"]
+__all__ = ["MODELS", "Model", "next_wakeup", "run_cycle"]
 
-Model = Callable[[Cycle], None]
+
+class Model(NamedTuple):
+    """What a scheduling model provides: its cycle, and the next time its decisions could
+    change with nothing happening in between (a delay running out), or None."""
+
+    schedule: Callable[[Cycle], None]
+    next_wakeup: Callable[[PartitionState, int], int | None]
+
 
 #: The scheduling model of each `config.applied` `model` value.
-MODELS: dict[str, Model] = {"yunikorn": _yunikorn.schedule}
+MODELS: dict[str, Model] = {"yunikorn": Model(_yunikorn.schedule, _yunikorn.next_wakeup)}
+
+
+def next_wakeup(state: ClusterState, partition: str, now: int) -> int | None:
+    """When a cycle of `partition` could decide differently from one at `now`, if no event
+    came in between; None if only an event can change its decisions."""
+    p = state.partitions[partition]
+    return MODELS[p.model].next_wakeup(p, now)
 
 
 def run_cycle(state: ClusterState, tick: LogRecord) -> list[Decision]:
@@ -29,5 +44,5 @@ def run_cycle(state: ClusterState, tick: LogRecord) -> list[Decision]:
     """
     partition = state.partitions[tick.event.partition]
     cycle = Cycle(state, partition, tick)
-    MODELS[partition.model](cycle)
+    MODELS[partition.model].schedule(cycle)
     return cycle.decisions

@@ -210,9 +210,11 @@ def _law4_refusal(queue: QueueState, ask: dict[str, int]) -> Refusal:
     guarded = [name for name in ask if name in queue.guaranteed]
     full = [name for name in guarded if usage.get(name, 0) >= queue.guaranteed[name]]
     where = "over" if any(usage.get(name, 0) > queue.guaranteed[name] for name in full) else "at"
+    # The reason stays the same whether the queue is at or over its guarantee, so that a queue
+    # moving around it does not make every waiting task publish a new decision.blocked.
     return Refusal(
-        (f"law 4: {queue.path} is {where} its guarantee of {amounts(queue.guaranteed, full)}",),
-        (f"{queue.path} uses {amounts(usage, guarded)} of {amounts(queue.guaranteed, guarded)} guaranteed; the task asks {amounts(ask)}",),
+        (f"law 4: {queue.path} is not under its guarantee of {amounts(queue.guaranteed, full)}",),
+        (f"{queue.path} is {where} its guarantee: it uses {amounts(usage, guarded)} of {amounts(queue.guaranteed, guarded)}; the task asks {amounts(ask)}",),
     )
 
 

@@ -35,9 +35,10 @@ from events import (
     to_builtins,
 )
 from projections import ClusterState, LogRecord, Rejected, apply, partition_view
+from scheduling._cycle import tick_record
 from scheduling._engine import run_cycle
 
-__all__ = ["ScenarioError", "SimulationResult", "check", "needs_cycle", "simulate", "tick_event"]
+__all__ = ["ScenarioError", "SimulationResult", "check", "needs_cycle", "simulate"]
 
 
 class ScenarioError(ValueError):
@@ -65,10 +66,6 @@ def needs_cycle(state: ClusterState, partition: str) -> bool:
     """A cycle can only decide something for a partition with pending tasks."""
     p = state.partitions.get(partition)
     return p is not None and p.pending_count > 0
-
-
-def tick_event(seq: int, now: int, partition: str) -> Tick:
-    return Tick(id=f"tick-{seq}", ts=now, partition=partition)
 
 
 def _duration(value: Any, what: str) -> int:
@@ -142,9 +139,14 @@ class _Simulator:
         fields.setdefault("ts", at)
         fields.setdefault("partition", self.partition)
         try:
-            return at, index, decode_cluster_event(encode(fields))
+            event = decode_cluster_event(encode(fields))
         except DecodeError as exc:
             raise ScenarioError(f"event {index} ({entry.get('type', '?')} at {entry.get('at', 0)}): {exc}") from None
+        unknown = sorted(set(fields) - {"type", *event.__struct_fields__})
+        if unknown:  # shims may send fields preemptd does not know; a scenario's author means them
+            known = ", ".join(sorted(event.__struct_fields__))
+            raise ScenarioError(f"event {index} ({fields['type']}): unknown field {', '.join(unknown)}; the fields are: {known}")
+        return at, index, event
 
     # -- the log --
 
@@ -162,8 +164,7 @@ class _Simulator:
 
     def _cycle(self, now: int) -> None:
         state = self.result.state
-        tick = tick_event(state.seq + 1, now, self.partition)
-        self.append(tick)
+        self.append(tick_record(state, now, self.partition).event)
         decisions = run_cycle(state, self.result.records[-1])
         first = self.result.records[-1].seq + 1
         self.result.records.extend(LogRecord(first + i, now, d) for i, d in enumerate(decisions))

@@ -35,7 +35,7 @@ from scheduling._preemption import (
     plan_for_required_node,
 )
 
-__all__ = ["schedule"]
+__all__ = ["next_wakeup", "schedule"]
 
 
 def schedule(cycle: Cycle) -> None:
@@ -47,6 +47,17 @@ def schedule(cycle: Cycle) -> None:
     _preempt(cycle)
 
 
+def next_wakeup(p: PartitionState, now: int) -> int | None:
+    """The earliest moment after `now` at which a pending task's preemption.delay runs out."""
+    times = [
+        task.submitted_at + p.queues[task.queue].props.preemption_delay
+        for queue in p.queues.values()
+        for task in map(p.tasks.__getitem__, queue.waiting)
+        if task.reserved_node is None
+    ]
+    return min((t for t in times if t > now), default=None)
+
+
 # 1. reservations -----------------------------------------------------------------------------
 
 
@@ -55,15 +66,16 @@ def _land_reservations(cycle: Cycle) -> None:
     reserved = [p.tasks[task_id] for node in p.nodes.values() for task_id in node.reservations]
     for task in reserved:
         node = p.nodes[task.reserved_node]
-        if fits_node(p, node, task) and queue_blocker(p, task) is None:
+        if not node.schedulable:
+            reason = f"{node.name} is no longer schedulable; the task is pending again"
+        elif fits_node(p, node, task) and queue_blocker(p, task) is None:
             _emit_allocated(cycle, task, node.name, f"{node.name} was reserved for the task and now has room for it")
+            continue
         elif not task.victims:
-            cycle.emit(
-                Unreserved,
-                task=task.id,
-                node=node.name,
-                reason=f"its victims are gone but {node.name} still lacks room; the task is pending again",
-            )
+            reason = f"its victims are gone but {node.name} still lacks room; the task is pending again"
+        else:
+            continue
+        cycle.emit(Unreserved, task=task.id, node=node.name, reason=reason)
 
 
 # 2. allocation -------------------------------------------------------------------------------
@@ -158,6 +170,8 @@ def _situation(task: TaskState) -> tuple:
 def _plan(p: PartitionState, task: TaskState, now: int, draining: list[NodeState]) -> Plan | Refusal:
     if task.required_node is None:
         return plan_for_guarantee(p, task, now, draining)
+    if not task.may_preempt:
+        return Refusal(("the task's preemption policy is Never: it may not trigger preemption",))
     blocker = queue_blocker(p, task)
     if blocker is not None:
         queue, over = blocker

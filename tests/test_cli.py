@@ -94,7 +94,7 @@ def test_replay_under_another_configuration_lists_the_decisions_that_differ(gene
     lines = result.stdout.splitlines()
     assert sum("stored only" in line and " preempted " in line for line in lines) == 3, "queue-2 at 2 guaranteed preempts nothing"
     assert not any("new config" in line and " preempted " in line for line in lines)
-    assert any("new config" in line and "law 4: root.normal.queue-2 is at its guarantee" in line for line in lines)
+    assert any("new config" in line and "law 4: root.normal.queue-2 is not under its guarantee" in line for line in lines)
 
 
 def test_explain_shows_victims_and_laws(general_log: Path) -> None:

@@ -55,6 +55,7 @@ def event(kind: str, event_id: str, msg_id: str | None = None, **fields: object)
 async def publish(url: str, messages: list[Outbound], *, retry: bool = False) -> None:
     bus = await Bus.connect(url)
     try:
+        await bus.ensure_streams()
         for start in range(0, len(messages), 500):
             chunk = messages[start : start + 500]
             while True:
@@ -256,3 +257,31 @@ def test_publish_reads_json_lines_from_stdin_and_a_wrong_subject_is_a_dead_lette
     assert "published on preemptd.cluster.gpu.node but the event's partition is 'default'" in listed.stdout
     state = json.loads(preemptd("state", "--db", str(db), "--partition", "gpu", "--json").stdout)
     assert list(state["nodes"]) == ["n2"], "the gpu partition kept its node"
+
+
+async def _delete(url: str, sequences: range) -> None:
+    import nats
+
+    nc = await nats.connect(url)
+    try:
+        for seq in sequences:
+            await nc.jetstream().delete_msg("PREEMPTD_CLUSTER", seq)
+    finally:
+        await nc.close()
+
+
+def test_messages_gone_from_the_stream_are_skipped_and_reported(nats_server: EmbeddedNats, daemon_factory) -> None:
+    """Expired or deleted messages leave a hole in the stream: the daemon reads up to it,
+    resumes right there, sees the hole is real, says so, and goes on."""
+    messages = [event("node.upserted", f"node-{i}", node=f"n{i}", capacity={"vcore": 1}) for i in range(100)]
+    anyio.run(publish, nats_server.url, messages)
+    anyio.run(_delete, nats_server.url, range(10, 20))
+    daemon = daemon_factory("--nats-url", nats_server.url, "--batch", "50").start()
+    db = daemon.state_dir / "preemptd.db"
+    wait_for(lambda: cluster_events(db) == 90, what="the 90 remaining events")
+    assert "messages gone from the stream before they were read" in daemon.log_text()
+    assert "missing=10" in daemon.log_text()
+    with sqlite3.connect(db) as conn:
+        ids = {i for (i,) in conn.execute("select event_id from log")}
+    # stream sequences 10 to 19 held node-9 to node-18
+    assert "node-8" in ids and "node-19" in ids and not any(f"node-{i}" in ids for i in range(9, 19))

@@ -6,8 +6,7 @@ from __future__ import annotations
 import jsonschema
 import msgspec
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 import events as ev
 from events import (

@@ -8,8 +8,7 @@ from pathlib import Path
 import msgspec
 import pytest
 from builders import R, bound, config, fold_events, node, released, task
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import events as ev
 from projections import (

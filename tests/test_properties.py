@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, event, given, settings, strategies as st
 from laws import violations
 
 from events import Preempted, Resources, Scenario, ShimSettings, Victim
