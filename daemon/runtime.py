@@ -17,7 +17,9 @@ SIGINT and SIGTERM cancel the task group; a batch being committed finishes first
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -41,7 +43,7 @@ from daemon.nats_source import (
     Outbound,
     rejected_subject,
 )
-from daemon.store import Batch, DeadLetter, Store
+from daemon.store import Batch, DeadLetter, Store, database_url
 from events import (
     ConfigApplied,
     ConfigError,
@@ -80,6 +82,38 @@ def wall_ms() -> int:
 
 async def run(settings: Settings) -> None:
     settings.state_dir.mkdir(parents=True, exist_ok=True)
+    with _single_writer(settings):
+        await _run(settings)
+
+
+@contextmanager
+def _single_writer(settings: Settings) -> Iterator[None]:
+    """One daemon per log: a second one would reuse log positions and steal the consumer."""
+    lock_path = _lock_path(settings)
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "?"
+            raise UsageError(f"another preemptd (pid {holder}) is writing this log; its lock is {lock_path}") from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"{os.getpid()}\n")
+        lock.flush()
+        yield
+
+
+def _lock_path(settings: Settings) -> Path:
+    url = database_url(settings.db)
+    if url.startswith("sqlite") and ":memory:" not in url:
+        database = Path(url.split(":///", 1)[1])
+        return database.with_name(database.name + ".lock")
+    return settings.state_dir / "daemon.lock"
+
+
+async def _run(settings: Settings) -> None:
     store = await Store.open(settings.db, synchronous=settings.synchronous)
     try:
         started = time.monotonic()

@@ -45,6 +45,8 @@ def violations(p: PartitionState, decision: Preempted, now: int) -> list[str]:
     preemptor = p.tasks[decision.preemptor]
     victims = [p.tasks[v.task] for v in decision.victims]
     found = _common(p, preemptor, victims, decision)
+    if not preemptor.may_preempt:
+        found.append("the preemptor's policy is Never")
     if preemptor.required_node is not None:
         return found + _required_node(preemptor, victims)
     return found + _generic(p, preemptor, victims, now)
@@ -81,8 +83,6 @@ def _generic(p: PartitionState, preemptor: TaskState, victims: list[TaskState], 
     path = _lineage(p, preemptor.queue)
     if not p.config.preemption.enabled:
         found.append("generic preemption while the partition disables it")
-    if not preemptor.may_preempt:
-        found.append("preemptor's policy is Never")
     if now < preemptor.submitted_at + p.queues[preemptor.queue].props.preemption_delay:
         found.append("preempted before preemption.delay")
     fence = next((q for q in path[:-1] if p.queues[q].props.preemption_policy == "fence"), None)

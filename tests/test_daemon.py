@@ -178,8 +178,15 @@ def test_a_nats_restart_while_events_flow_loses_nothing(tmp_path: Path, daemon_f
         server.start()
         publisher.join(timeout=120)
         wait_for(lambda: cluster_events(db) == total, timeout=120, what="every event in the log after the restart")
+        wait_for(lambda: count(db, "log where type = 'decision.allocated'") == total - 1, timeout=60, what="every task allocated")
         wait_for(lambda: count(db, "outbox where published_at is null") == 0, timeout=60, what="decisions published after the restart")
         assert daemon.process.poll() is None
+        with sqlite3.connect(db) as conn:
+            ids = [i for (i,) in conn.execute("select event_id from log where type not like 'decision.%' and type != 'clock.ticked'")]
+        assert len(ids) == len(set(ids)) == total
+        stream = anyio.run(read, server.url, DECISION_STREAM, "preemptd.decisions.>")
+        decision_ids = [json.loads(data)["id"] for data, _ in stream]
+        assert len(decision_ids) == len(set(decision_ids)) == total - 1
     finally:
         daemon.stop()
         server.stop()
@@ -252,9 +259,13 @@ def test_publish_reads_json_lines_from_stdin_and_a_wrong_subject_is_a_dead_lette
     assert published.returncode == 0 and "published 2 events" in published.stderr
     anyio.run(publish, nats_server.url, [Outbound("preemptd.cluster.gpu.node", b'{"type":"node.removed","id":"x","ts":1,"node":"n2"}', "x")])
     db = daemon.state_dir / "preemptd.db"
-    wait_for(lambda: cluster_events(db) + count(db, "dead_letters") == 3, what="three messages handled")
+    with sqlite3.connect(db) as conn:
+        (log_id,) = conn.execute("select value from meta where key = 'log_id'").fetchone()
+    anyio.run(publish, nats_server.url, [event("node.removed", f"{log_id}:99", node="n1")])
+    wait_for(lambda: cluster_events(db) + count(db, "dead_letters") == 4, what="four messages handled")
     listed = preemptd("dead-letters", "--db", str(db))
     assert "published on preemptd.cluster.gpu.node but the event's partition is 'default'" in listed.stdout
+    assert f"event ids starting with '{log_id}:' are reserved for the daemon" in listed.stdout
     state = json.loads(preemptd("state", "--db", str(db), "--partition", "gpu", "--json").stdout)
     assert list(state["nodes"]) == ["n2"], "the gpu partition kept its node"
 

@@ -14,7 +14,7 @@ from typing import Any
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 from laws import violations
 
-from events import Preempted, Resources, Scenario, ShimSettings, Victim
+from events import Preempted, PriorityClassSpec, Resources, Scenario, ShimSettings, Victim
 from projections import ClusterState, apply
 from scheduling import replay, simulate
 
@@ -34,6 +34,8 @@ def queue_tree(draw: st.DrawFn, depth: int = 0, max_vcore: int = 40, guarantee: 
         if left and draw(st.integers(0, 3)):
             g = draw(st.integers(1, min(left, cap)))
             queue["resources"]["guaranteed"] = {"vcore": g}
+            if depth == 0 and draw(st.integers(0, 2)) == 0:  # top level only: children stay within it
+                queue["resources"]["guaranteed"]["memory"] = f"{draw(st.integers(1, 16))}Gi"
             left -= g
         if own_max is not None:
             queue["resources"]["max"] = {"vcore": own_max}
@@ -69,7 +71,7 @@ def clusters(draw: st.DrawFn) -> Scenario:
     tree = draw(queue_tree())
     leaves = _leaves(tree)
     nodes = draw(st.lists(st.integers(2, 8), min_size=1, max_size=3))
-    events: list[dict[str, Any]] = [{"at": 0, "type": "node.upserted", "node": f"n{i}", "capacity": {"vcore": v}} for i, v in enumerate(nodes)]
+    events: list[dict[str, Any]] = [{"at": 0, "type": "node.upserted", "node": f"n{i}", "capacity": {"vcore": v, "memory": f"{4 * v}Gi"}} for i, v in enumerate(nodes)]
     for app in range(draw(st.integers(3, 8))):
         queue = draw(st.sampled_from(leaves))
         at = f"{draw(st.sampled_from([0, 0, 5, 10, 15, 20]))}s"
@@ -80,9 +82,9 @@ def clusters(draw: st.DrawFn) -> Scenario:
                 "task": f"a{app}-t{task}",
                 "app": f"a{app}",
                 "queue": queue,
-                "resources": {"vcore": draw(st.integers(1, 3))},
-                "priority": draw(st.sampled_from([0, 0, 5, 10])),
+                "resources": {"vcore": draw(st.integers(1, 3)), "memory": f"{draw(st.sampled_from([0, 1, 2, 4]))}Gi"},
             }
+            spec.update(draw(st.sampled_from([{"priority": 0}, {"priority": 5}, {"priority": 10}, {"priority_class": "never"}, {"priority_class": "opted-out"}])))
             if draw(st.integers(0, 9)) == 0:
                 spec["allow_preemption"] = False
             if draw(st.integers(0, 14)) == 0:
@@ -92,7 +94,8 @@ def clusters(draw: st.DrawFn) -> Scenario:
             events.append(spec)
     config = {"queues": [{"name": "root", "properties": {"preemption.delay": f"{draw(st.integers(1, 5))}s"}, "queues": tree}]}
     shim = ShimSettings(grace_period=f"{draw(st.integers(0, 2))}s", recreate_preempted=draw(st.booleans()))
-    return Scenario(name="generated", config=config, events=events, shim=shim, until=f"{RUN_SECONDS}s")
+    classes = [PriorityClassSpec(name="never", value=5, preemption_policy="Never"), PriorityClassSpec(name="opted-out", value=0, allow_preemption=False)]
+    return Scenario(name="generated", config=config, events=events, shim=shim, until=f"{RUN_SECONDS}s", priority_classes=classes)
 
 
 def _check_laws(result) -> list[str]:
