@@ -8,8 +8,11 @@ ancestors) whenever a task changes.
 A reservation (a preemptor waiting for its victims) is counted twice over, for two questions:
 `reserved` holds its whole ask (what the queue and node will hold once everything settles, which
 preemption reasons about), `claimed` only the part its victims still in place do not cover (what
-it takes from the room free now, which placement must leave alone). Dicts used as ordered sets (`dict[str, None]`) keep insertion order,
-which is the log order, so every iteration is deterministic.
+it takes from the room free now, which placement must leave alone).
+
+Dicts used as ordered sets (`dict[str, None]`) keep insertion order: the log order, or after a
+configuration change the order of submission, the same on every replay, so every iteration is
+deterministic.
 """
 
 from __future__ import annotations
