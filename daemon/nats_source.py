@@ -229,13 +229,6 @@ class Bus:
             with contextlib.suppress(*_NATS_ERRORS):
                 await subscription.unsubscribe()
 
-    async def stream_messages(self, stream: str) -> int:
-        try:
-            info = await self._js.stream_info(stream)
-        except _NATS_ERRORS as exc:
-            raise BusError(f"cannot read stream {stream}: {exc}") from exc
-        return info.state.messages
-
     async def read_stream(self, stream: str, subject: str, *, idle: float = 1.0) -> list[tuple[bytes, dict[str, str]]]:
         """Every message of `stream` on `subject`, with headers, until none arrives for `idle` s."""
         out = []

@@ -12,13 +12,11 @@ from projections._apply import (
 )
 from projections._resources import (
     add as add,
-    exceeds as exceeds,
     fits as fits,
     over_limit as over_limit,
     positive as positive,
     shares_type as shares_type,
     subtract as subtract,
-    total as total,
 )
 from projections._snapshot import restore as restore, snapshot as snapshot
 from projections._state import (

@@ -7,17 +7,15 @@ A name missing from a map means zero, except in a `limit` (a queue's max), where
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 __all__ = [
     "add",
-    "exceeds",
     "fits",
     "over_limit",
     "positive",
     "shares_type",
     "subtract",
-    "total",
 ]
 
 Amounts = Mapping[str, int]
@@ -39,13 +37,6 @@ def subtract(into: dict[str, int], amounts: Amounts) -> None:
             into.pop(name, None)
 
 
-def total(maps: Iterable[Amounts]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for amounts in maps:
-        add(out, amounts)
-    return out
-
-
 def fits(ask: Amounts, free: Amounts) -> bool:
     """Every positive amount of `ask` is available in `free` (missing means zero)."""
     for name, amount in ask.items():
@@ -65,11 +56,6 @@ def over_limit(used: Amounts, ask: Amounts, limit: Amounts | None) -> dict[str, 
             if beyond > 0:
                 over[name] = beyond
     return over
-
-
-def exceeds(amounts: Amounts, limit: Amounts | None) -> dict[str, int]:
-    """The resources in which `amounts` alone is above `limit`."""
-    return over_limit({}, amounts, limit)
 
 
 def positive(amounts: Amounts) -> dict[str, int]:
