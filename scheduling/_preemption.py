@@ -94,6 +94,15 @@ def committed(queue: QueueState) -> dict[str, int]:
     return out
 
 
+def landed(queue: QueueState) -> dict[str, int]:
+    """A queue's usage as a victim's queue: victims in flight are gone, and reserved asks do not
+    count until they land, since a reservation can still be dropped (laws 5 and 2)."""
+    out = dict(queue.allocated)
+    for name, amount in queue.preempting.items():
+        out[name] = out.get(name, 0) - amount
+    return out
+
+
 def frees_unclaimed_room(node: NodeState) -> bool:
     """Victims leaving `node` will free room that no reservation claims."""
     return any(amount > 0 for amount in _node_available(node).values())
@@ -285,10 +294,10 @@ class _GuaranteeSearch:
         every queue in scope."""
         if queue.path in self.on_path:
             return False
-        guaranteed, allocated, preempting, reserved = queue.guaranteed, queue.allocated, queue.preempting, queue.reserved
+        guaranteed, allocated, preempting = queue.guaranteed, queue.allocated, queue.preempting
         for name in self.ask:
             limit = guaranteed.get(name)
-            if limit is None or allocated.get(name, 0) - preempting.get(name, 0) + reserved.get(name, 0) > limit:
+            if limit is None or allocated.get(name, 0) - preempting.get(name, 0) > limit:
                 return False
         self.spared.append(queue.path)
         return True
@@ -349,9 +358,9 @@ class _GuaranteeSearch:
         return None
 
     def surplus(self, queue: QueueState) -> dict[str, int]:
-        """How far the queue is above its guarantee, per guaranteed resource."""
+        """How far the queue's landed usage is above its guarantee, per guaranteed resource."""
         if queue.path not in self._surplus:
-            usage = committed(queue)
+            usage = landed(queue)
             self._surplus[queue.path] = {name: usage.get(name, 0) - g for name, g in queue.guaranteed.items()}
         return self._surplus[queue.path]
 
@@ -409,30 +418,11 @@ class _GuaranteeSearch:
         need = self._need(node)
         pool = [c for c in candidates if last_resort or not c.last_resort]
         pool.sort(key=_victim_order)
-        chosen = self._greedy(pool, need)
+        search = _VictimSearch(self, pool, need)
+        chosen = search.run()
         if chosen is None:
-            return "no set of candidates makes room"
+            return search.failure()
         return _Solution(node, _minimise(chosen, need))
-
-    def _greedy(self, pool: list[_Candidate], need: dict[str, int]) -> list[_Candidate] | None:
-        chosen: list[_Candidate] = []
-        removed: dict[str, dict[str, int]] = {}
-        remaining = dict(need)
-        for candidate in pool:
-            if not any(candidate.task.resources.get(name, 0) > 0 for name, short in remaining.items() if short > 0):
-                continue
-            if self._law2(removed, candidate.task, candidate.lineage):
-                continue
-            chosen.append(candidate)
-            for queue in candidate.lineage:
-                taken = removed.setdefault(queue.path, {})
-                for name, amount in candidate.task.resources.items():
-                    taken[name] = taken.get(name, 0) + amount
-            for name in remaining:
-                remaining[name] -= candidate.task.resources.get(name, 0)
-            if all(short <= 0 for short in remaining.values()):
-                return chosen
-        return None
 
     # -- outcome --
 
@@ -466,22 +456,103 @@ class _GuaranteeSearch:
 
     def _why(self, candidate: _Candidate) -> str:
         queue = self.p.queues[candidate.task.queue]
-        over = (
-            f"{queue.path} is over its guarantee ({amounts(committed(queue), queue.guaranteed)} of {amounts(queue.guaranteed)}) and stays at or above it"
-            if queue.guaranteed
-            else f"{queue.path} has no guarantee"
-        )
+        freed = [name for name in self.ask if candidate.task.resources.get(name, 0) > 0]
+        over = [name for name in freed if name in queue.guaranteed]
+        free = [name for name in freed if name not in queue.guaranteed]
+        parts = []
+        if over:
+            parts.append(
+                f"{queue.path} is over its guarantee for {listing(over)} ({amounts(landed(queue), over)} of "
+                f"{amounts(queue.guaranteed, over)}) and stays at or above it"
+            )
+        if free:
+            parts.append(f"{queue.path} guarantees no {listing(free)}")
         resort = "; opted out of preemption or an originator, taken as a last resort (law 1)" if candidate.last_resort else ""
-        return f"{over} (laws 5, 2); priority {candidate.priority} is not above the task's (law 6){resort}; preferred on its node: lowest priority, then youngest"
+        return f"{'; '.join(parts)} (laws 5, 2); priority {candidate.priority} is not above the task's (law 6){resort}; preferred on its node: lowest priority, then youngest"
 
     def _refusal(self, by_node: dict[str, list[_Candidate]], considered: dict[str, str]) -> Refusal:
-        reason = (
-            f"no node has a set of victims that makes room under {self.scope.path[self.scope.top].path}"
-            if by_node
-            else f"no running task under {self.scope.path[self.scope.top].path} may be preempted for it"
-        )
+        top = self.scope.path[self.scope.top].path
+        if not by_node:
+            reason = f"no running task under {top} may be preempted for it"
+        elif any(outcome.startswith("law 2") for outcome in considered.values()):
+            reason = f"law 2: no node has a set of victims that makes room under {top} without taking a queue below its guarantee"
+        else:
+            reason = f"no node has a set of victims that makes room under {top}"
         details = (self.scope.law4, *_others(considered, None), *self._not_searched())
         return Refusal((reason,), details)
+
+
+_SEARCH_STEPS = 256  # victims tried per node; bounds the backtracking that law 2 can require
+
+
+class _VictimSearch:
+    """The most preferred set of candidates on one node that covers `need` without taking a
+    queue below its guarantee.
+
+    Depth-first in preference order, each candidate taken before it is left out, so the first
+    descent is the greedy choice. Backtracking is needed for law 2 only: a preferred small victim
+    can use up its queue's surplus and rule out a larger one that would do alone. Without law 2
+    the greedy descent finds a set whenever one exists."""
+
+    def __init__(self, search: _GuaranteeSearch, pool: list[_Candidate], need: dict[str, int]) -> None:
+        self.search, self.pool = search, pool
+        self.need = {name: short for name, short in need.items() if short > 0}
+        self.reach = _reach(pool, self.need)
+        self.steps = 0
+        self.law2 = False  # a candidate was left out for law 2
+
+    def run(self) -> list[_Candidate] | None:
+        return self._extend(0, self.need, {}, []) if self.need else None
+
+    def failure(self) -> str:
+        if self.steps >= _SEARCH_STEPS:
+            return f"no set found in {_SEARCH_STEPS} tries (search bounded)"
+        if self.law2:
+            return "law 2: every set of candidates that makes room takes a queue below its guarantee"
+        return "no set of candidates makes room"
+
+    def _extend(self, start: int, missing: dict[str, int], removed: dict[str, dict[str, int]], chosen: list[_Candidate]) -> list[_Candidate] | None:
+        for index in range(start, len(self.pool)):
+            candidate = self.pool[index]
+            resources = candidate.task.resources
+            if not any(resources.get(name, 0) > 0 for name, short in missing.items() if short > 0):
+                continue
+            if any(short > self.reach[index][name] for name, short in missing.items()):
+                return None  # the rest of the pool cannot cover what is missing
+            if self.search._law2(removed, candidate.task, candidate.lineage):
+                self.law2 = True
+                continue
+            if self.steps >= _SEARCH_STEPS:
+                return None
+            self.steps += 1
+            left = {name: short - resources.get(name, 0) for name, short in missing.items()}
+            if all(short <= 0 for short in left.values()):
+                return [*chosen, candidate]
+            found = self._extend(index + 1, left, _removing(removed, candidate), [*chosen, candidate])
+            if found is not None:
+                return found
+        return None
+
+
+def _reach(pool: list[_Candidate], need: dict[str, int]) -> list[dict[str, int]]:
+    """What `pool[i:]` frees together, per needed resource, for every i."""
+    reach = [dict.fromkeys(need, 0)]
+    for candidate in reversed(pool):
+        after = reach[-1]
+        reach.append({name: after[name] + candidate.task.resources.get(name, 0) for name in need})
+    reach.reverse()
+    return reach
+
+
+def _removing(removed: dict[str, dict[str, int]], candidate: _Candidate) -> dict[str, dict[str, int]]:
+    """`removed` (per queue, per resource) with the candidate's resources taken from its queues."""
+    out = dict(removed)
+    for queue in candidate.lineage:
+        taken = dict(out.get(queue.path, {}))
+        for name, amount in candidate.task.resources.items():
+            taken[name] = taken.get(name, 0) + amount
+        out[queue.path] = taken
+    return out
 
 
 def _minimise(chosen: list[_Candidate], need: dict[str, int]) -> list[_Candidate]:
@@ -505,7 +576,8 @@ def _sum(resource_maps) -> dict[str, int]:
 
 def _others(considered: dict[str, str], chosen: str | None) -> list[str]:
     others = [f"{name}: {outcome}" for name, outcome in considered.items() if name != chosen]
-    return [f"other nodes: {listing(others, 4)}"] if others else []
+    label = "nodes" if chosen is None else "other nodes"
+    return [f"{label}: {listing(others, 4)}"] if others else []
 
 
 def _exclusions(excluded: Counter[str]) -> list[str]:
@@ -518,7 +590,7 @@ def _exclusions(excluded: Counter[str]) -> list[str]:
 def plan_for_required_node(p: PartitionState, task: TaskState) -> Plan | Refusal:
     """Make room on the one node a DaemonSet task must run on: no delay, fence or guarantee
     checks; never other required-node tasks, tasks of higher priority or its own application;
-    opted-out tasks and originators last (law 1)."""
+    opted-out tasks, originators and tasks in queues with preemption disabled last (law 1)."""
     node = p.nodes.get(task.required_node)
     if node is None or not node.schedulable:
         return Refusal((f"its required node {task.required_node} is not schedulable",))
@@ -552,7 +624,9 @@ def _required_node_candidates(p: PartitionState, task: TaskState, node: NodeStat
         elif victim.priority > task.priority:
             excluded["law 6: tasks of higher priority"] += 1
         elif shares_type(victim.resources, task.resources):
-            pool.append(_Candidate(victim, victim.priority, _is_last_resort(victim), []))
+            # A queue with preemption disabled is a policy that law 1 lets break only as a last resort.
+            disabled = p.queues[victim.queue].props.preemption_policy == "disabled"
+            pool.append(_Candidate(victim, victim.priority, _is_last_resort(victim) or disabled, []))
     pool.sort(key=_victim_order)
     return pool, excluded
 
@@ -572,7 +646,7 @@ def _cover(pool: list[_Candidate], need: dict[str, int]) -> list[_Candidate] | N
 def _required_node_plan(node: NodeState, chosen: list[_Candidate], need: dict[str, int], excluded: Counter[str]) -> Plan:
     whys = {
         c.task.id: f"runs on the required node with priority {c.priority}"
-        + ("; opted out of preemption or an originator, taken as a last resort (law 1)" if c.last_resort else "")
+        + ("; opted out of preemption, an originator or in a queue with preemption disabled: taken as a last resort (law 1)" if c.last_resort else "")
         for c in chosen
     }
     explanation = [

@@ -138,7 +138,7 @@ def _preempt(cycle: Cycle) -> None:
     draining = [node for node in p.nodes.values() if node.preempting and frees_unclaimed_room(node)]
     order = QueueOrder(p)
     for task in order:
-        key = _situation(task)
+        key = _situation(p, task, cycle.now)
         outcome = refusals.get(key) or _plan(p, task, cycle.now, draining)
         if isinstance(outcome, Plan):
             if not budget.allows(outcome.victims):
@@ -161,10 +161,12 @@ def _preempt(cycle: Cycle) -> None:
                 )
 
 
-def _situation(task: TaskState) -> tuple:
-    """Tasks in the same situation get the same refusal within a cycle."""
+def _situation(p: PartitionState, task: TaskState, now: int) -> tuple:
+    """Tasks in the same situation get the same refusal within a cycle: same queue, ask,
+    priority and policy, and on the same side of their preemption.delay."""
     app = task.app if task.required_node else None
-    return (task.queue, tuple(task.resources.items()), task.priority, task.may_preempt, task.required_node, app)
+    waited = now >= task.submitted_at + p.queues[task.queue].props.preemption_delay
+    return (task.queue, tuple(task.resources.items()), task.priority, task.may_preempt, task.required_node, app, waited)
 
 
 def _plan(p: PartitionState, task: TaskState, now: int, draining: list[NodeState]) -> Plan | Refusal:

@@ -26,6 +26,14 @@ def _settled(queue: QueueState) -> dict[str, int]:
     return out
 
 
+def _landed(queue: QueueState) -> dict[str, int]:
+    """Usage that is really there: victims in flight are gone, reservations do not count yet."""
+    out = dict(queue.allocated)
+    for name, amount in queue.preempting.items():
+        out[name] = out.get(name, 0) - amount
+    return out
+
+
 def _priority_below(p: PartitionState, task: TaskState, shared: str) -> int:
     value = task.priority
     for path in _lineage(p, task.queue):
@@ -107,7 +115,8 @@ def _generic(p: PartitionState, preemptor: TaskState, victims: list[TaskState], 
 
 
 def _law_2(p: PartitionState, preemptor: TaskState, victims: list[TaskState], path: list[str]) -> list[str]:
-    """No queue ends below its guarantee where the preemption lowers it (law 2; law 5 follows)."""
+    """No queue ends below its guarantee where the preemption lowers it (law 2; law 5 follows),
+    judged on landed usage: a reservation may still be dropped, so it protects nobody's tasks."""
     change: dict[str, dict[str, int]] = {}
     for victim in victims:
         for q in _lineage(p, victim.queue):
@@ -118,7 +127,7 @@ def _law_2(p: PartitionState, preemptor: TaskState, victims: list[TaskState], pa
             change.setdefault(q, {})[name] = change.get(q, {}).get(name, 0) + amount
     found = []
     for q, delta in change.items():
-        usage, limit = _settled(p.queues[q]), p.queues[q].guaranteed
+        usage, limit = _landed(p.queues[q]), p.queues[q].guaranteed
         for name, amount in delta.items():
             if amount < 0 and name in limit and usage.get(name, 0) + amount < limit[name]:
                 found.append(f"law 2: {q} would end at {usage.get(name, 0) + amount} {name}, below its guarantee {limit[name]}")

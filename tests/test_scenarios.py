@@ -33,3 +33,19 @@ def test_scenario_log_replays_to_the_same_decisions(path: Path) -> None:
     report = replay(result.records, log_id="sim")
     assert report.divergence is None
     assert report.reproduced == len(result.decisions)
+
+
+def test_a_victims_why_names_the_resources_that_make_it_one() -> None:
+    """root.w guarantees memory only; its vcore task is a victim because w guarantees no vcore,
+    not because w is over its (memory) guarantee, which it is not."""
+    result = simulate(load(ROOT / "tests/scenarios/law-2-other-resource.yaml"))
+    [preempted] = [d for d in result.decisions if d.__struct_config__.tag == "decision.preempted"]
+    [victim] = preempted.victims
+    assert victim.queue == "root.w"
+    assert victim.why.startswith("root.w guarantees no vcore (laws 5, 2)")
+
+
+def test_a_victims_why_gives_its_queues_usage_against_the_guarantee() -> None:
+    result = simulate(load(ROOT / "examples/general.yaml"))
+    preempted = [d for d in result.decisions if d.__struct_config__.tag == "decision.preempted"]
+    assert preempted[0].victims[0].why.startswith("root.normal.queue-1 is over its guarantee for vcore (vcore 10 of vcore 5) and stays at or above it")
