@@ -1,12 +1,15 @@
 """YuniKorn's `queues.yaml`, the configuration shape of the `yunikorn` model.
 
 `parse_yunikorn_config` turns the document of a `config.applied` event into a typed queue tree.
-Fields preemptd does not use (ACLs, placement rules, limits, ...) are accepted and listed once as
-ignored; values YuniKorn would replace by a default (an invalid `preemption.delay`) are replaced
+Fields of YuniKorn's that preemptd does not use (ACLs, placement rules, limits, ...) are accepted
+and listed once as ignored; a field YuniKorn does not know either is refused (with the closest
+known name), as YuniKorn refuses it; values YuniKorn would replace by a default (an invalid `preemption.delay`) are replaced
 the same way, with a warning. A structurally invalid tree raises `ConfigError` with the reason.
 """
 
 from __future__ import annotations
+
+import difflib
 
 import re
 from collections.abc import Iterable
@@ -35,6 +38,13 @@ _QUEUE_KEYS = {"name", "parent", "resources", "properties", "queues"}
 _PARTITION_KEYS = {"name", "queues", "preemption"}
 _PREEMPTION_KEYS = {"enabled", "max_victims_per_cycle", "max_share_per_cycle"}
 _PROPERTY_KEYS = {"preemption.policy", "preemption.delay", "priority.offset", "priority.policy"}
+# Fields of YuniKorn's own configuration that preemptd accepts and ignores. Any other field is
+# an error, as in YuniKorn, so that a typo (`guarenteed`) cannot silently drop a guarantee.
+# Queue properties are free-form in YuniKorn: unknown ones are ignored, with a hint if close.
+_YUNIKORN_DOCUMENT_KEYS = {"checksum"}
+_YUNIKORN_PARTITION_KEYS = {"placementrules", "limits", "nodesortpolicy", "statedumpfilepath", "usergroupresolver"}
+_YUNIKORN_PREEMPTION_KEYS = {"quotapreemptionenabled"}
+_YUNIKORN_QUEUE_KEYS = {"maxapplications", "adminacl", "submitacl", "childtemplate", "limits"}
 _INT32 = (-(2**31), 2**31 - 1)
 
 
@@ -100,7 +110,7 @@ def parse_yunikorn_config(raw: dict[str, Any], partition: str) -> ParsedConfig:
     """Parse a `queues.yaml` document (or one partition's body) for `partition`."""
     warnings: list[str] = []
     body = _select_partition(raw, partition, warnings)
-    _note_ignored(body, _PARTITION_KEYS, f"partition {partition}", warnings)
+    _note_ignored(body, _PARTITION_KEYS, _YUNIKORN_PARTITION_KEYS, f"partition {partition}", warnings)
     preemption = _parse_preemption(body.get("preemption"), warnings)
     root = _parse_root(body.get("queues"), warnings)
     _validate_tree(root)
@@ -112,7 +122,7 @@ def _select_partition(raw: dict[str, Any], partition: str, warnings: list[str]) 
         raise ConfigError("the configuration must be an object (YuniKorn queues.yaml)")
     if "partitions" not in raw:
         return raw
-    _note_ignored(raw, {"partitions"}, "the document", warnings)
+    _note_ignored(raw, {"partitions"}, _YUNIKORN_DOCUMENT_KEYS, "the document", warnings)
     partitions = raw["partitions"]
     if not isinstance(partitions, list):
         raise ConfigError("`partitions` must be a list")
@@ -125,10 +135,23 @@ def _select_partition(raw: dict[str, Any], partition: str, warnings: list[str]) 
     raise ConfigError(f"the configuration has no partition named {partition!r} (it has: {', '.join(map(str, names)) or 'none'})")
 
 
-def _note_ignored(obj: dict[str, Any], known: set[str], where: str, warnings: list[str]) -> None:
+def _note_ignored(obj: dict[str, Any], known: set[str], unused: set[str] | None, where: str, warnings: list[str]) -> None:
+    """Warn once about fields of YuniKorn's configuration that preemptd does not use (`unused`);
+    refuse fields that neither knows. `unused=None`: free-form, every unknown field is ignored."""
     extra = sorted(str(key) for key in obj if key not in known)
+    if unused is not None:
+        unknown = [key for key in extra if key not in unused]
+        if unknown:
+            hints = [_did_you_mean(key, known | unused) for key in unknown]
+            raise ConfigError(f"{where}: unknown field{'s' if len(unknown) > 1 else ''} {', '.join(hints)}")
     if extra:
-        warnings.append(f"ignored (not used by preemptd): {where}: {', '.join(extra)}")
+        hints = extra if unused is not None else [_did_you_mean(key, known) for key in extra]
+        warnings.append(f"ignored (not used by preemptd): {where}: {', '.join(hints)}")
+
+
+def _did_you_mean(key: str, known: set[str]) -> str:
+    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.75)
+    return f"{key} (did you mean {close[0]}?)" if close else key
 
 
 def _parse_preemption(raw: Any, warnings: list[str]) -> PreemptionSettings:
@@ -136,7 +159,7 @@ def _parse_preemption(raw: Any, warnings: list[str]) -> PreemptionSettings:
         return PreemptionSettings()
     if not isinstance(raw, dict):
         raise ConfigError("partition `preemption` must be an object such as {enabled: true}")
-    _note_ignored(raw, _PREEMPTION_KEYS, "partition preemption", warnings)
+    _note_ignored(raw, _PREEMPTION_KEYS, _YUNIKORN_PREEMPTION_KEYS, "partition preemption", warnings)
     try:
         return msgspec.convert({k: v for k, v in raw.items() if k in _PREEMPTION_KEYS}, PreemptionSettings, strict=False)
     except msgspec.ValidationError as exc:
@@ -160,7 +183,7 @@ def _parse_queue(raw: Any, parent_path: str | None, inherited: QueueProps, warni
     if not _QUEUE_NAME.match(name):
         raise ConfigError(f"queue name {name!r} under {parent_path or 'the partition'} must be 1-64 of a-z, A-Z, 0-9, _ or -")
     path = name if parent_path is None else f"{parent_path}.{name}"
-    _note_ignored(raw, _QUEUE_KEYS, f"queue {path}", warnings)
+    _note_ignored(raw, _QUEUE_KEYS, _YUNIKORN_QUEUE_KEYS, f"queue {path}", warnings)
     guaranteed, maximum = _parse_resources(raw.get("resources"), path, warnings)
     props = _parse_properties(raw.get("properties"), inherited, path, warnings)
     children_raw = raw.get("queues") or []
@@ -183,7 +206,7 @@ def _parse_resources(raw: Any, path: str, warnings: list[str]) -> tuple[Resource
         return Resources(), None
     if not isinstance(raw, dict):
         raise ConfigError(f"queue {path}: `resources` must be an object with `guaranteed` and/or `max`")
-    _note_ignored(raw, {"guaranteed", "max"}, f"queue {path} resources", warnings)
+    _note_ignored(raw, {"guaranteed", "max"}, set(), f"queue {path} resources", warnings)
     try:
         guaranteed = Resources.parse(raw.get("guaranteed") or {})
         maximum = Resources.parse(raw["max"]) if raw.get("max") is not None else None
@@ -203,7 +226,7 @@ def _parse_properties(raw: Any, inherited: QueueProps, path: str, warnings: list
         return inherited
     if not isinstance(raw, dict):
         raise ConfigError(f"queue {path}: `properties` must be an object of name to value")
-    _note_ignored(raw, _PROPERTY_KEYS, f"queue {path} properties", warnings)
+    _note_ignored(raw, _PROPERTY_KEYS, None, f"queue {path} properties", warnings)
     where = f"queue {path}"
     return QueueProps(
         preemption_policy=_choice(raw, "preemption.policy", ("default", "fence", "disabled"), inherited.preemption_policy, where, warnings),

@@ -64,6 +64,27 @@ def test_fields_preemptd_does_not_use_are_reported_once_as_ignored() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ({"partitions": [{"name": "default", "queus": []}]}, "partition default: unknown field queus (did you mean queues?)"),
+        ({"queues": [{"name": "a", "resources": {"guarenteed": {"vcore": 1}}}]}, "queue root.a resources: unknown field guarenteed (did you mean guaranteed?)"),
+        ({"queues": [{"name": "a", "propertys": {}}]}, "queue root.a: unknown field propertys (did you mean properties?)"),
+        ({"preemption": {"enable": False}}, "partition preemption: unknown field enable (did you mean enabled?)"),
+        ({"partitions": [{"name": "default"}], "colour": 1}, "the document: unknown field colour"),
+    ],
+)
+def test_a_field_neither_yunikorn_nor_preemptd_knows_is_refused_with_the_closest_name(document: dict, message: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        parse_yunikorn_config(document, "default")
+    assert str(refused.value) == message
+
+
+def test_an_unknown_property_is_ignored_with_a_hint_since_properties_are_free_form() -> None:
+    parsed = parse_yunikorn_config({"queues": [{"name": "a", "properties": {"preemption.dealy": "5s"}}]}, "default")
+    assert parsed.warnings == ("ignored (not used by preemptd): queue root.a properties: preemption.dealy (did you mean preemption.delay?)",)
+
+
 @pytest.mark.parametrize("delay", ["abc", "0s", "-5s", 10])
 def test_an_invalid_or_non_positive_delay_becomes_30s_with_a_warning(delay: object) -> None:
     parsed = parse_yunikorn_config({"queues": [{"name": "root", "queues": [{"name": "a", "properties": {"preemption.delay": delay}}]}]}, "default")
