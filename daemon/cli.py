@@ -20,6 +20,7 @@ import inspect
 import json
 import math
 import os
+import re
 import sys
 import uuid
 from importlib.metadata import version
@@ -53,6 +54,8 @@ from scheduling import Replayer, ScenarioError, check, simulate
 __all__ = ["main"]
 
 DEFAULT_STATE_DIR = "preemptd-state"
+_CLIENT_CONNECT_TIMEOUT = 2.0  # publish and tail: a daemon that is not there is reported fast
+_SUBJECT_TOKEN = re.compile(r"[^\s*>.]+(\.[^\s*>.]+)*")
 
 
 def _state_dir(args: argparse.Namespace) -> Path:
@@ -104,20 +107,36 @@ def _duration(text: str, option: str) -> int:
 
 
 def _read_events(source: str) -> list[dict[str, Any]]:
-    text = sys.stdin.read() if source == "-" else Path(source).read_text()
-    lines = [line for line in text.splitlines() if line.strip()]
-    if lines and all(line.lstrip().startswith("{") for line in lines):
+    try:
+        text = sys.stdin.read() if source == "-" else Path(source).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {source}: {exc}") from None
+    lines = [(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+    json_error = None
+    if lines and lines[0][1].lstrip().startswith("{"):
         try:
-            return [json.loads(line) for line in lines]
+            return [json.loads(line) for _, line in lines]
         except json.JSONDecodeError:
-            pass  # not JSON lines after all: YAML accepts what JSON lines would not
+            json_error = next(_json_line_error(number, line) for number, line in lines if _json_line_error(number, line))
     events: list[dict[str, Any]] = []
     try:
         for document in yaml.safe_load_all(text):
             events += document if isinstance(document, list) else [document] if document is not None else []
     except yaml.YAMLError as exc:
-        raise UsageError(f"{source}: neither JSON lines nor YAML: {exc}") from None
+        reason = json_error or f"not YAML: {' '.join(str(exc).split())}"
+        raise UsageError(f"{source}: {reason}") from None
+    if len(events) == 1 and isinstance(events[0], dict) and "events" in events[0] and "type" not in events[0]:
+        raise UsageError(f"{source} is a scenario file, not a list of events: run it with `preemptd simulate {source}`")
     return events
+
+
+def _json_line_error(number: int, line: str) -> str | None:
+    """Why line `number` of a JSON lines file is not JSON, or None."""
+    try:
+        json.loads(line)
+    except json.JSONDecodeError as exc:
+        return f"line {number} is not JSON: {exc.msg} (column {exc.colno})"
+    return None
 
 
 def _prepared(event: Any, now: int) -> Outbound:
@@ -127,27 +146,32 @@ def _prepared(event: Any, now: int) -> Outbound:
         event.setdefault("id", uuid.uuid4().hex)
         event.setdefault("ts", now)
         partition, kind = str(event.get("partition", "default")), str(event.get("type", "unknown"))
+        for field, value in (("partition", partition), ("type", kind)):
+            if not _SUBJECT_TOKEN.fullmatch(value):
+                raise UsageError(f"event {event['id']}: {field} {value!r} cannot be part of a NATS subject (no spaces, '*', '>' or empty parts)")
         return Outbound(cluster_subject(partition, kind), json.dumps(event).encode(), str(event["id"]))
     return Outbound(cluster_subject("default", "unknown"), json.dumps(event).encode())
 
 
 async def cmd_publish(args: argparse.Namespace) -> int:
     events = _read_events(args.file)
-    bus = await Bus.connect(_nats_url(args))
+    now = wall_ms()
+    messages = [_prepared(event, now) for event in events]
+    bus = await Bus.connect(_nats_url(args), connect_timeout=_CLIENT_CONNECT_TIMEOUT)
+    duplicates = 0
     try:
         await bus.ensure_streams()
-        now = wall_ms()
-        messages = [_prepared(event, now) for event in events]
         for start in range(0, len(messages), 1000):
-            await bus.publish(messages[start : start + 1000])
+            duplicates += await bus.publish(messages[start : start + 1000])
     finally:
         await bus.close()
-    print(f"published {len(messages)} events", file=sys.stderr)
+    dropped = f"; NATS dropped {duplicates} whose id was published in the last 2 minutes" if duplicates else ""
+    print(f"published {render.count(len(messages), 'event')}{dropped}", file=sys.stderr)
     return 0
 
 
 async def cmd_tail(args: argparse.Namespace) -> int:
-    bus = await Bus.connect(_nats_url(args))
+    bus = await Bus.connect(_nats_url(args), connect_timeout=_CLIENT_CONNECT_TIMEOUT)
     seen = 0
     try:
         await bus.ensure_streams()
@@ -294,8 +318,8 @@ async def cmd_dead_letters(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({**dead.__dict__, "raw": dead.raw.decode(errors="replace")}))
         else:
-            print(f"{render.clock(dead.received)} {dead.subject} id={dead.event_id} type={dead.event_type}\n  {dead.reason}")
-    print(f"{counts['dead_letters']} dead letters in all", file=sys.stderr)
+            print(render.dead_letter(dead))
+    print(f"{render.count(counts['dead_letters'], 'dead letter')} in all", file=sys.stderr)
     return 0
 
 
@@ -317,6 +341,28 @@ async def cmd_db_upgrade(args: argparse.Namespace) -> int:
 # -- parser -------------------------------------------------------------------------------
 
 
+def _at_least(minimum: int, kind=int):
+    """An argparse type: a number not below `minimum`."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {text}")
+        return value
+
+    return parse
+
+
+def _port(text: str) -> int:
+    port = _at_least(0)(text)
+    if port > 65535:
+        raise argparse.ArgumentTypeError(f"{text} is not a TCP port (0-65535)")
+    return port
+
+
 def _common(parser: argparse.ArgumentParser, *, nats: bool = False, db: bool = False) -> None:
     parser.add_argument("--state-dir", help=f"where the daemon keeps its log and NATS data (default: $PREEMPTD_STATE_DIR or ./{DEFAULT_STATE_DIR})")
     if db:
@@ -328,14 +374,14 @@ def _common(parser: argparse.ArgumentParser, *, nats: bool = False, db: bool = F
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="preemptd", description="An event-sourced preemption daemon for shared batch and AI clusters.")
     parser.add_argument("--version", action="version", version=f"preemptd {version('preemptd')}")
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    parser.add_argument("--log-format", default="logfmt", choices=["logfmt", "json"])
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"], help="before the command: `preemptd --log-level debug run`")
+    parser.add_argument("--log-format", default="logfmt", choices=["logfmt", "json"], help="daemon logs on stderr (default: logfmt)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = commands.add_parser("run", help="run the daemon")
     _common(p, db=True)
     p.add_argument("--nats-url", help="use this NATS server instead of starting the bundled one")
-    p.add_argument("--nats-port", type=int, default=0, help="port for the bundled nats-server (default: a free one)")
+    p.add_argument("--nats-port", type=_port, default=0, help="port for the bundled nats-server (default: a free one)")
     p.add_argument("--config", help="a YuniKorn queues.yaml (or {model, config}) applied at start when it differs")
     p.add_argument("--tick", default="1s", help="time between scheduling cycles of a partition with pending tasks (default: 1s)")
     p.add_argument(
@@ -343,23 +389,23 @@ def build_parser() -> argparse.ArgumentParser:
         default="30s",
         help="time between cycles while the last one decided nothing and nothing happened since; a delay running out still wakes a cycle at once (default: 30s)",
     )
-    p.add_argument("--batch", type=int, default=1000, help="events fetched and committed per transaction (default: 1000)")
-    p.add_argument("--snapshot-every", type=int, default=100_000, help="log records between snapshots (default: 100000)")
+    p.add_argument("--batch", type=_at_least(1), default=1000, help="events fetched and committed per transaction (default: 1000)")
+    p.add_argument("--snapshot-every", type=_at_least(1), default=100_000, help="log records between snapshots (default: 100000)")
     p.add_argument("--sqlite-synchronous", default="FULL", choices=["FULL", "NORMAL"], help="FULL survives power loss; NORMAL only process crashes")
     p.set_defaults(func=cmd_run)
 
     p = commands.add_parser("publish", help="publish events from a file (JSON lines or YAML; - for stdin)")
-    p.add_argument("file")
+    p.add_argument("file", help="events as JSON lines, or a YAML list or documents; - reads stdin; `id` and `ts` are filled when missing")
     _common(p, nats=True)
     p.set_defaults(func=cmd_publish)
 
     p = commands.add_parser("tail", help="follow decisions")
     _common(p, nats=True)
     p.add_argument("--json", action="store_true", help="print decisions as JSON lines")
-    p.add_argument("--partition", default="*")
+    p.add_argument("--partition", default="*", help="only this partition's decisions (default: all)")
     p.add_argument("--from-start", action="store_true", help="begin with the oldest decision the stream keeps")
-    p.add_argument("--count", type=int, default=0, help="stop after this many decisions")
-    p.add_argument("--timeout", type=float, default=0, help="stop after this many seconds")
+    p.add_argument("--count", type=_at_least(0), default=0, help="stop after this many decisions (default: 0, never)")
+    p.add_argument("--timeout", type=_at_least(0, float), default=0, help="stop after this many seconds (default: 0, never)")
     p.set_defaults(func=cmd_tail)
 
     p = commands.add_parser("simulate", help="run a scenario file offline; decisions as JSON lines")
@@ -372,7 +418,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser("replay", help="recompute every decision of a log and compare")
     _common(p, db=True)
-    p.add_argument("--until", type=int, help="stop after this log position")
+    p.add_argument("--until", type=_at_least(0), help="stop after this log position")
     p.add_argument("--config", help="replay under this configuration and list the decisions that differ")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_replay)
@@ -380,21 +426,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = commands.add_parser("explain", help="show a decision and the checks behind it")
     p.add_argument("decision", help="a decision id, or a task with --task")
     p.add_argument("--task", action="store_true", help="list every decision about this task")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the decisions as JSON lines")
     _common(p, db=True)
     p.set_defaults(func=cmd_explain)
 
     p = commands.add_parser("state", help="the queue tree with usage against guaranteed and max")
     _common(p, db=True)
-    p.add_argument("--at", type=int, help="as of this log position (default: the end)")
-    p.add_argument("--partition")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--at", type=_at_least(0), help="as of this log position (default: the end)")
+    p.add_argument("--partition", help="only this partition (default: all)")
+    p.add_argument("--json", action="store_true", help="print each partition's state as JSON")
     p.set_defaults(func=cmd_state)
 
     p = commands.add_parser("dead-letters", help="rejected input, newest last")
     _common(p, db=True)
-    p.add_argument("--limit", type=int, default=20)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--limit", type=_at_least(1), default=20, help="show the newest this many (default: 20)")
+    p.add_argument("--json", action="store_true", help="print each dead letter as JSON, with its raw bytes")
     p.set_defaults(func=cmd_dead_letters)
 
     p = commands.add_parser("schema", help="print the JSON Schema of cluster events or decisions")

@@ -64,6 +64,11 @@ _STREAMS = (
 _NATS_ERRORS = (nats.errors.Error, nats.js.errors.Error, asyncio.TimeoutError, OSError)
 
 
+def _describe(exc: BaseException) -> str:
+    """The error's text, or its kind when it has none (a timeout)."""
+    return str(exc).strip() or {"TimeoutError": "timed out"}.get(type(exc).__name__, type(exc).__name__)
+
+
 def _stream_sequence(reply: str) -> int:
     """The stream sequence in a JetStream ack subject, without building nats-py's whole
     metadata object (a third of the fetch cost): `$JS.ACK.<stream>.<consumer>.<delivered>.
@@ -120,7 +125,7 @@ class Bus:
         try:  # nats-py retries a first connection forever too: bound it
             nc = await asyncio.wait_for(connecting, connect_timeout * 2)
         except _NATS_ERRORS as exc:
-            raise BusError(f"cannot connect to NATS at {url}: {exc or type(exc).__name__} (is it running?)") from exc
+            raise BusError(f"cannot connect to NATS at {url}: {_describe(exc)} (is it running?)") from exc
         return cls(nc)
 
     @property
@@ -143,7 +148,7 @@ class Bus:
                 except nats.js.errors.BadRequestError:
                     await self._js.update_stream(config)
             except _NATS_ERRORS as exc:
-                raise BusError(f"cannot create JetStream stream {config.name}: {exc}") from exc
+                raise BusError(f"cannot create JetStream stream {config.name}: {_describe(exc)}") from exc
 
     # -- consuming cluster events --
 
@@ -173,7 +178,7 @@ class Bus:
             self.generation += 1
             self.resumed_at, self._resume_at = start, None
         except _NATS_ERRORS as exc:
-            raise BusError(f"cannot create consumer {CONSUMER} on {CLUSTER_STREAM}: {exc}") from exc
+            raise BusError(f"cannot create consumer {CONSUMER} on {CLUSTER_STREAM}: {_describe(exc)}") from exc
 
     def resume_from(self, start: int) -> None:
         """Have the next `fetch` recreate the consumer at stream sequence `start` (retried,
@@ -189,7 +194,7 @@ class Bus:
         except (nats.errors.TimeoutError, asyncio.TimeoutError):
             return []
         except _NATS_ERRORS as exc:
-            raise BusError(f"fetch from {CLUSTER_STREAM} failed: {exc or type(exc).__name__}") from exc
+            raise BusError(f"fetch from {CLUSTER_STREAM} failed: {_describe(exc)}") from exc
         return [Inbound(m.subject, m.data, _stream_sequence(m.reply), m, self.generation) for m in messages]
 
     async def ack_through(self, message: Inbound) -> None:
@@ -197,21 +202,22 @@ class Bus:
         try:
             await message.handle.ack()
         except _NATS_ERRORS as exc:
-            raise BusError(f"ack failed: {exc or type(exc).__name__}") from exc
+            raise BusError(f"ack failed: {_describe(exc)}") from exc
 
     # -- publishing --
 
-    async def publish(self, messages: Sequence[Outbound], timeout: float = 10.0) -> None:
-        """Publish to JetStream and wait for every acknowledgement; all or `BusError`."""
+    async def publish(self, messages: Sequence[Outbound], timeout: float = 10.0) -> int:
+        """Publish to JetStream and wait for every acknowledgement; all or `BusError`. Returns
+        how many JetStream dropped as duplicates of a `Nats-Msg-Id` it has seen recently."""
         try:
             futures = [
                 await self._js.publish_async(m.subject, m.data, headers={"Nats-Msg-Id": m.msg_id} if m.msg_id else None)
                 for m in messages
             ]
-            if futures:
-                await asyncio.wait_for(asyncio.gather(*futures), timeout)
+            acks = await asyncio.wait_for(asyncio.gather(*futures), timeout) if futures else []
         except _NATS_ERRORS as exc:
-            raise BusError(f"publish failed: {exc or type(exc).__name__}") from exc
+            raise BusError(f"publish failed: {_describe(exc)}") from exc
+        return sum(1 for ack in acks if ack.duplicate)
 
     # -- reading decisions (tail) and streams (tests, tools) --
 
@@ -221,7 +227,7 @@ class Bus:
         try:
             subscription = await self._js.subscribe(f"preemptd.decisions.{partition}.>", ordered_consumer=True, deliver_policy=policy)
         except _NATS_ERRORS as exc:
-            raise BusError(f"cannot subscribe to decisions: {exc}") from exc
+            raise BusError(f"cannot subscribe to decisions: {_describe(exc)}") from exc
         try:
             async for message in subscription.messages:
                 yield message.data

@@ -6,11 +6,17 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
+from daemon.store import DeadLetter
 from events import Allocated, Blocked, Decision, Preempted, Unreserved, format_human
 from projections import PartitionState, queue_depth
 from scheduling import Change, Divergence, ReplayReport
 
-__all__ = ["clock", "explanation", "queue_table", "replay_summary", "summary"]
+__all__ = ["clock", "count", "dead_letter", "explanation", "queue_table", "replay_summary", "summary"]
+
+
+def count(number: int, noun: str, nouns: str | None = None) -> str:
+    """`1 event`, `2 events`."""
+    return f"{number} {noun if number == 1 else nouns or noun + 's'}"
 
 
 def clock(ms: int) -> str:
@@ -66,6 +72,13 @@ def explanation(decision: Decision, seq: int) -> str:
     return "\n".join(lines)
 
 
+def dead_letter(dead: DeadLetter) -> str:
+    """When, where, which event, why, and the start of what was sent."""
+    raw = dead.raw.decode(errors="replace")
+    shown = raw if len(raw) <= 200 else raw[:200] + f"... ({len(dead.raw)} bytes)"
+    return f"{clock(dead.received)} {dead.subject} id={dead.event_id or '-'} type={dead.event_type or '-'}\n  {dead.reason}\n  sent: {shown}"
+
+
 def queue_table(p: PartitionState, seq: int) -> str:
     """The queue tree with usage against guarantee and max."""
     header = ("QUEUE", "ALLOCATED", "PENDING", "PREEMPTING", "GUARANTEED", "MAX", "TASKS")
@@ -76,12 +89,12 @@ def queue_table(p: PartitionState, seq: int) -> str:
         rows.append((name, _amounts(queue.allocated), _amounts(queue.pending), _amounts(queue.preempting), _amounts(queue.guaranteed or None), _amounts(queue.max), tasks))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     body = "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
-    nodes = f"{len(p.nodes)} nodes, capacity {_amounts(p.capacity)}; {len(p.tasks)} tasks ({p.pending_count} pending)"
+    nodes = f"{count(len(p.nodes), 'node')}, capacity {_amounts(p.capacity)}; {count(len(p.tasks), 'task')} ({p.pending_count} pending)"
     return f"partition {p.name} (model {p.model}) at log seq {seq}\n{nodes}\n\n{body}"
 
 
 def replay_summary(report: ReplayReport, *, what_if: bool) -> str:
-    head = f"replayed {report.events} events and {report.cycles} cycles"
+    head = f"replayed {count(report.events, 'event')} and {count(report.cycles, 'cycle')}"
     if what_if:
         return "\n".join([head, *_changes(report.changes), _what_if_total(report), *_rejections(report)])
     if report.divergence is not None:
@@ -109,7 +122,7 @@ def _changes(changes: list[Change]) -> list[str]:
 def _what_if_total(report: ReplayReport) -> str:
     removed = sum(len(c.only_stored) for c in report.changes)
     added = sum(len(c.only_new) for c in report.changes)
-    return f"{len(report.changes)} cycles differ: {removed} stored decisions not made, {added} new decisions (of {report.stored_decisions} stored)"
+    return f"{count(len(report.changes), 'cycle differs', 'cycles differ')}: {count(removed, 'stored decision')} not made, {count(added, 'new decision')} (of {report.stored_decisions} stored)"
 
 
 def _rejections(report: ReplayReport) -> list[str]:

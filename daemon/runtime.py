@@ -286,7 +286,7 @@ class Daemon:
             try:
                 event = decode_cluster_event(message.data)
             except DecodeError as exc:
-                batch.dead.append(_dead(message, received, exc.reason, event_type=exc.event_type))
+                batch.dead.append(_dead(message, received, exc.reason, event_type=exc.event_type, event_id=exc.event_id))
                 continue
             subject_partition = _subject_partition(message.subject)
             if subject_partition != event.partition:
@@ -458,7 +458,7 @@ def _subject_partition(subject: str) -> str | None:
     return parts[2] if len(parts) >= 3 else None
 
 
-def _dead(message: Inbound, received: int, reason: str, event: object = None, *, event_type: str | None = None) -> DeadLetter:
+def _dead(message: Inbound, received: int, reason: str, event: object = None, *, event_type: str | None = None, event_id: str | None = None) -> DeadLetter:
     return DeadLetter(
         received=received,
         subject=message.subject,
@@ -467,7 +467,7 @@ def _dead(message: Inbound, received: int, reason: str, event: object = None, *,
         stream_seq=message.stream_seq,
         partition=getattr(event, "partition", None) or _subject_partition(message.subject),
         event_type=event.__struct_config__.tag if event is not None else event_type,
-        event_id=getattr(event, "id", None),
+        event_id=getattr(event, "id", event_id),
     )
 
 

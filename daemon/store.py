@@ -121,11 +121,16 @@ class Batch:
     tracking: tuple[str, int] | None = None
 
 
+_ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg", "postgres": "postgresql+asyncpg"}
+
+
 def database_url(target: str) -> str:
-    """A SQLAlchemy URL for `target`, which may already be one or be a file path."""
-    if "://" in target:
-        return target
-    return f"sqlite+aiosqlite:///{Path(target).expanduser().resolve()}"
+    """A SQLAlchemy URL for `target`, which may already be one or be a file path. A URL without
+    an async driver gets the usual one (`sqlite://` -> `sqlite+aiosqlite://`)."""
+    if "://" not in target:
+        return f"sqlite+aiosqlite:///{Path(target).expanduser().resolve()}"
+    scheme, rest = target.split("://", 1)
+    return f"{_ASYNC_DRIVERS.get(scheme, scheme)}://{rest}"
 
 
 def _upgrade(connection: sa.Connection) -> None:
@@ -148,7 +153,10 @@ class Store:
         url = database_url(target)
         if url.startswith("sqlite") and not create and not _sqlite_exists(url):
             raise StoreError(f"no preemptd log at {target}: run `preemptd run` or `preemptd simulate --db` first")
-        engine = create_async_engine(url)
+        try:
+            engine = create_async_engine(url)
+        except (SQLAlchemyError, ImportError) as exc:
+            raise StoreError(f"cannot use the database URL {target}: {exc} (preemptd needs an async driver, e.g. sqlite+aiosqlite:///FILE)") from None
         if url.startswith("sqlite"):
             _tune_sqlite(engine, synchronous)
         try:

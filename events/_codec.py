@@ -31,12 +31,14 @@ LogEvent = ClusterEvent | Tick | DecisionEvent
 
 
 class DecodeError(ValueError):
-    """Input that is not a valid event. `event_type` is the `type` field when it could be read."""
+    """Input that is not a valid event. `event_type` and `event_id` are the `type` and `id`
+    fields when they could be read, so that a shim author can find the event."""
 
-    def __init__(self, reason: str, event_type: str | None = None) -> None:
+    def __init__(self, reason: str, event_type: str | None = None, event_id: str | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
         self.event_type = event_type
+        self.event_id = event_id
 
 
 def _tags(union: Any) -> tuple[str, ...]:
@@ -79,23 +81,27 @@ def to_builtins(value: Any) -> Any:
 
 
 def _explain(exc: msgspec.DecodeError, raw: bytes, expected: tuple[str, ...]) -> DecodeError:
+    if not raw.strip():
+        return DecodeError("empty message: expected a JSON object with a `type` field")
     try:
         document = msgspec.json.decode(raw)
     except msgspec.DecodeError as malformed:
         return DecodeError(f"malformed JSON: {malformed}")
     if not isinstance(document, dict):
         return DecodeError(f"expected a JSON object with a `type` field, got a JSON {type(document).__name__}")
+    event_id = document["id"] if isinstance(document.get("id"), str) else None
     event_type = document.get("type")
     if event_type is None:
-        return DecodeError(f"missing field `type`; expected one of: {', '.join(expected)}")
+        return DecodeError(f"missing field `type`; expected one of: {', '.join(expected)}", None, event_id)
     if not isinstance(event_type, str) or event_type not in expected:
         if event_type == Tick.__struct_config__.tag or event_type in DECISION_TYPES:
-            return DecodeError(f"{event_type!r} is written by the daemon; shims may not publish it", str(event_type))
+            return DecodeError(f"{event_type!r} is written by the daemon; shims may not publish it", str(event_type), event_id)
         return DecodeError(
             f"unknown event type {event_type!r}; expected one of: {', '.join(expected)}",
             event_type if isinstance(event_type, str) else None,
+            event_id,
         )
-    return DecodeError(f"{event_type}: {exc}", event_type)
+    return DecodeError(f"{event_type}: {exc}", event_type, event_id)
 
 
 def decode_cluster_event(raw: bytes) -> ClusterEvent:

@@ -10,7 +10,6 @@ the same way, with a warning. A structurally invalid tree raises `ConfigError` w
 from __future__ import annotations
 
 import difflib
-
 import re
 from collections.abc import Iterable
 from typing import Annotated, Any, Literal

@@ -270,7 +270,7 @@ class _GuaranteeSearch:
             solution, considered = self._best(by_node, last_resort=True)
         if solution is None:
             return self._refusal(by_node, considered)
-        return self._plan(solution, considered)
+        return self._plan(solution, considered, by_node[solution.node.name])
 
     # -- candidates --
 
@@ -426,7 +426,7 @@ class _GuaranteeSearch:
 
     # -- outcome --
 
-    def _plan(self, solution: _Solution, considered: dict[str, str]) -> Plan:
+    def _plan(self, solution: _Solution, considered: dict[str, str], on_node: list[_Candidate]) -> Plan:
         victims = [c.task for c in solution.victims]
         freed = _sum(victim.resources for victim in victims)
         explanation = [
@@ -435,6 +435,7 @@ class _GuaranteeSearch:
             f"node {solution.node.name}: {plural(len(victims), 'victim')} free {amounts(freed, self.ask)}; "
             f"it had {amounts(_node_available(solution.node), self.ask)} for the task",
             *self._queue_need_line(),
+            *_spared(solution, on_node),
             *_others(considered, solution.node.name),
             *self._not_searched(),
         ]
@@ -572,6 +573,21 @@ def _sum(resource_maps) -> dict[str, int]:
         for name, amount in resources.items():
             out[name] = out.get(name, 0) + amount
     return out
+
+
+def _spared(solution: _Solution, on_node: list[_Candidate]) -> list[str]:
+    """The candidates on the chosen node that were not taken, and why."""
+    chosen = {c.task.id for c in solution.victims}
+    last = max(_victim_order(c) for c in solution.victims)
+    spared = sorted((c for c in on_node if c.task.id not in chosen), key=_victim_order)
+    later = [c.task.id for c in spared if _victim_order(c) > last]
+    earlier = [c.task.id for c in spared if _victim_order(c) < last]
+    lines = []
+    if later:
+        lines.append(f"not needed on {solution.node.name}: {listing(later)} (the victims make room and come first: opted out last, lower priority, then younger)")
+    if earlier:
+        lines.append(f"passed over on {solution.node.name}: {listing(earlier)} (the victims make room without them, or law 2 forbids taking them together with the victims)")
+    return lines
 
 
 def _others(considered: dict[str, str], chosen: str | None) -> list[str]:

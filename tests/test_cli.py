@@ -137,3 +137,47 @@ def test_state_shows_the_queue_tree_at_any_position(general_log: Path) -> None:
 def test_db_upgrade_creates_and_reports_a_log(tmp_path: Path) -> None:
     result = preemptd("db", "upgrade", "--db", str(tmp_path / "new.db"))
     assert result.returncode == 0 and "schema up to date" in result.stdout
+
+
+def test_state_accepts_a_plain_sqlite_url(general_log: Path) -> None:
+    result = preemptd("state", "--db", f"sqlite:///{general_log}")
+    assert result.returncode == 0, result.stderr
+    assert "at log seq 104" in result.stdout and "queue-2" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [("postgresql://localhost/none", "needs an async driver"), ("bogus://x", "cannot use the database URL bogus://x")],
+)
+def test_a_database_url_preemptd_cannot_use_is_one_line(url: str, words: str) -> None:
+    result = preemptd("state", "--db", url)
+    assert result.returncode == 2
+    assert words in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "cannot read"),
+        ('{"type": "node.upserted"}\n{"type": bad}\n', "line 2 is not JSON: Expecting value (column 10)"),
+        ("name: x\nconfig: {}\nevents: []\n", "is a scenario file, not a list of events: run it with `preemptd simulate"),
+        ('{"type": "node.upserted", "partition": "two words"}\n', "partition 'two words' cannot be part of a NATS subject"),
+    ],
+)
+def test_publish_refuses_what_it_cannot_send_before_connecting(tmp_path: Path, content: str | None, message: str) -> None:
+    events = tmp_path / "events.jsonl"
+    if content is not None:
+        events.write_text(content)
+    result = preemptd("publish", str(events), "--nats-url", "nats://127.0.0.1:1")
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["run", "--batch", "0"], ["run", "--nats-port", "70000"], ["state", "--at", "-5"], ["replay", "--until", "-3"], ["dead-letters", "--limit", "0"]],
+)
+def test_numbers_out_of_range_are_refused_up_front(argv: list[str]) -> None:
+    result = preemptd(*argv)
+    assert result.returncode == 2
+    assert "error: argument" in result.stderr

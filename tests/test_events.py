@@ -199,6 +199,7 @@ def test_the_json_schema_refuses_what_the_decoder_refuses(bad: dict) -> None:
         (b'{"type": "task.submitted", "id": ', None, ["malformed JSON"]),
         (b"[1, 2]", None, ["expected a JSON object"]),
         (b'{"type":"decision.allocated"}', "decision.allocated", ["written by the daemon"]),
+        (b"  ", None, ["empty message"]),
     ],
 )
 def test_decode_errors_name_the_type_and_the_field(raw: bytes, event_type: str | None, words: list[str]) -> None:
@@ -207,6 +208,22 @@ def test_decode_errors_name_the_type_and_the_field(raw: bytes, event_type: str |
     assert caught.value.event_type == event_type
     for word in words:
         assert word in caught.value.reason
+
+
+@pytest.mark.parametrize(
+    ("raw", "event_id"),
+    [
+        (b'{"type":"task.submitted","id":"sub-7","ts":1,"task":5,"app":"a","resources":{"cpu":1}}', "sub-7"),
+        (b'{"type":"nope","id":"n-1"}', "n-1"),
+        (b'{"id":"x-1"}', "x-1"),
+        (b'{"type":"nope","id":7}', None),
+        (b'{"type": "task.submitted", "id": ', None),
+    ],
+)
+def test_a_decode_error_names_the_event_id_when_it_can_be_read(raw: bytes, event_id: str | None) -> None:
+    with pytest.raises(DecodeError) as caught:
+        decode_cluster_event(raw)
+    assert caught.value.event_id == event_id
 
 
 def test_unknown_fields_are_ignored_so_shims_can_be_newer() -> None:

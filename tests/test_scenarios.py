@@ -49,3 +49,12 @@ def test_a_victims_why_gives_its_queues_usage_against_the_guarantee() -> None:
     result = simulate(load(ROOT / "examples/general.yaml"))
     preempted = [d for d in result.decisions if d.__struct_config__.tag == "decision.preempted"]
     assert preempted[0].victims[0].why.startswith("root.normal.queue-1 is over its guarantee for vcore (vcore 10 of vcore 5) and stays at or above it")
+
+
+def test_a_preemption_says_why_the_other_candidates_on_its_node_stayed() -> None:
+    general = simulate(load(ROOT / "examples/general.yaml"))
+    first = next(d for d in general.decisions if d.__struct_config__.tag == "decision.preempted")
+    assert any(line.startswith("not needed on node-1: app-1-9, app-1-8") for line in first.explanation)
+    backtracked = simulate(load(ROOT / "tests/scenarios/law-2-search-backtracks.yaml"))
+    [preempted] = [d for d in backtracked.decisions if d.__struct_config__.tag == "decision.preempted"]
+    assert any(line.startswith("passed over on node-1: a-small") for line in preempted.explanation)
