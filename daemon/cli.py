@@ -92,6 +92,8 @@ async def cmd_run(args: argparse.Namespace) -> int:
         snapshot_every=args.snapshot_every,
         synchronous=args.sqlite_synchronous,
     )
+    if settings.config is not None:
+        config_events(settings.config, 0)  # a bad file is reported before anything is created
     await run(settings)
     return 0
 
@@ -465,8 +467,19 @@ def main(argv: list[str] | None = None) -> int:
     except DaemonError as exc:
         print(f"preemptd: {exc}", file=sys.stderr)
         return 2
+    except BaseExceptionGroup as group:  # from a task group: ours are still one-line errors
+        ours, others = group.split(DaemonError)
+        if ours is None or others is not None:
+            raise
+        print(f"preemptd: {_first(ours)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
+
+
+def _first(group: BaseExceptionGroup) -> BaseException:
+    leaf = group.exceptions[0]
+    return _first(leaf) if isinstance(leaf, BaseExceptionGroup) else leaf
 
 
 def _is_async(func) -> bool:

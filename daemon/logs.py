@@ -21,10 +21,13 @@ def _logfmt_value(value: Any) -> str:
     return text
 
 
+def _stamp(record: logging.LogRecord) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
+
+
 class _LogfmtFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
-        fields = {"ts": stamp, "level": record.levelname.lower(), "msg": record.getMessage(), **getattr(record, "fields", {})}
+        fields = {"ts": _stamp(record), "level": record.levelname.lower(), "msg": record.getMessage(), **getattr(record, "fields", {})}
         line = " ".join(f"{key}={_logfmt_value(value)}" for key, value in fields.items())
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
@@ -33,7 +36,7 @@ class _LogfmtFormatter(logging.Formatter):
 
 class _JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        data = {"ts": record.created, "level": record.levelname.lower(), "msg": record.getMessage(), **getattr(record, "fields", {})}
+        data = {"ts": _stamp(record), "level": record.levelname.lower(), "msg": record.getMessage(), **getattr(record, "fields", {})}
         if record.exc_info:
             data["exception"] = self.formatException(record.exc_info)
         return json.dumps(data, default=str)

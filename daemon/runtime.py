@@ -81,9 +81,26 @@ def wall_ms() -> int:
 
 
 async def run(settings: Settings) -> None:
-    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    """Run the daemon until SIGINT or SIGTERM. The signals are handled from the first moment,
+    so that a stop during start-up still stops the embedded server and closes the log."""
+    try:
+        settings.state_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create the state directory {settings.state_dir}: {exc.strerror}") from None
     with _single_writer(settings):
-        await _run(settings)
+        async with anyio.create_task_group() as tg:
+            await tg.start(_stop_on_signal, tg.cancel_scope)
+            await _run(settings)
+            tg.cancel_scope.cancel()
+
+
+async def _stop_on_signal(scope: anyio.CancelScope, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        task_status.started()
+        async for signum in signals:
+            log("stopping", signal=signal.Signals(signum).name)
+            scope.cancel()
+            return
 
 
 @contextmanager
@@ -115,6 +132,7 @@ def _lock_path(settings: Settings) -> Path:
 
 async def _run(settings: Settings) -> None:
     store = await Store.open(settings.db, synchronous=settings.synchronous)
+    state = None
     try:
         started = time.monotonic()
         state = await load_state(store)
@@ -132,7 +150,7 @@ async def _run(settings: Settings) -> None:
                     await bus.close()
     finally:
         await store.close()
-    log("stopped", seq=state.seq)
+        log("stopped", seq=state.seq if state else None)
 
 
 @contextmanager
@@ -140,8 +158,19 @@ def _nats(settings: Settings) -> Iterator[str]:
     if settings.nats_url:
         yield settings.nats_url
         return
-    with EmbeddedNats(settings.state_dir / "nats", port=settings.nats_port) as server:
+    embedded = EmbeddedNats(settings.state_dir / "nats", port=settings.nats_port, preferred_port=_previous_port(settings))
+    with embedded as server:
         yield server.url
+
+
+def _previous_port(settings: Settings) -> int:
+    """The port the embedded server had last time, preferred if it is free, so that shims and
+    `tail` that kept the URL reconnect to a restarted daemon."""
+    try:
+        port = int((settings.state_dir / "nats.url").read_text().strip().rsplit(":", 1)[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+    return port if 0 < port < 65536 else 0
 
 
 def _announce(settings: Settings, url: str) -> None:
@@ -172,12 +201,11 @@ class Daemon:
         self.consistent = True  # false while the state holds events not yet committed
 
     async def run(self, ready: Callable[[], None] = lambda: None) -> None:
-        """Run until SIGINT or SIGTERM; `ready` is called once signals are handled."""
+        """Run until cancelled (a signal); `ready` is called once the actors start."""
         self.tracking = await self.store.tracking(_TRACKING)
         inbound_tx, inbound_rx = anyio.create_memory_object_stream[object](4)
         try:
             async with anyio.create_task_group() as tg:
-                await tg.start(self._watch_signals, tg.cancel_scope)
                 ready()
                 tg.start_soon(self._consume, inbound_tx.clone())
                 tg.start_soon(self._tick, inbound_tx)
@@ -186,14 +214,6 @@ class Daemon:
         finally:
             with anyio.move_on_after(30, shield=True):
                 await self._snapshot(reason="shutdown")
-
-    async def _watch_signals(self, scope: anyio.CancelScope, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
-        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            task_status.started()
-            async for signum in signals:
-                log("stopping", signal=signal.Signals(signum).name)
-                scope.cancel()
-                return
 
     # -- consume and tick --
 
@@ -438,7 +458,7 @@ def config_events(path: Path, now: int) -> list[ConfigApplied]:
     try:
         document = msgspec.yaml.decode(path.read_bytes())
     except (OSError, msgspec.DecodeError) as exc:
-        raise UsageError(f"cannot read the configuration {path}: {exc}") from None
+        raise UsageError(f"cannot read the configuration {path}: {' '.join(str(exc).split())}") from None
     if not isinstance(document, dict):
         raise UsageError(f"{path}: expected a YuniKorn queues.yaml document")
     model, config = (document.get("model", "yunikorn"), document["config"]) if "model" in document else ("yunikorn", document)

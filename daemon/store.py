@@ -169,7 +169,8 @@ class Store:
         return cls(engine, log_id)
 
     async def close(self) -> None:
-        await self._engine.dispose()
+        with anyio.CancelScope(shield=True):  # closing runs on a stop signal too
+            await self._engine.dispose()
 
     async def _run(self, work, *args):
         """One transaction. Shielded: a cancelled transaction would leave SQLAlchemy closing

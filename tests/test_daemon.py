@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -14,7 +17,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import preemptd
+from conftest import ROOT, preemptd
 
 from daemon.embedded import EmbeddedNats
 from daemon.errors import BusError
@@ -298,3 +301,51 @@ def test_messages_gone_from_the_stream_are_skipped_and_reported(nats_server: Emb
         ids = {i for (i,) in conn.execute("select event_id from log")}
     # stream sequences 10 to 19 held node-9 to node-18
     assert "node-8" in ids and "node-19" in ids and not any(f"node-{i}" in ids for i in range(9, 19))
+
+
+def embedded_servers(state_dir: Path) -> list[int]:
+    """Pids of nats-servers running on this state directory's JetStream data."""
+    jetstream = str((state_dir / "nats" / "jetstream").resolve()).encode()
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            command = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if proc.name.isdigit() and command[0].endswith(b"nats-server") and jetstream in command:
+            pids.append(int(proc.name))
+    return pids
+
+
+def test_a_killed_daemons_nats_server_is_stopped_and_its_port_kept_at_the_next_start(daemon_factory) -> None:
+    first = daemon_factory().start()
+    [orphan] = embedded_servers(first.state_dir)
+    first.kill()
+    assert embedded_servers(first.state_dir) == [orphan], "SIGKILL leaves the embedded server behind"
+    second = daemon_factory(state_dir=first.state_dir).start()
+    assert second.url == first.url, "shims and tails that kept the URL find the daemon again"
+    assert orphan not in embedded_servers(first.state_dir), "never two servers on one JetStream directory"
+    assert "stopping a nats-server an earlier daemon left running" in second.log_text()
+    assert second.stop() == 0
+    assert embedded_servers(first.state_dir) == []
+
+
+def test_a_port_in_use_is_refused_rather_than_joining_the_server_there(nats_server: EmbeddedNats, tmp_path: Path) -> None:
+    result = preemptd("run", "--state-dir", str(tmp_path / "state"), "--nats-port", str(nats_server.port), timeout=60)
+    assert result.returncode == 2
+    assert f"port {nats_server.port} on 127.0.0.1 is in use" in result.stderr and "Traceback" not in result.stderr
+    assert embedded_servers(tmp_path / "state") == []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_signal_during_start_up_stops_cleanly(tmp_path: Path, signum: int) -> None:
+    state_dir = tmp_path / "state"
+    log_path = tmp_path / "daemon.log"
+    with log_path.open("wb") as log_file:
+        process = subprocess.Popen([sys.executable, "-m", "daemon.cli", "run", "--state-dir", str(state_dir)], stdout=subprocess.DEVNULL, stderr=log_file, cwd=ROOT)
+        wait_for(lambda: "state rebuilt" in log_path.read_text(), what="start-up under way")
+        process.send_signal(signum)
+        assert process.wait(30) == 0
+    text = log_path.read_text()
+    assert "msg=stopping" in text and "msg=stopped" in text and "Traceback" not in text
+    assert embedded_servers(state_dir) == []
