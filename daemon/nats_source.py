@@ -39,7 +39,8 @@ __all__ = [
 CLUSTER_STREAM = "PREEMPTD_CLUSTER"
 DECISION_STREAM = "PREEMPTD_DECISIONS"
 REJECTED_STREAM = "PREEMPTD_REJECTED"
-CONSUMER = "preemptd"
+CONSUMER = "preemptd"  # the prefix of each log's durable consumer: preemptd-<log id>
+_CONSUMER_IDLE = 3600.0  # a consumer no daemon has pulled from for an hour is removed by NATS
 _WEEK = 7 * 24 * 3600.0
 
 
@@ -102,6 +103,7 @@ class Bus:
         self._nc = nc
         self._js = nc.jetstream()
         self._consumer: Any = None
+        self._consumer_name = CONSUMER
         self._resume_at: int | None = None
         self.generation = 0  # bumped by every new consumer
         self.resumed_at = 0  # the stream sequence the current consumer started at
@@ -152,33 +154,54 @@ class Bus:
 
     # -- consuming cluster events --
 
-    async def subscribe_cluster(self, start: int) -> None:
-        """(Re)create the durable consumer so that it delivers from stream sequence `start`.
+    async def cluster_stream_end(self) -> int:
+        """The last sequence number in the cluster stream (0 when empty)."""
+        try:
+            info = await self._js.stream_info(CLUSTER_STREAM)
+        except _NATS_ERRORS as exc:
+            raise BusError(f"cannot read stream {CLUSTER_STREAM}: {_describe(exc)}") from exc
+        return info.state.last_seq
+
+    async def other_consumers(self, mine: str) -> list[str]:
+        """Durable consumers of other preemptd logs on the cluster stream: other daemons."""
+        try:
+            consumers = await self._js.consumers_info(CLUSTER_STREAM)
+        except _NATS_ERRORS as exc:
+            raise BusError(f"cannot list the consumers of {CLUSTER_STREAM}: {_describe(exc)}") from exc
+        names = [c.name for c in consumers]
+        return sorted(name for name in names if name.startswith(f"{CONSUMER}-") and name != mine)
+
+    async def subscribe_cluster(self, start: int, consumer: str | None = None) -> None:
+        """(Re)create the durable consumer (`consumer`, named once per log) so that it delivers
+        from stream sequence `start`.
 
         The log, not the consumer, knows what is committed: messages handed to a daemon that
         died before committing them must come again, and the cumulative ack of a later batch
-        would otherwise hide them.
+        would otherwise hide them. Each log has its own consumer, so that a second daemon on the
+        same NATS does not move the first one's position.
         """
+        self._consumer_name = consumer or self._consumer_name
         config = api.ConsumerConfig(
-            durable_name=CONSUMER,
+            durable_name=self._consumer_name,
             ack_policy=api.AckPolicy.ALL,
             ack_wait=30.0,
             max_ack_pending=50_000,
             deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE,
             opt_start_seq=max(start, 1),
             max_waiting=16,
+            inactive_threshold=_CONSUMER_IDLE,
         )
         try:
             if self._consumer is not None:
                 with contextlib.suppress(*_NATS_ERRORS):
                     await self._consumer.unsubscribe()
             with contextlib.suppress(nats.js.errors.NotFoundError):
-                await self._js.delete_consumer(CLUSTER_STREAM, CONSUMER)
-            self._consumer = await self._js.pull_subscribe("preemptd.cluster.>", durable=CONSUMER, stream=CLUSTER_STREAM, config=config)
+                await self._js.delete_consumer(CLUSTER_STREAM, self._consumer_name)
+            self._consumer = await self._js.pull_subscribe("preemptd.cluster.>", durable=self._consumer_name, stream=CLUSTER_STREAM, config=config)
             self.generation += 1
             self.resumed_at, self._resume_at = start, None
         except _NATS_ERRORS as exc:
-            raise BusError(f"cannot create consumer {CONSUMER} on {CLUSTER_STREAM}: {_describe(exc)}") from exc
+            raise BusError(f"cannot create consumer {self._consumer_name} on {CLUSTER_STREAM}: {_describe(exc)}") from exc
 
     def resume_from(self, start: int) -> None:
         """Have the next `fetch` recreate the consumer at stream sequence `start` (retried,

@@ -43,7 +43,7 @@ from daemon.nats_source import (
     Outbound,
     rejected_subject,
 )
-from daemon.store import Batch, DeadLetter, Store, database_url
+from daemon.store import Batch, DeadLetter, OutboxRow, Store, database_url
 from events import (
     ConfigApplied,
     ConfigError,
@@ -59,7 +59,8 @@ __all__ = ["Settings", "run"]
 
 _TICK = "tick"
 _HEARTBEAT = 0.1  # seconds; also the shortest gap between two cycles of a partition
-_TRACKING = f"{CLUSTER_STREAM}/{CONSUMER}"
+_TRACKING = f"{CLUSTER_STREAM}/{CONSUMER}"  # the log's position in the cluster stream
+_PUBLISH_GRACE = 15.0  # seconds a batch of decisions in flight may hold up a stop
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,7 @@ async def _run(settings: Settings) -> None:
             bus = await Bus.connect(url)
             try:
                 await bus.ensure_streams()
-                await bus.subscribe_cluster(await store.tracking(_TRACKING) + 1)
+                await bus.subscribe_cluster(await _start_position(store, bus) + 1, f"{CONSUMER}-{store.log_id}")
                 daemon = Daemon(settings, store, bus, state)
                 await daemon.apply_config_file()
                 await daemon.run(ready=lambda: _announce(settings, url))
@@ -151,6 +152,25 @@ async def _run(settings: Settings) -> None:
     finally:
         await store.close()
         log("stopped", seq=state.seq if state else None)
+
+
+async def _start_position(store: Store, bus: Bus) -> int:
+    """Where this log stopped reading the cluster stream. A stream that ends before it was
+    recreated (or is another server's): it is read from its start, and the daemon says so."""
+    position, end = await store.tracking(_TRACKING), await bus.cluster_stream_end()
+    if position > end:
+        log(
+            "the cluster stream ends before this log's position: it was recreated, or this is another NATS; reading it from its start",
+            logging.WARNING,
+            position=position,
+            stream_end=end,
+        )
+        await store.commit(Batch(tracking=(_TRACKING, 0)))
+        position = 0
+    others = await bus.other_consumers(f"{CONSUMER}-{store.log_id}")
+    if others:
+        log("other preemptd logs consume the cluster stream of this NATS: each daemon will publish its own decisions", logging.WARNING, consumers=",".join(others))
+    return position
 
 
 @contextmanager
@@ -420,16 +440,27 @@ class Daemon:
                     await self.wake_publisher.wait()
                 self.wake_publisher = anyio.Event()
                 continue
-            try:
-                await self.bus.publish([Outbound(r.subject, r.payload, r.decision_id) for r in rows])
-            except BusError as exc:
+            error = await self._publish_batch(rows)
+            if error is not None:
                 failures += 1
                 if failures in (1, 10) or failures % 100 == 0:
-                    log("decisions wait for NATS", logging.WARNING, error=str(exc), unpublished=len(rows))
+                    log("decisions wait for NATS", logging.WARNING, error=error, unpublished=len(rows))
                 await anyio.sleep(min(0.1 * failures, 2.0))
                 continue
             failures = 0
+
+    async def _publish_batch(self, rows: list[OutboxRow]) -> str | None:
+        """Publish decisions and mark them published, or say why not. A stop waits for the batch
+        in flight: decisions on the stream but unmarked in the outbox would be sent again after
+        a restart, perhaps after JetStream's de-duplication window."""
+        with anyio.move_on_after(_PUBLISH_GRACE, shield=True):
+            try:
+                await self.bus.publish([Outbound(r.subject, r.payload, r.decision_id) for r in rows])
+            except BusError as exc:
+                return str(exc)
             await self.store.mark_published([r.seq for r in rows], wall_ms())
+            return None
+        return f"no answer from NATS within {_PUBLISH_GRACE:.0f}s"
 
     # -- configuration file --
 

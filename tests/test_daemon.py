@@ -349,3 +349,47 @@ def test_a_stop_signal_during_start_up_stops_cleanly(tmp_path: Path, signum: int
     text = log_path.read_text()
     assert "msg=stopping" in text and "msg=stopped" in text and "Traceback" not in text
     assert embedded_servers(state_dir) == []
+
+
+def tasks(count_: int, prefix: str = "t") -> list[Outbound]:
+    messages = [event("node.upserted", f"{prefix}-node", node=f"{prefix}-n1", capacity={"vcore": 1_000_000})]
+    return messages + [event("task.submitted", f"{prefix}-{i}", task=f"{prefix}{i}", app="a", queue="root.default", resources={"vcore": "10m"}) for i in range(count_ - 1)]
+
+
+def test_two_daemons_on_one_nats_each_read_every_event(nats_server: EmbeddedNats, daemon_factory, tmp_path: Path) -> None:
+    first = daemon_factory("--nats-url", nats_server.url, state_dir=tmp_path / "first").start()
+    second = daemon_factory("--nats-url", nats_server.url, state_dir=tmp_path / "second").start()
+    anyio.run(publish, nats_server.url, tasks(3000))
+    for daemon in (first, second):
+        db = daemon.state_dir / "preemptd.db"
+        wait_for(lambda db=db: cluster_events(db) == 3000, what=f"every event in {daemon.state_dir.name}'s log")
+        assert count(db, "dead_letters") == 0
+    assert "other preemptd logs consume the cluster stream of this NATS" in second.log_text()
+
+
+def test_a_log_ahead_of_a_recreated_stream_reads_the_new_stream_from_its_start(daemon_factory, tmp_path: Path) -> None:
+    with EmbeddedNats(tmp_path / "nats-1") as old:
+        daemon = daemon_factory("--nats-url", old.url).start()
+        anyio.run(publish, old.url, tasks(500, "old"))
+        db = daemon.state_dir / "preemptd.db"
+        wait_for(lambda: cluster_events(db) == 500, what="the first stream read")
+        assert daemon.stop() == 0
+    with EmbeddedNats(tmp_path / "nats-2") as new:
+        again = daemon_factory("--nats-url", new.url, state_dir=daemon.state_dir).start()
+        anyio.run(publish, new.url, tasks(50, "new"))
+        wait_for(lambda: cluster_events(db) == 550, what="the new stream's events in the log")
+        assert "the cluster stream ends before this log's position" in again.log_text()
+        assert again.stop() == 0
+
+
+def test_a_stop_leaves_no_decision_on_the_stream_unmarked_in_the_outbox(nats_server: EmbeddedNats, daemon_factory) -> None:
+    daemon = daemon_factory("--nats-url", nats_server.url).start()
+    db = daemon.state_dir / "preemptd.db"
+    anyio.run(publish, nats_server.url, tasks(30_000))
+    wait_for(lambda: count(db, "outbox where published_at is not null") > 0, what="decisions being published")
+    assert daemon.stop() == 0
+    stream = anyio.run(read, nats_server.url, DECISION_STREAM, "preemptd.decisions.>")
+    on_stream = {json.loads(data)["id"] for data, _ in stream}
+    with sqlite3.connect(db) as conn:
+        unmarked = {i for (i,) in conn.execute("select decision_id from outbox where published_at is null")}
+    assert on_stream and not on_stream & unmarked, "a restart would publish these again"
