@@ -258,14 +258,15 @@ async def cmd_replay(args: argparse.Namespace) -> int:
     store = await Store.open(_db(args), create=False)
     try:
         configs = _replay_configs(Path(args.config)) if args.config else None
-        total = (await store.last_seq()) if args.until is None else args.until
+        last = await store.last_seq()
+        total = last if args.until is None else min(args.until, last)
         replayer = Replayer(store.log_id, configs)
         with tqdm(total=total, unit="rec", unit_scale=True, disable=args.quiet or None, file=sys.stderr, desc="replay") as bar:
             async for record in records(store, until=args.until):
                 if not replayer.step(record):
                     break
                 bar.update(1)
-        replayer.finish()
+        replayer.finish(cut=total < last)
     finally:
         await store.close()
     print(render.replay_summary(replayer.report, what_if=bool(configs)))
@@ -295,6 +296,9 @@ async def cmd_explain(args: argparse.Namespace) -> int:
 async def cmd_state(args: argparse.Namespace) -> int:
     store = await Store.open(_db(args), create=False)
     try:
+        last = await store.last_seq()
+        if args.at is not None and args.at > last:
+            raise UsageError(f"--at {args.at} is past the end of the log (seq {last})")
         state = await load_state(store, until=args.at)
     finally:
         await store.close()

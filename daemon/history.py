@@ -10,7 +10,7 @@ from daemon.logs import log
 from daemon.nats_source import decision_subject
 from daemon.store import LogRow, OutboxRow, Store
 from events import Decision, decode_log_event, encode
-from projections import ClusterState, LogRecord, Rejected, apply, restore
+from projections import ClusterState, LogRecord, Rejected, SnapshotError, apply, restore
 
 __all__ = ["load_state", "outbox_rows", "records", "to_record", "to_row"]
 
@@ -48,8 +48,7 @@ async def records(store: Store, after: int = 0, until: int | None = None) -> Asy
 
 async def load_state(store: Store, until: int | None = None) -> ClusterState:
     """The state as of `until` (default: the end of the log): newest snapshot, then the fold."""
-    snapshot = await store.latest_snapshot(at_most=until)
-    state = restore(snapshot[1]) if snapshot else ClusterState(log_id=store.log_id)
+    state = await _from_snapshot(store, until) or ClusterState(log_id=store.log_id)
     folded = 0
     async for record in records(store, after=state.seq, until=until):
         try:
@@ -61,3 +60,16 @@ async def load_state(store: Store, until: int | None = None) -> ClusterState:
         if folded % 200_000 == 0:
             log("rebuilding state", seq=record.seq, folded=folded)
     return state
+
+
+async def _from_snapshot(store: Store, until: int | None) -> ClusterState | None:
+    """The newest snapshot's state, or None: with no snapshot, or one this version cannot
+    read (then the whole log is folded, which gives the same state, only slower)."""
+    snapshot = await store.latest_snapshot(at_most=until)
+    if snapshot is None:
+        return None
+    try:
+        return restore(snapshot[1])
+    except SnapshotError as exc:
+        log("snapshot not used; folding the log from the start", logging.WARNING, seq=snapshot[0], reason=str(exc))
+        return None

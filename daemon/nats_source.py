@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ import nats.js.errors
 from nats.js import api
 
 from daemon.errors import BusError
+from daemon.logs import log
 
 __all__ = [
     "CLUSTER_STREAM",
@@ -115,6 +117,12 @@ class Bus:
         async def quiet(_exc: Exception) -> None:  # reconnects are logged by the caller's retries
             return None
 
+        async def disconnected() -> None:
+            log("NATS connection lost; reconnecting", logging.WARNING, url=url)
+
+        async def reconnected() -> None:
+            log("NATS connection back", url=url)
+
         connecting = nats.connect(
             url,
             name=name,
@@ -123,6 +131,8 @@ class Bus:
             max_reconnect_attempts=-1,
             reconnect_time_wait=0.5,
             error_cb=quiet,
+            disconnected_cb=disconnected,
+            reconnected_cb=reconnected,
         )
         try:  # nats-py retries a first connection forever too: bound it
             nc = await asyncio.wait_for(connecting, connect_timeout * 2)
@@ -149,6 +159,8 @@ class Bus:
                     await self._js.add_stream(config)
                 except nats.js.errors.BadRequestError:
                     await self._js.update_stream(config)
+            except nats.js.errors.ServiceUnavailableError as exc:
+                raise BusError(f"cannot create JetStream stream {config.name}: JetStream is not enabled on this NATS server (start nats-server with -js)") from exc
             except _NATS_ERRORS as exc:
                 raise BusError(f"cannot create JetStream stream {config.name}: {_describe(exc)}") from exc
 

@@ -223,6 +223,8 @@ class Daemon:
     async def run(self, ready: Callable[[], None] = lambda: None) -> None:
         """Run until cancelled (a signal); `ready` is called once the actors start."""
         self.tracking = await self.store.tracking(_TRACKING)
+        newest = await self.store.latest_snapshot()
+        self.last_snapshot = newest[0] if newest else 0  # counted across restarts, or a daemon that keeps crashing never snapshots
         inbound_tx, inbound_rx = anyio.create_memory_object_stream[object](4)
         try:
             async with anyio.create_task_group() as tg:
@@ -412,13 +414,15 @@ class Daemon:
         with anyio.CancelScope(shield=True):
             self.consistent = False
             apply(self.state, tick)
+            started = time.perf_counter()
             decisions = run_cycle(self.state, tick)
+            took_ms = round((time.perf_counter() - started) * 1000, 1)
             records = [tick, *(LogRecord(tick.seq + 1 + i, ts, d) for i, d in enumerate(decisions))]
             await self.store.commit(Batch(rows=[to_row(r) for r in records], outbox=outbox_rows(records)))
             self.consistent = True
         if decisions:
             self.wake_publisher.set()
-        _log_cycle(partition, tick.seq, decisions)
+        _log_cycle(partition, tick.seq, decisions, pending=self.state.partitions[partition].pending_count, took_ms=took_ms)
         return decisions
 
     async def _snapshot(self, *, reason: str) -> None:
@@ -492,7 +496,9 @@ def config_events(path: Path, now: int) -> list[ConfigApplied]:
         raise UsageError(f"cannot read the configuration {path}: {' '.join(str(exc).split())}") from None
     if not isinstance(document, dict):
         raise UsageError(f"{path}: expected a YuniKorn queues.yaml document")
-    model, config = (document.get("model", "yunikorn"), document["config"]) if "model" in document else ("yunikorn", document)
+    model, config = (document.get("model", "yunikorn"), document.get("config")) if "model" in document else ("yunikorn", document)
+    if not isinstance(config, dict):
+        raise UsageError(f"{path}: with `model`, the file needs a `config` object (a YuniKorn queues.yaml)")
     names = [p.get("name", "default") for p in config.get("partitions", [])] if isinstance(config.get("partitions"), list) else ["default"]
     events = []
     for name in names:
@@ -536,12 +542,13 @@ def _notice(dead: DeadLetter) -> bytes:
     )
 
 
-def _log_cycle(partition: str, seq: int, decisions: list[Decision]) -> None:
+def _log_cycle(partition: str, seq: int, decisions: list[Decision], *, pending: int, took_ms: float) -> None:
     counts: dict[str, int] = {}
     for decision in decisions:
         kind = decision.__struct_config__.tag.removeprefix("decision.")
         counts[kind] = counts.get(kind, 0) + 1
-    log("cycle", logging.INFO if decisions else logging.DEBUG, partition=partition, seq=seq, decisions=len(decisions), **counts)
+    level = logging.INFO if decisions else logging.DEBUG
+    log("cycle", level, partition=partition, seq=seq, decisions=len(decisions), **counts, pending=pending, took_ms=took_ms)
     for decision in decisions:
         if decision.__struct_config__.tag == "decision.preempted":
             victims = ",".join(v.task for v in decision.victims)

@@ -21,6 +21,8 @@ import anyio
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
@@ -133,11 +135,33 @@ def database_url(target: str) -> str:
     return f"{_ASYNC_DRIVERS.get(scheme, scheme)}://{rest}"
 
 
-def _upgrade(connection: sa.Connection) -> None:
+def _alembic(connection: sa.Connection | None = None) -> Config:
     config = Config()
     config.set_main_option("script_location", str(migrations.LOCATION))
     config.attributes["connection"] = connection
-    command.upgrade(config, "head")
+    return config
+
+
+def _upgrade(connection: sa.Connection, target: str) -> None:
+    _check_schema(connection, target, writable=True)
+    command.upgrade(_alembic(connection), "head")
+
+
+def _check_schema(connection: sa.Connection, target: str, *, writable: bool) -> None:
+    """Refuse a database this version cannot use: another application's, a newer preemptd's,
+    or (read-only) one that needs `db upgrade` first."""
+    current = MigrationContext.configure(connection).get_current_revision()
+    scripts = ScriptDirectory.from_config(_alembic())
+    head = scripts.get_current_head()
+    if current is None:
+        foreign = [name for name in sa.inspect(connection).get_table_names() if name != "alembic_version"]
+        if foreign or not writable:
+            raise StoreError(f"{target} is not a preemptd log" + (f" (it has tables {', '.join(sorted(foreign)[:5])})" if foreign else ""))
+        return
+    if current not in {script.revision for script in scripts.walk_revisions()}:
+        raise StoreError(f"the log at {target} was written by a newer preemptd (schema {current}; this version knows up to {head}): upgrade preemptd")
+    if current != head and not writable:
+        raise StoreError(f"the log at {target} has an older schema ({current}): run `preemptd db upgrade --db {target}`")
 
 
 class Store:
@@ -149,22 +173,30 @@ class Store:
 
     @classmethod
     async def open(cls, target: str, *, synchronous: str = "FULL", create: bool = True) -> Store:
-        """Open (and migrate) the log at `target`, a file path or a SQLAlchemy URL."""
+        """Open the log at `target`, a file path or a SQLAlchemy URL: created and migrated if
+        `create`, else opened read-only as it is (the commands that only read a log)."""
         url = database_url(target)
-        if url.startswith("sqlite") and not create and not _sqlite_exists(url):
-            raise StoreError(f"no preemptd log at {target}: run `preemptd run` or `preemptd simulate --db` first")
+        if url.startswith("sqlite") and not create:
+            if not _sqlite_exists(url):
+                raise StoreError(f"no preemptd log at {target}: run `preemptd run` or `preemptd simulate --db` first")
+            url = _read_only(url)
         try:
             engine = create_async_engine(url)
         except (SQLAlchemyError, ImportError) as exc:
             raise StoreError(f"cannot use the database URL {target}: {exc} (preemptd needs an async driver, e.g. sqlite+aiosqlite:///FILE)") from None
-        if url.startswith("sqlite"):
+        if url.startswith("sqlite") and create:
             _tune_sqlite(engine, synchronous)
         try:
             async with engine.begin() as conn:
-                await conn.run_sync(_upgrade)
-                log_id = await _ensure_log_id(conn)
-        except SQLAlchemyError as exc:
+                if create:
+                    await conn.run_sync(_upgrade, target)
+                else:
+                    await conn.run_sync(_check_schema, target, writable=False)
+                log_id = await _ensure_log_id(conn, create=create)
+        except (SQLAlchemyError, StoreError) as exc:
             await engine.dispose()
+            if isinstance(exc, StoreError):
+                raise
             raise StoreError(f"cannot open the log at {target}: {exc}") from exc
         return cls(engine, log_id)
 
@@ -249,6 +281,12 @@ class Store:
             position = rows[-1][0]
 
 
+def _read_only(url: str) -> str:
+    """The same SQLite file, opened read-only: reading a log never changes it."""
+    path = url.split(":///", 1)[1]
+    return url if path == ":memory:" else f"sqlite+aiosqlite:///file:{path}?mode=ro&uri=true"
+
+
 def _sqlite_exists(url: str) -> bool:
     path = url.split(":///", 1)[-1]
     return path == ":memory:" or Path(path).exists()
@@ -264,11 +302,11 @@ def _tune_sqlite(engine: AsyncEngine, synchronous: str) -> None:
         cursor.close()
 
 
-async def _ensure_log_id(conn: AsyncConnection) -> str:
+async def _ensure_log_id(conn: AsyncConnection, *, create: bool = True) -> str:
     """Each log gets a random name once; decision ids carry it, so two logs never collide."""
     existing = (await conn.execute(sa.select(_meta.c.value).where(_meta.c.key == "log_id"))).scalar()
-    if existing:
-        return existing
+    if existing or not create:
+        return existing or "?"
     log_id = uuid.uuid4().hex[:8]
     await conn.execute(_meta.insert().values(key="log_id", value=log_id))
     return log_id

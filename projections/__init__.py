@@ -18,7 +18,12 @@ from projections._resources import (
     shares_type as shares_type,
     subtract as subtract,
 )
-from projections._snapshot import restore as restore, snapshot as snapshot
+from projections._snapshot import (
+    SNAPSHOT_FORMAT as SNAPSHOT_FORMAT,
+    SnapshotError as SnapshotError,
+    restore as restore,
+    snapshot as snapshot,
+)
 from projections._state import (
     AppState as AppState,
     ClusterState as ClusterState,

@@ -2,6 +2,8 @@
 
 msgpack through msgspec: the state is made of Structs, dicts and lists, so encoding is one call.
 Dict order survives the round trip, which keeps every later iteration identical to the live one.
+A snapshot starts with its format number: one written by a version with another state layout is
+refused (`SnapshotError`) rather than misread, and the caller folds the log instead.
 """
 
 from __future__ import annotations
@@ -13,7 +15,13 @@ import msgspec
 from events import Resources
 from projections._state import ClusterState
 
-__all__ = ["restore", "snapshot"]
+__all__ = ["SNAPSHOT_FORMAT", "SnapshotError", "restore", "snapshot"]
+
+SNAPSHOT_FORMAT = 1  # bump when ClusterState's layout changes
+
+
+class SnapshotError(ValueError):
+    """A snapshot this version cannot restore."""
 
 
 def _enc_hook(obj: Any) -> Any:
@@ -29,12 +37,22 @@ def _dec_hook(type_: type, obj: Any) -> Any:
 
 
 _encoder = msgspec.msgpack.Encoder(enc_hook=_enc_hook)
+_header_decoder = msgspec.msgpack.Decoder(tuple[int, msgspec.Raw])
 _decoder = msgspec.msgpack.Decoder(ClusterState, dec_hook=_dec_hook)
 
 
 def snapshot(state: ClusterState) -> bytes:
-    return _encoder.encode(state)
+    return _encoder.encode((SNAPSHOT_FORMAT, msgspec.Raw(_encoder.encode(state))))
 
 
 def restore(data: bytes) -> ClusterState:
-    return _decoder.decode(data)
+    try:
+        version, state = _header_decoder.decode(data)
+    except msgspec.DecodeError as exc:
+        raise SnapshotError(f"unreadable snapshot: {exc}") from None
+    if version != SNAPSHOT_FORMAT:
+        raise SnapshotError(f"snapshot format {version}; this version reads format {SNAPSHOT_FORMAT}")
+    try:
+        return _decoder.decode(state)
+    except msgspec.DecodeError as exc:
+        raise SnapshotError(f"unreadable snapshot: {exc}") from None

@@ -81,14 +81,16 @@ def replay(
 ) -> ReplayReport:
     """Replay `records` (in log order) up to `until`; see the module docstring."""
     run = Replayer(log_id, configs)
+    cut = False
     for count, record in enumerate(records, 1):
         if until is not None and record.seq > until:
+            cut = True
             break
         if not run.step(record):
             break
         if progress is not None and count % 10_000 == 0:
             progress(10_000)
-    run.finish()
+    run.finish(cut=cut)
     return run.report
 
 
@@ -128,7 +130,12 @@ class Replayer:
             self._fold(self._substituted(record))
         return True
 
-    def finish(self) -> None:
+    def finish(self, *, cut: bool = False) -> None:
+        """End the replay. `cut`: the log was cut short (`--until`), perhaps among the last
+        cycle's decisions, so the ones recomputed beyond the cut are not missing."""
+        if cut:
+            self.expected.clear()
+            self.stored.clear()
         if self.report.divergence is None:
             self._close_cycle(None)
 

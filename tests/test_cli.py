@@ -84,9 +84,13 @@ def test_simulate_refuses_a_misspelt_field_inside_an_event(tmp_path: Path) -> No
     assert result.returncode == 2 and "unknown field requried_node" in result.stderr
 
 
-def test_replay_stops_where_asked(general_log: Path) -> None:
-    result = preemptd("replay", "--db", str(general_log), "--until", "30", "--quiet")
-    assert result.returncode == 0 and "decisions reproduced" in result.stdout
+@pytest.mark.parametrize(("until", "reproduced"), [(14, 0), (18, 4), (30, 10)])
+def test_replay_stops_where_asked_even_among_a_cycles_decisions(general_log: Path, until: int, reproduced: int) -> None:
+    """Position 14 is a tick whose cycle decides 10 allocations at 15-24: cut at 18, the four
+    stored ones are reproduced and the six beyond the cut are not missing."""
+    result = preemptd("replay", "--db", str(general_log), "--until", str(until), "--quiet")
+    assert result.returncode == 0, result.stdout
+    assert f"all {reproduced} decisions reproduced" in result.stdout
 
 
 def test_replay_reports_the_first_divergence_of_a_tampered_log(general_log: Path, tmp_path: Path) -> None:

@@ -12,9 +12,11 @@ from hypothesis import given, settings, strategies as st
 
 import events as ev
 from projections import (
+    SNAPSHOT_FORMAT,
     ClusterState,
     LogRecord,
     Rejected,
+    SnapshotError,
     apply,
     fold,
     restore,
@@ -109,3 +111,12 @@ def test_folding_in_two_halves_with_a_snapshot_equals_folding_once(name: str, cu
 def test_a_snapshot_restores_an_equal_state() -> None:
     state = fold(_example_log("fence"))
     assert restore(snapshot(state)) == state
+
+
+def test_a_snapshot_of_another_format_or_cut_short_is_refused_not_misread() -> None:
+    data = snapshot(fold(_example_log("fence")))
+    other_format = msgspec.msgpack.encode([SNAPSHOT_FORMAT + 1, None])
+    with pytest.raises(SnapshotError, match=f"this version reads format {SNAPSHOT_FORMAT}"):
+        restore(other_format)
+    with pytest.raises(SnapshotError, match="unreadable snapshot"):
+        restore(data[:100])

@@ -5,10 +5,16 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import msgspec
 import pytest
+from conftest import ROOT
 
 from daemon.errors import StoreError
+from daemon.history import load_state, to_row
 from daemon.store import Batch, DeadLetter, LogRow, OutboxRow, Store
+from events import Scenario
+from projections import ClusterState, fold, snapshot
+from scheduling import simulate
 
 pytestmark = pytest.mark.anyio
 
@@ -83,3 +89,51 @@ async def test_only_the_three_newest_snapshots_are_kept(tmp_path: Path) -> None:
 async def test_reading_a_missing_log_says_so(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="no preemptd log"):
         await Store.open(str(tmp_path / "missing.db"), create=False)
+
+
+async def test_another_applications_database_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("create table orders (id integer)")
+    for create in (True, False):
+        with pytest.raises(StoreError, match="is not a preemptd log .it has tables orders"):
+            await Store.open(str(path), create=create)
+    tables = {r[0] for r in sqlite3.connect(path).execute("select name from sqlite_master where type='table'")}
+    assert tables == {"orders"}
+
+
+async def test_a_log_from_a_newer_preemptd_is_refused_by_name(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    await (await Store.open(str(path))).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("update alembic_version set version_num = '0099'")
+    for create in (True, False):
+        with pytest.raises(StoreError, match="written by a newer preemptd .schema 0099; this version knows up to 0001"):
+            await Store.open(str(path), create=create)
+
+
+async def test_reading_a_log_does_not_change_it(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    store = await Store.open(str(path))
+    await store.commit(Batch(rows=[row(1), row(2)]))
+    await store.close()
+    before = path.read_bytes()
+    reader = await Store.open(str(path), create=False)
+    assert await reader.last_seq() == 2
+    with pytest.raises(StoreError):
+        await reader.commit(Batch(rows=[row(3)]))
+    await reader.close()
+    assert path.read_bytes() == before
+
+
+async def test_a_snapshot_that_cannot_be_read_is_passed_over_for_the_whole_log(tmp_path: Path) -> None:
+    scenario = msgspec.yaml.decode((ROOT / "examples" / "general.yaml").read_bytes(), type=Scenario)
+    records = simulate(scenario).records
+    store = await Store.open(str(tmp_path / "log.db"))
+    try:
+        await store.commit(Batch(rows=[to_row(r) for r in records]))
+        await store.save_snapshot(records[len(records) // 2].seq, b"\x92\x01truncated", 0)
+        state = await load_state(store)
+    finally:
+        await store.close()
+    assert snapshot(state) == snapshot(fold(records, ClusterState(log_id=store.log_id)))
