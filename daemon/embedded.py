@@ -100,6 +100,10 @@ class EmbeddedNats:
         self.stop()
         raise EmbeddedNatsError(f"nats-server did not get ready on {self.url} within {timeout:.0f}s (see {log})")
 
+    def exit_code(self) -> int | None:
+        """The server's exit status once it has exited, else None (running, or never started)."""
+        return None if self._process is None else self._process.poll()
+
     def stop(self, timeout: float = 10.0) -> None:
         if self._process is None or self._process.poll() is not None:
             return

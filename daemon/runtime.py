@@ -32,7 +32,7 @@ import msgspec
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
 from daemon.embedded import EmbeddedNats
-from daemon.errors import BusError, UsageError
+from daemon.errors import BusError, EmbeddedNatsError, UsageError
 from daemon.history import load_state, outbox_rows, to_row
 from daemon.logs import log
 from daemon.nats_source import (
@@ -138,14 +138,18 @@ async def _run(settings: Settings) -> None:
         started = time.monotonic()
         state = await load_state(store)
         log("state rebuilt", log_id=store.log_id, seq=state.seq, partitions=len(state.partitions), seconds=round(time.monotonic() - started, 3))
-        with _nats(settings) as url:
+        with _nats(settings) as (url, embedded):
             bus = await Bus.connect(url)
             try:
                 await bus.ensure_streams()
                 await bus.subscribe_cluster(await _start_position(store, bus) + 1, f"{CONSUMER}-{store.log_id}")
                 daemon = Daemon(settings, store, bus, state)
                 await daemon.apply_config_file()
-                await daemon.run(ready=lambda: _announce(settings, url))
+                async with anyio.create_task_group() as tg:
+                    if embedded is not None:
+                        tg.start_soon(_keep_running, embedded)
+                    await daemon.run(ready=lambda: _announce(settings, url))
+                    tg.cancel_scope.cancel()
             finally:
                 with anyio.move_on_after(5, shield=True):
                     await bus.close()
@@ -174,13 +178,29 @@ async def _start_position(store: Store, bus: Bus) -> int:
 
 
 @contextmanager
-def _nats(settings: Settings) -> Iterator[str]:
+def _nats(settings: Settings) -> Iterator[tuple[str, EmbeddedNats | None]]:
+    """The NATS URL, and the embedded server when the daemon runs its own."""
     if settings.nats_url:
-        yield settings.nats_url
+        yield settings.nats_url, None
         return
     embedded = EmbeddedNats(settings.state_dir / "nats", port=settings.nats_port, preferred_port=_previous_port(settings))
     with embedded as server:
-        yield server.url
+        yield server.url, server
+
+
+async def _keep_running(server: EmbeddedNats) -> None:
+    """Start the embedded server again, on the same port and data, if it exits under us; the
+    client reconnects to it as after any outage."""
+    while True:
+        await anyio.sleep(1.0)
+        code = server.exit_code()
+        if code is None:
+            continue
+        log("the embedded nats-server exited; starting it again", logging.ERROR, exit_code=code, port=server.port)
+        try:
+            await anyio.to_thread.run_sync(server.start)
+        except EmbeddedNatsError as exc:
+            log("the embedded nats-server did not start again; retrying", logging.ERROR, error=str(exc))
 
 
 def _previous_port(settings: Settings) -> int:

@@ -4,7 +4,9 @@ restart. These are the slow tests."""
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import re
 import signal
 import sqlite3
@@ -393,3 +395,17 @@ def test_a_stop_leaves_no_decision_on_the_stream_unmarked_in_the_outbox(nats_ser
     with sqlite3.connect(db) as conn:
         unmarked = {i for (i,) in conn.execute("select decision_id from outbox where published_at is null")}
     assert on_stream and not on_stream & unmarked, "a restart would publish these again"
+
+
+def test_an_embedded_server_that_dies_is_started_again_and_nothing_is_lost(daemon_factory, tmp_path: Path) -> None:
+    daemon = daemon_factory().start()
+    db = daemon.state_dir / "preemptd.db"
+    anyio.run(publish, daemon.url, tasks(100, "before"))
+    wait_for(lambda: cluster_events(db) == 100, what="the first events")
+    [server] = embedded_servers(daemon.state_dir)
+    os.kill(server, signal.SIGKILL)
+    wait_for(lambda: embedded_servers(daemon.state_dir) not in ([], [server]), what="a new embedded server")
+    anyio.run(functools.partial(publish, retry=True), daemon.url, tasks(100, "after"))
+    wait_for(lambda: cluster_events(db) == 200, what="the events published after the restart")
+    assert "the embedded nats-server exited; starting it again" in daemon.log_text()
+    assert daemon.stop() == 0
