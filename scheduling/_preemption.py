@@ -498,12 +498,15 @@ class _VictimSearch:
     def __init__(self, search: _GuaranteeSearch, pool: list[_Candidate], need: dict[str, int]) -> None:
         self.search, self.pool = search, pool
         self.need = {name: short for name, short in need.items() if short > 0}
-        self.reach = _reach(pool, self.need)
+        self.reach: list[dict[str, int]] | None = None  # computed once the search backtracks
+        self.removed: dict[str, dict[str, int]] = {}  # per queue, per resource: the chosen victims
         self.steps = 0
         self.law2 = False  # a candidate was left out for law 2
 
     def run(self) -> list[_Candidate] | None:
-        return self._extend(0, self.need, {}, []) if self.need else None
+        if not self.need or not _covers(self.pool, self.need):
+            return None
+        return self._extend(0, self.need, [])
 
     def failure(self) -> str:
         if self.steps >= _SEARCH_STEPS:
@@ -512,15 +515,15 @@ class _VictimSearch:
             return "law 2: every set of candidates that makes room takes a queue below its guarantee"
         return "no set of candidates makes room"
 
-    def _extend(self, start: int, missing: dict[str, int], removed: dict[str, dict[str, int]], chosen: list[_Candidate]) -> list[_Candidate] | None:
+    def _extend(self, start: int, missing: dict[str, int], chosen: list[_Candidate]) -> list[_Candidate] | None:
         for index in range(start, len(self.pool)):
             candidate = self.pool[index]
             resources = candidate.task.resources
             if not any(resources.get(name, 0) > 0 for name, short in missing.items() if short > 0):
                 continue
-            if any(short > self.reach[index][name] for name, short in missing.items()):
+            if self.reach is not None and any(short > self.reach[index][name] for name, short in missing.items()):
                 return None  # the rest of the pool cannot cover what is missing
-            if self.search._law2(removed, candidate.task, candidate.lineage):
+            if self.search._law2(self.removed, candidate.task, candidate.lineage):
                 self.law2 = True
                 continue
             if self.steps >= _SEARCH_STEPS:
@@ -529,10 +532,23 @@ class _VictimSearch:
             left = {name: short - resources.get(name, 0) for name, short in missing.items()}
             if all(short <= 0 for short in left.values()):
                 return [*chosen, candidate]
-            found = self._extend(index + 1, left, _removing(removed, candidate), [*chosen, candidate])
+            _take(self.removed, candidate, 1)
+            found = self._extend(index + 1, left, [*chosen, candidate])
+            _take(self.removed, candidate, -1)
             if found is not None:
                 return found
+            if self.reach is None:
+                self.reach = _reach(self.pool, self.need)
         return None
+
+
+def _covers(pool: list[_Candidate], need: dict[str, int]) -> bool:
+    """The whole pool frees at least `need`."""
+    freed = dict.fromkeys(need, 0)
+    for candidate in pool:
+        for name in need:
+            freed[name] += candidate.task.resources.get(name, 0)
+    return all(freed[name] >= short for name, short in need.items())
 
 
 def _reach(pool: list[_Candidate], need: dict[str, int]) -> list[dict[str, int]]:
@@ -545,15 +561,12 @@ def _reach(pool: list[_Candidate], need: dict[str, int]) -> list[dict[str, int]]
     return reach
 
 
-def _removing(removed: dict[str, dict[str, int]], candidate: _Candidate) -> dict[str, dict[str, int]]:
-    """`removed` (per queue, per resource) with the candidate's resources taken from its queues."""
-    out = dict(removed)
+def _take(removed: dict[str, dict[str, int]], candidate: _Candidate, sign: int) -> None:
+    """Add (1) or give back (-1) the candidate's resources to what its queues lose."""
     for queue in candidate.lineage:
-        taken = dict(out.get(queue.path, {}))
+        taken = removed.setdefault(queue.path, {})
         for name, amount in candidate.task.resources.items():
-            taken[name] = taken.get(name, 0) + amount
-        out[queue.path] = taken
-    return out
+            taken[name] = taken.get(name, 0) + sign * amount
 
 
 def _minimise(chosen: list[_Candidate], need: dict[str, int]) -> list[_Candidate]:
