@@ -117,8 +117,11 @@ class Bus:
         async def quiet(_exc: Exception) -> None:  # reconnects are logged by the caller's retries
             return None
 
+        connection: list[Any] = []  # filled once connected: a close is not a lost connection
+
         async def disconnected() -> None:
-            log("NATS connection lost; reconnecting", logging.WARNING, url=url)
+            if not (connection and connection[0].is_closed):
+                log("NATS connection lost; reconnecting", logging.WARNING, url=url)
 
         async def reconnected() -> None:
             log("NATS connection back", url=url)
@@ -136,6 +139,7 @@ class Bus:
         )
         try:  # nats-py retries a first connection forever too: bound it
             nc = await asyncio.wait_for(connecting, connect_timeout * 2)
+            connection.append(nc)
         except _NATS_ERRORS as exc:
             raise BusError(f"cannot connect to NATS at {url}: {_describe(exc)} (is it running?)") from exc
         return cls(nc)

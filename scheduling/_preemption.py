@@ -84,22 +84,20 @@ class _Solution:
         )
 
 
-def committed(queue: QueueState) -> dict[str, int]:
-    """A queue's usage as preemption sees it: victims in flight are gone, reserved asks are in."""
-    out = dict(queue.allocated)
-    for name, amount in queue.preempting.items():
-        out[name] = out.get(name, 0) - amount
-    for name, amount in queue.reserved.items():
-        out[name] = out.get(name, 0) + amount
-    return out
-
-
 def landed(queue: QueueState) -> dict[str, int]:
     """A queue's usage as a victim's queue: victims in flight are gone, and reserved asks do not
     count until they land, since a reservation can still be dropped (laws 5 and 2)."""
     out = dict(queue.allocated)
     for name, amount in queue.preempting.items():
         out[name] = out.get(name, 0) - amount
+    return out
+
+
+def committed(queue: QueueState) -> dict[str, int]:
+    """A queue's usage as the asking side sees it (law 4): landed, and reserved asks are in."""
+    out = landed(queue)
+    for name, amount in queue.reserved.items():
+        out[name] = out.get(name, 0) + amount
     return out
 
 

@@ -104,6 +104,7 @@ def test_a_new_user_gets_decisions_on_the_embedded_defaults(daemon_factory, tmp_
     assert "all 2 decisions reproduced" in replay.stdout
     batches = [int(n) for n in re.findall(r"msg=batch events=(\d+)", daemon.log_text())]
     assert sum(batches) == 3 and "msg=cycle" in daemon.log_text(), "one log line per batch and per cycle"
+    assert "connection lost" not in daemon.log_text(), "a clean stop is not an outage"
 
 
 def test_malformed_input_becomes_dead_letters_and_the_daemon_carries_on(nats_server: EmbeddedNats, daemon_factory, tmp_path: Path) -> None:
@@ -194,6 +195,7 @@ def test_a_nats_restart_while_events_flow_loses_nothing(tmp_path: Path, daemon_f
         stream = anyio.run(read, server.url, DECISION_STREAM, "preemptd.decisions.>")
         decision_ids = [json.loads(data)["id"] for data, _ in stream]
         assert len(decision_ids) == len(set(decision_ids)) == total - 1
+        assert "NATS connection lost; reconnecting" in daemon.log_text() and "NATS connection back" in daemon.log_text()
     finally:
         daemon.stop()
         server.stop()
