@@ -502,9 +502,7 @@ class _VictimSearch:
         self.law2 = False  # a candidate was left out for law 2
 
     def run(self) -> list[_Candidate] | None:
-        if not self.need or not _covers(self.pool, self.need):
-            return None
-        return self._extend(0, self.need, [])
+        return self._extend(0, self.need, []) if self.need else None
 
     def failure(self) -> str:
         if self.steps >= _SEARCH_STEPS:
@@ -535,18 +533,11 @@ class _VictimSearch:
             _take(self.removed, candidate, -1)
             if found is not None:
                 return found
+            if not self.law2:
+                return None  # the greedy descent took every candidate that helps: no set exists
             if self.reach is None:
                 self.reach = _reach(self.pool, self.need)
         return None
-
-
-def _covers(pool: list[_Candidate], need: dict[str, int]) -> bool:
-    """The whole pool frees at least `need`."""
-    freed = dict.fromkeys(need, 0)
-    for candidate in pool:
-        for name in need:
-            freed[name] += candidate.task.resources.get(name, 0)
-    return all(freed[name] >= short for name, short in need.items())
 
 
 def _reach(pool: list[_Candidate], need: dict[str, int]) -> list[dict[str, int]]:
