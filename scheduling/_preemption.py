@@ -114,6 +114,11 @@ def _node_available(node: NodeState) -> dict[str, int]:
     return out
 
 
+def _too_small(node: NodeState, ask: dict[str, int]) -> list[str]:
+    """The resources of which the node has less than the ask, even empty."""
+    return [name for name, amount in ask.items() if amount > node.capacity.get(name, 0)]
+
+
 def _victim_order(candidate: _Candidate) -> tuple:
     """Preferred victims first: not a last resort (law 1), lowest priority, youngest (started
     last, then submitted last), then task id as the final tie-break."""
@@ -396,7 +401,7 @@ class _GuaranteeSearch:
 
     def will_fit(self, node: NodeState) -> bool:
         """The ask fits `node` once its victims in flight are gone, without preempting more."""
-        fits = node.schedulable and all(amount <= node.capacity.get(name, 0) for name, amount in self.ask.items())
+        fits = node.schedulable and not _too_small(node, self.ask)
         return fits and not self._need(node)
 
     def _need(self, node: NodeState) -> dict[str, int]:
@@ -411,8 +416,9 @@ class _GuaranteeSearch:
     def _solve(self, node: NodeState, candidates: list[_Candidate], last_resort: bool) -> _Solution | str:
         if not node.schedulable:
             return "not schedulable"
-        if any(amount > node.capacity.get(name, 0) for name, amount in self.ask.items()):
-            return "too small for the task"
+        small = _too_small(node, self.ask)
+        if small:
+            return f"too small for the task: it has {amounts(node.capacity, small)}"
         need = self._need(node)
         pool = [c for c in candidates if last_resort or not c.last_resort]
         pool.sort(key=_victim_order)
@@ -471,7 +477,9 @@ class _GuaranteeSearch:
 
     def _refusal(self, by_node: dict[str, list[_Candidate]], considered: dict[str, str]) -> Refusal:
         top = self.scope.path[self.scope.top].path
-        if not by_node:
+        if not any(node.schedulable and not _too_small(node, self.ask) for node in self.p.nodes.values()):
+            reason = f"no schedulable node has room for the task even empty: it asks {amounts(self.ask)}"
+        elif not by_node:
             reason = f"no running task under {top} may be preempted for it"
         elif any(outcome.startswith("law 2") for outcome in considered.values()):
             reason = f"law 2: no node has a set of victims that makes room under {top} without taking a queue below its guarantee"
@@ -613,8 +621,9 @@ def plan_for_required_node(p: PartitionState, task: TaskState) -> Plan | Refusal
     if node is None or not node.schedulable:
         return Refusal((f"its required node {task.required_node} is not schedulable",))
     ask = positive(task.resources)
-    if any(amount > node.capacity.get(name, 0) for name, amount in ask.items()):
-        return Refusal((f"its required node {node.name} is too small for it",))
+    small = _too_small(node, ask)
+    if small:
+        return Refusal((f"its required node {node.name} is too small for it: it has {amounts(node.capacity, small)}, the task asks {amounts(ask, small)}",))
     need = {name: short for name, amount in ask.items() if (short := amount - _node_available(node).get(name, 0)) > 0}
     if not need:
         return Refusal(("victims in flight will make room",), quiet=True)
