@@ -226,6 +226,7 @@ class _Partition:
     dirty: bool = False  # events since the last cycle
     idle: bool = False  # the last cycle decided nothing
     wakeup: int | None = None  # wall-clock ms when a delay runs out, after an idle cycle
+    took: float = 0.0  # seconds the last cycle took
 
 
 class Daemon:
@@ -413,15 +414,17 @@ class Daemon:
             if self._due(partition, now - partition.last_cycle):
                 partition.last_cycle, partition.dirty = now, False
                 decisions = await self._cycle(name)
+                partition.took = time.monotonic() - now
                 partition.idle = not decisions
                 partition.wakeup = next_wakeup(self.state, name, self.last_tick_ts) if partition.idle else None
 
     def _due(self, partition: _Partition, elapsed: float) -> bool:
-        """After events: at once (at most every heartbeat). While decisions are being made:
+        """After events: at once (at most every heartbeat, and no more than half the time in
+        cycles, so that a long backlog leaves room to ingest). While decisions are being made:
         every tick. When the last cycle decided nothing and nothing happened since, a cycle
         could only decide again once a delay runs out: then, or every idle tick."""
         if partition.dirty:
-            return elapsed >= _HEARTBEAT
+            return elapsed >= max(_HEARTBEAT, 2 * partition.took)
         if not partition.idle:
             return elapsed >= self.settings.tick
         delay_over = partition.wakeup is not None and wall_ms() >= partition.wakeup
