@@ -170,13 +170,14 @@ class Bus:
 
     # -- consuming cluster events --
 
-    async def cluster_stream_end(self) -> int:
-        """The last sequence number in the cluster stream (0 when empty)."""
+    async def cluster_stream(self) -> tuple[str, int]:
+        """The cluster stream's identity (its creation time: a recreated stream, or another
+        server's, has another) and its last sequence number (0 when empty)."""
         try:
             info = await self._js.stream_info(CLUSTER_STREAM)
         except _NATS_ERRORS as exc:
             raise BusError(f"cannot read stream {CLUSTER_STREAM}: {_describe(exc)}") from exc
-        return info.state.last_seq
+        return str(info.created), info.state.last_seq
 
     async def other_consumers(self, mine: str) -> list[str]:
         """Durable consumers of other preemptd logs on the cluster stream: other daemons."""

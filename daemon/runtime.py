@@ -59,7 +59,7 @@ __all__ = ["Settings", "run"]
 
 _TICK = "tick"
 _HEARTBEAT = 0.1  # seconds; also the shortest gap between two cycles of a partition
-_TRACKING = f"{CLUSTER_STREAM}/{CONSUMER}"  # the log's position in the cluster stream
+_LEGACY_TRACKING = f"{CLUSTER_STREAM}/{CONSUMER}"  # the position's name before streams were told apart
 _PUBLISH_GRACE = 15.0  # seconds a batch of decisions in flight may hold up a stop
 
 
@@ -142,8 +142,9 @@ async def _run(settings: Settings) -> None:
             bus = await Bus.connect(url)
             try:
                 await bus.ensure_streams()
-                await bus.subscribe_cluster(await _start_position(store, bus) + 1, f"{CONSUMER}-{store.log_id}")
-                daemon = Daemon(settings, store, bus, state)
+                source, position = await _start_position(store, bus)
+                await bus.subscribe_cluster(position + 1, f"{CONSUMER}-{store.log_id}")
+                daemon = Daemon(settings, store, bus, state, source)
                 await daemon.apply_config_file()
                 async with anyio.create_task_group() as tg:
                     if embedded is not None:
@@ -158,23 +159,34 @@ async def _run(settings: Settings) -> None:
         log("stopped", seq=state.seq if state else None)
 
 
-async def _start_position(store: Store, bus: Bus) -> int:
-    """Where this log stopped reading the cluster stream. A stream that ends before it was
-    recreated (or is another server's): it is read from its start, and the daemon says so."""
-    position, end = await store.tracking(_TRACKING), await bus.cluster_stream_end()
-    if position > end:
-        log(
-            "the cluster stream ends before this log's position: it was recreated, or this is another NATS; reading it from its start",
-            logging.WARNING,
-            position=position,
-            stream_end=end,
-        )
-        await store.commit(Batch(tracking=(_TRACKING, 0)))
+async def _start_position(store: Store, bus: Bus) -> tuple[str, int]:
+    """The cluster stream's name in the log (`source`) and how far this log has read it.
+
+    Positions are kept per stream instance, so that a daemon moved to another NATS, or whose
+    stream was recreated, reads that stream from its start, and finds its place again when it
+    comes back, instead of applying one stream's position to another."""
+    created, end = await bus.cluster_stream()
+    source = f"{CLUSTER_STREAM}@{created}"
+    positions = await store.tracking_positions()
+    if source in positions:
+        position = positions[source]
+    elif set(positions) == {_LEGACY_TRACKING} and positions[_LEGACY_TRACKING] <= end:
+        position = positions[_LEGACY_TRACKING]  # a log from before positions were per stream
+    else:
         position = 0
+        if positions:
+            log("this log has not read this cluster stream before (another NATS, or a recreated stream): reading it from its start", logging.WARNING, stream_created=created, stream_end=end)
+    if source not in positions:
+        await store.commit(Batch(tracking=(source, position)))
     others = await bus.other_consumers(f"{CONSUMER}-{store.log_id}")
     if others:
-        log("other preemptd logs consume the cluster stream of this NATS: each daemon will publish its own decisions", logging.WARNING, consumers=",".join(others))
-    return position
+        log(
+            "other preemptd logs consume the cluster stream of this NATS: each daemon will publish its own decisions "
+            "(a stopped daemon's consumer is removed an hour after its last read)",
+            logging.WARNING,
+            consumers=",".join(others),
+        )
+    return source, position
 
 
 @contextmanager
@@ -232,8 +244,9 @@ class _Partition:
 class Daemon:
     """The actors of one daemon, around the one in-memory state they share through `act`."""
 
-    def __init__(self, settings: Settings, store: Store, bus: Bus, state: ClusterState) -> None:
+    def __init__(self, settings: Settings, store: Store, bus: Bus, state: ClusterState, source: str) -> None:
         self.settings, self.store, self.bus, self.state = settings, store, bus, state
+        self.source = source  # the cluster stream, as the log names its position in it
         self.partitions: dict[str, _Partition] = {name: _Partition(dirty=True) for name in state.partitions}
         self.last_snapshot = state.seq
         self.last_tick_ts = max((p.last_tick for p in state.partitions.values()), default=0)
@@ -243,7 +256,7 @@ class Daemon:
 
     async def run(self, ready: Callable[[], None] = lambda: None) -> None:
         """Run until cancelled (a signal); `ready` is called once the actors start."""
-        self.tracking = await self.store.tracking(_TRACKING)
+        self.tracking = await self.store.tracking(self.source)
         newest = await self.store.latest_snapshot()
         self.last_snapshot = newest[0] if newest else 0  # counted across restarts, or a daemon that keeps crashing never snapshots
         inbound_tx, inbound_rx = anyio.create_memory_object_stream[object](4)
@@ -308,7 +321,7 @@ class Daemon:
         received = wall_ms()
         with anyio.CancelScope(shield=True):
             self.consistent = False
-            batch = Batch(tracking=(_TRACKING, fresh[-1].stream_seq))
+            batch = Batch(tracking=(self.source, fresh[-1].stream_seq))
             decoded = self._decode(fresh, received, batch)
             known = await self.store.known_event_ids(event.id for _, event in decoded)
             self._fold(decoded, known, received, batch)

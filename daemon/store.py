@@ -232,6 +232,11 @@ class Store:
     async def last_seq(self) -> int:
         return await self._run(_scalar, sa.select(sa.func.coalesce(sa.func.max(_log.c.seq), 0)))
 
+    async def tracking_positions(self) -> dict[str, int]:
+        """Every source's position (`tracking` per source)."""
+        rows = await self._run(_all, sa.select(_tracking.c.source, _tracking.c.position))
+        return dict(rows)
+
     async def tracking(self, source: str) -> int:
         return await self._run(_scalar, sa.select(sa.func.coalesce(sa.func.max(_tracking.c.position), 0)).where(_tracking.c.source == source))
 
@@ -310,6 +315,10 @@ async def _ensure_log_id(conn: AsyncConnection, *, create: bool = True) -> str:
     log_id = uuid.uuid4().hex[:8]
     await conn.execute(_meta.insert().values(key="log_id", value=log_id))
     return log_id
+
+
+async def _all(conn: AsyncConnection, query) -> list[tuple]:
+    return [tuple(row) for row in (await conn.execute(query)).all()]
 
 
 async def _scalar(conn: AsyncConnection, query) -> int:

@@ -371,19 +371,25 @@ def test_two_daemons_on_one_nats_each_read_every_event(nats_server: EmbeddedNats
     assert "other preemptd logs consume the cluster stream of this NATS" in second.log_text()
 
 
-def test_a_log_ahead_of_a_recreated_stream_reads_the_new_stream_from_its_start(daemon_factory, tmp_path: Path) -> None:
-    with EmbeddedNats(tmp_path / "nats-1") as old:
-        daemon = daemon_factory("--nats-url", old.url).start()
-        anyio.run(publish, old.url, tasks(500, "old"))
+def test_a_daemon_moved_between_nats_servers_reads_each_stream_once(daemon_factory, tmp_path: Path) -> None:
+    """Positions are per stream: a longer stream elsewhere is read from its start (not from this
+    log's position in another stream), and coming back resumes where the log left off."""
+    with EmbeddedNats(tmp_path / "nats-1") as first, EmbeddedNats(tmp_path / "nats-2") as second:
+        anyio.run(publish, second.url, tasks(300, "second"))  # a longer stream, already there
+        daemon = daemon_factory("--nats-url", first.url).start()
+        anyio.run(publish, first.url, tasks(100, "first"))
         db = daemon.state_dir / "preemptd.db"
-        wait_for(lambda: cluster_events(db) == 500, what="the first stream read")
+        wait_for(lambda: cluster_events(db) == 100, what="the first stream read")
         assert daemon.stop() == 0
-    with EmbeddedNats(tmp_path / "nats-2") as new:
-        again = daemon_factory("--nats-url", new.url, state_dir=daemon.state_dir).start()
-        anyio.run(publish, new.url, tasks(50, "new"))
-        wait_for(lambda: cluster_events(db) == 550, what="the new stream's events in the log")
-        assert "the cluster stream ends before this log's position" in again.log_text()
-        assert again.stop() == 0
+        moved = daemon_factory("--nats-url", second.url, state_dir=daemon.state_dir).start()
+        wait_for(lambda: cluster_events(db) == 400, what="all of the second stream read")
+        assert "this log has not read this cluster stream before" in moved.log_text()
+        assert moved.stop() == 0
+        back = daemon_factory("--nats-url", first.url, state_dir=daemon.state_dir).start()
+        anyio.run(publish, first.url, tasks(10, "again"))
+        wait_for(lambda: cluster_events(db) == 410, what="the new events on the first stream")
+        assert back.stop() == 0
+        assert count(db, "dead_letters") == 0, "nothing read twice"
 
 
 def test_a_stop_leaves_no_decision_on_the_stream_unmarked_in_the_outbox(nats_server: EmbeddedNats, daemon_factory) -> None:
@@ -411,3 +417,18 @@ def test_an_embedded_server_that_dies_is_started_again_and_nothing_is_lost(daemo
     wait_for(lambda: cluster_events(db) == 200, what="the events published after the restart")
     assert "the embedded nats-server exited; starting it again" in daemon.log_text()
     assert daemon.stop() == 0
+
+
+def test_a_log_from_before_positions_per_stream_keeps_its_place(nats_server: EmbeddedNats, daemon_factory) -> None:
+    daemon = daemon_factory("--nats-url", nats_server.url).start()
+    anyio.run(publish, nats_server.url, tasks(50, "old"))
+    db = daemon.state_dir / "preemptd.db"
+    wait_for(lambda: cluster_events(db) == 50, what="the events read")
+    assert daemon.stop() == 0
+    with sqlite3.connect(db) as conn:  # the position as an earlier version named it
+        conn.execute("update tracking set source = 'PREEMPTD_CLUSTER/preemptd'")
+    upgraded = daemon_factory("--nats-url", nats_server.url, state_dir=daemon.state_dir).start()
+    anyio.run(publish, nats_server.url, tasks(5, "new"))
+    wait_for(lambda: cluster_events(db) == 55, what="the new events")
+    assert upgraded.stop() == 0
+    assert count(db, "dead_letters") == 0, "the stream was not read again"
