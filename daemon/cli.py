@@ -304,7 +304,9 @@ async def cmd_state(args: argparse.Namespace) -> int:
         await store.close()
     partitions = [p for name, p in sorted(state.partitions.items()) if args.partition in (None, name)]
     if not partitions:
-        raise UsageError(f"no partition {args.partition!r} at seq {state.seq}" if args.partition else "the log is empty")
+        if args.partition:
+            raise UsageError(f"no partition {args.partition!r} at seq {state.seq}")
+        raise UsageError("the log is empty" if not last else f"no partition yet at seq {state.seq} (the log runs from 1 to {last})")
     for partition in partitions:
         if args.json:
             print(json.dumps(partition_view(partition), indent=2))
@@ -386,8 +388,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser("run", help="run the daemon")
     _common(p, db=True)
-    p.add_argument("--nats-url", help="use this NATS server instead of starting the bundled one")
-    p.add_argument("--nats-port", type=_port, default=0, help="port for the bundled nats-server (default: a free one)")
+    p.add_argument("--nats-url", help="use this NATS server instead of starting the bundled one (default: $PREEMPTD_NATS_URL)")
+    p.add_argument("--nats-port", type=_port, default=0, help="port for the bundled nats-server; refused if in use (default: the previous one if free, else a free one)")
     p.add_argument("--config", help="a YuniKorn queues.yaml (or {model, config}) applied at start when it differs")
     p.add_argument("--tick", default="1s", help="time between scheduling cycles of a partition with pending tasks (default: 1s)")
     p.add_argument(
@@ -397,7 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--batch", type=_at_least(1), default=1000, help="events fetched and committed per transaction (default: 1000)")
     p.add_argument("--snapshot-every", type=_at_least(1), default=100_000, help="log records between snapshots (default: 100000)")
-    p.add_argument("--sqlite-synchronous", default="FULL", choices=["FULL", "NORMAL"], help="FULL survives power loss; NORMAL only process crashes")
+    p.add_argument("--sqlite-synchronous", default="FULL", choices=["FULL", "NORMAL"], help="FULL survives power loss; NORMAL only process crashes (default: FULL)")
     p.set_defaults(func=cmd_run)
 
     p = commands.add_parser("publish", help="publish events from a file (JSON lines or YAML; - for stdin)")
@@ -415,7 +417,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_tail)
 
     p = commands.add_parser("simulate", help="run a scenario file offline; decisions as JSON lines")
-    p.add_argument("file")
+    p.add_argument("file", help="a scenario file (YAML: name, model, config, events, until, expect)")
     p.add_argument("--state", action="store_true", help="print the final state as JSON")
     p.add_argument("--check", action="store_true", help="verify the scenario's `expect`; exit 1 on a mismatch")
     p.add_argument("--db", help="also write the log to this new SQLite file (for replay, explain, state)")
@@ -450,7 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_dead_letters)
 
     p = commands.add_parser("schema", help="print the JSON Schema of cluster events or decisions")
-    p.add_argument("kind", nargs="?", default="cluster", choices=["cluster", "decisions"])
+    p.add_argument("kind", nargs="?", default="cluster", choices=["cluster", "decisions"], help="what shims send (default), or what the daemon publishes")
     p.set_defaults(func=cmd_schema)
 
     p = commands.add_parser("db", help="log database maintenance")
@@ -479,6 +481,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `preemptd schema | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def _first(group: BaseExceptionGroup) -> BaseException:

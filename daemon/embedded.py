@@ -58,12 +58,12 @@ def port_is_free(host: str, port: int) -> bool:
 class EmbeddedNats:
     """A nats-server child process with JetStream."""
 
-    def __init__(self, data_dir: Path, *, host: str = "127.0.0.1", port: int = 0, preferred_port: int = 0) -> None:
-        """`port`: this one or fail; else `preferred_port` if it is free; else any free port."""
+    def __init__(self, data_dir: Path, *, host: str = "127.0.0.1", port: int = 0) -> None:
+        """`port`: this one or fail; else the port this data had last time, if it is free, so
+        that shims and tails that kept the URL find a restarted daemon; else any free port."""
         self.data_dir = data_dir
         self.host = host
         self.port = port
-        self.preferred_port = preferred_port
         self._process: subprocess.Popen | None = None
 
     @property
@@ -77,8 +77,7 @@ class EmbeddedNats:
         pid_file = self.data_dir / "nats-server.pid"
         _stop_stale(pid_file, self.data_dir / "jetstream")
         if not self.port:
-            free = self.preferred_port and port_is_free(self.host, self.preferred_port)
-            self.port = self.preferred_port if free else free_port(self.host)
+            self.port = self._previous_port() or free_port(self.host)
         elif not port_is_free(self.host, self.port):
             raise EmbeddedNatsError(f"port {self.port} on {self.host} is in use: choose another --nats-port, or pass --nats-url to use the server there")
         log = self.data_dir / "nats-server.log"
@@ -95,10 +94,23 @@ class EmbeddedNats:
                 problems = [line.split("] ", 1)[-1] for line in lines if "[FTL]" in line or "[ERR]" in line] or lines[-1:]
                 raise EmbeddedNatsError(f"nats-server exited at start: {'; '.join(problems) or 'see ' + str(log)}")
             if any(line.startswith(ready) and line.endswith("Server is ready") for line in lines):
+                (self.data_dir / "port").write_text(f"{self.port}\n")
                 return
             time.sleep(0.05)
         self.stop()
         raise EmbeddedNatsError(f"nats-server did not get ready on {self.url} within {timeout:.0f}s (see {log})")
+
+    def _previous_port(self) -> int:
+        try:
+            previous = int((self.data_dir / "port").read_text())
+        except (OSError, ValueError):
+            return 0
+        if not 0 < previous < 65536:
+            return 0
+        if not port_is_free(self.host, previous):
+            log("the embedded nats-server's previous port is taken: it gets another one", logging.WARNING, port=previous)
+            return 0
+        return previous
 
     def exit_code(self) -> int | None:
         """The server's exit status once it has exited, else None (running, or never started)."""

@@ -53,7 +53,7 @@ def explanation(decision: Decision, seq: int) -> str:
     lines = [f"{decision.id}  {kind}", f"  at {clock(decision.ts)}, partition {decision.partition}, cycle {decision.cycle}, log seq {seq}"]
     match decision:
         case Allocated():
-            lines.append(f"  task {decision.task} (app {decision.app}, queue {decision.queue}) asks {_amounts(decision.resources)}: bound to {decision.node}")
+            lines.append(f"  task {decision.task} (app {decision.app}, queue {decision.queue}) asks {_amounts(decision.resources)}: allocated to {decision.node}")
         case Preempted():
             lines.append(f"  preemptor {decision.preemptor} (app {decision.app}, queue {decision.queue}) asks {_amounts(decision.resources)}")
             lines.append(f"  node {decision.node} is reserved for it; reason: {decision.reason}; model {decision.model}")
@@ -99,7 +99,7 @@ def replay_summary(report: ReplayReport, *, what_if: bool) -> str:
         return "\n".join([head, *_changes(report.changes), _what_if_total(report), *_rejections(report)])
     if report.divergence is not None:
         return "\n".join([head, *_divergence(report.divergence, report.reproduced)])
-    return f"{head}: all {report.reproduced} decisions reproduced"
+    return f"{head}: all {count(report.reproduced, 'decision')} reproduced"
 
 
 def _divergence(divergence: Divergence, reproduced: int) -> list[str]:

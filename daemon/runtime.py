@@ -195,8 +195,7 @@ def _nats(settings: Settings) -> Iterator[tuple[str, EmbeddedNats | None]]:
     if settings.nats_url:
         yield settings.nats_url, None
         return
-    embedded = EmbeddedNats(settings.state_dir / "nats", port=settings.nats_port, preferred_port=_previous_port(settings))
-    with embedded as server:
+    with EmbeddedNats(settings.state_dir / "nats", port=settings.nats_port) as server:
         yield server.url, server
 
 
@@ -213,16 +212,6 @@ async def _keep_running(server: EmbeddedNats) -> None:
             await anyio.to_thread.run_sync(server.start)
         except EmbeddedNatsError as exc:
             log("the embedded nats-server did not start again; retrying", logging.ERROR, error=str(exc))
-
-
-def _previous_port(settings: Settings) -> int:
-    """The port the embedded server had last time, preferred if it is free, so that shims and
-    `tail` that kept the URL reconnect to a restarted daemon."""
-    try:
-        port = int((settings.state_dir / "nats.url").read_text().strip().rsplit(":", 1)[1])
-    except (OSError, ValueError, IndexError):
-        return 0
-    return port if 0 < port < 65536 else 0
 
 
 def _announce(settings: Settings, url: str) -> None:
@@ -518,7 +507,8 @@ class Daemon:
                 for warning in apply(self.state, record):
                     log("config warning", logging.WARNING, partition=event.partition, warning=warning)
             except Rejected as exc:
-                raise UsageError(f"{self.settings.config}: {exc.reason}") from None
+                reason = exc.reason.removeprefix("configuration refused, the previous one stays: ")
+                raise UsageError(f"{self.settings.config} refused, the daemon does not start: {reason}") from None
             await self.store.commit(Batch(rows=[to_row(record)]))
             self.partitions.setdefault(event.partition, _Partition()).dirty = True
             log("config applied", partition=event.partition, file=str(self.settings.config), seq=record.seq)

@@ -197,7 +197,7 @@ class Store:
             await engine.dispose()
             if isinstance(exc, StoreError):
                 raise
-            raise StoreError(f"cannot open the log at {target}: {exc}") from exc
+            raise StoreError(f"cannot open the log at {target}: {getattr(exc, 'orig', None) or exc}") from exc
         return cls(engine, log_id)
 
     async def close(self) -> None:
@@ -393,9 +393,11 @@ async def _select_rows(conn: AsyncConnection, query) -> list[LogRow]:
 async def _dead_letters(conn: AsyncConnection, limit: int) -> list[DeadLetter]:
     query = sa.select(_dead).order_by(_dead.c.id.desc()).limit(limit)
     rows = [dict(row._mapping) for row in await conn.execute(query)]
+    # newest last, in the order the messages arrived (a batch stores them by kind of fault)
+    rows.sort(key=lambda row: (row["received"], row["stream_seq"] or 0, row["id"]))
     for row in rows:
         row.pop("id")
-    return [DeadLetter(**row) for row in reversed(rows)]
+    return [DeadLetter(**row) for row in rows]
 
 
 async def _counts(conn: AsyncConnection) -> dict[str, int]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -185,3 +187,18 @@ def test_numbers_out_of_range_are_refused_up_front(argv: list[str]) -> None:
     result = preemptd(*argv)
     assert result.returncode == 2
     assert "error: argument" in result.stderr
+
+
+def test_output_cut_short_by_the_reader_ends_quietly() -> None:
+    """`preemptd schema | head -1`: the pipe closes early, which is not an error."""
+    command = f"{sys.executable} -m daemon.cli schema | head -1"
+    result = subprocess.run(command, shell=True, capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert result.stdout.strip() == "{" and "Traceback" not in result.stderr
+
+
+def test_a_file_that_is_not_a_database_is_named_as_such(tmp_path: Path) -> None:
+    text = tmp_path / "notes.db"
+    text.write_text("not a database\n" * 100)
+    result = preemptd("state", "--db", str(text))
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"preemptd: cannot open the log at {text}: file is not a database"
