@@ -141,7 +141,7 @@ def _json_line_error(number: int, line: str) -> str | None:
     return None
 
 
-def _prepared(event: Any, now: int) -> Outbound:
+def _prepared(event: Any, now: int, position: int) -> Outbound:
     """The simplest shim fills `id` and `ts` when missing; anything else goes as written, and
     the daemon answers bad input with a dead letter."""
     if isinstance(event, dict):
@@ -150,7 +150,7 @@ def _prepared(event: Any, now: int) -> Outbound:
         partition, kind = str(event.get("partition", "default")), str(event.get("type", "unknown"))
         for field, value in (("partition", partition), ("type", kind)):
             if not _SUBJECT_TOKEN.fullmatch(value):
-                raise UsageError(f"event {event['id']}: {field} {value!r} cannot be part of a NATS subject (no spaces, '*', '>' or empty parts)")
+                raise UsageError(f"event {position} (id {event['id']}): {field} {value!r} cannot be part of a NATS subject (no spaces, '*', '>' or empty parts)")
         return Outbound(cluster_subject(partition, kind), json.dumps(event).encode(), str(event["id"]))
     return Outbound(cluster_subject("default", "unknown"), json.dumps(event).encode())
 
@@ -158,7 +158,7 @@ def _prepared(event: Any, now: int) -> Outbound:
 async def cmd_publish(args: argparse.Namespace) -> int:
     events = _read_events(args.file)
     now = wall_ms()
-    messages = [_prepared(event, now) for event in events]
+    messages = [_prepared(event, now, position) for position, event in enumerate(events, 1)]
     bus = await Bus.connect(_nats_url(args), connect_timeout=_CLIENT_CONNECT_TIMEOUT)
     duplicates = 0
     try:
