@@ -8,7 +8,9 @@ A cycle has three phases:
    within every queue max up the tree (`_allocation`).
 3. Preemption: for each task left unplaced, in the same order, find victims (required-node
    tasks on their node, the others for their queue's guarantee), within the cycle's pace budget.
-   A task that may not preempt gets a `decision.blocked` when its reasons change.
+   A task that may not preempt gets a `decision.blocked` when its reasons change, at most
+   `BLOCKED_PER_CYCLE` a cycle (the rest in the next cycles), so that a large backlog does not
+   flood the log and the stream at once.
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ from scheduling._preemption import (
     plan_for_required_node,
 )
 
-__all__ = ["next_wakeup", "schedule"]
+__all__ = ["BLOCKED_PER_CYCLE", "next_wakeup", "schedule"]
+
+BLOCKED_PER_CYCLE = 1000
 
 
 def schedule(cycle: Cycle) -> None:
@@ -136,6 +140,7 @@ def _preempt(cycle: Cycle) -> None:
     budget = _Budget(p.config.preemption, p.capacity)
     refusals: dict[tuple, Refusal] = {}
     draining = [node for node in p.nodes.values() if node.preempting and frees_unclaimed_room(node)]
+    blocked = 0
     order = QueueOrder(p)
     for task in order:
         key = _situation(p, task, cycle.now)
@@ -150,7 +155,8 @@ def _preempt(cycle: Cycle) -> None:
             order.allocated(task)
         elif not outcome.quiet:
             refusals[key] = outcome
-            if outcome.reasons != task.blocked:
+            if outcome.reasons != task.blocked and blocked < BLOCKED_PER_CYCLE:
+                blocked += 1
                 cycle.emit(
                     Blocked,
                     task=task.id,
