@@ -55,7 +55,8 @@ __all__ = ["main"]
 
 DEFAULT_STATE_DIR = "preemptd-state"
 _CLIENT_CONNECT_TIMEOUT = 2.0  # publish and tail: a daemon that is not there is reported fast
-_SUBJECT_TOKEN = re.compile(r"[^\s*>.]+(\.[^\s*>.]+)*")
+_PARTITION = re.compile(r"[A-Za-z0-9_-]{1,64}")  # the contract's partition name
+_SUBJECT_WORD = re.compile(r"[^\s*>.]+")
 
 
 def _state_dir(args: argparse.Namespace) -> Path:
@@ -119,7 +120,7 @@ def _read_events(source: str) -> list[dict[str, Any]]:
         try:
             return [json.loads(line) for _, line in lines]
         except json.JSONDecodeError:
-            json_error = next(_json_line_error(number, line) for number, line in lines if _json_line_error(number, line))
+            json_error = next(filter(None, (_json_line_error(number, line) for number, line in lines)))
     events: list[dict[str, Any]] = []
     try:
         for document in yaml.safe_load_all(text):
@@ -148,9 +149,10 @@ def _prepared(event: Any, now: int, position: int) -> Outbound:
         event.setdefault("id", uuid.uuid4().hex)
         event.setdefault("ts", now)
         partition, kind = str(event.get("partition", "default")), str(event.get("type", "unknown"))
-        for field, value in (("partition", partition), ("type", kind)):
-            if not _SUBJECT_TOKEN.fullmatch(value):
-                raise UsageError(f"event {position} (id {event['id']}): {field} {value!r} cannot be part of a NATS subject (no spaces, '*', '>' or empty parts)")
+        if not _PARTITION.fullmatch(partition):
+            raise UsageError(f"event {position} (id {event['id']}): partition {partition!r} is not 1-64 letters, digits, _ or -")
+        if not _SUBJECT_WORD.match(kind):
+            raise UsageError(f"event {position} (id {event['id']}): type {kind!r} cannot start a NATS subject word (no spaces, '*' or '>')")
         return Outbound(cluster_subject(partition, kind), json.dumps(event).encode(), str(event["id"]))
     return Outbound(cluster_subject("default", "unknown"), json.dumps(event).encode())
 

@@ -8,6 +8,8 @@ same data: two servers on one JetStream directory would corrupt it.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 import os
 import shutil
@@ -18,6 +20,7 @@ import sys
 import sysconfig
 import time
 from pathlib import Path
+from typing import IO
 
 from daemon.errors import EmbeddedNatsError
 from daemon.logs import log
@@ -65,6 +68,7 @@ class EmbeddedNats:
         self.host = host
         self.port = port
         self._process: subprocess.Popen | None = None
+        self._lock: IO[str] | None = None  # held while this object owns the data directory
 
     @property
     def url(self) -> str:
@@ -74,31 +78,46 @@ class EmbeddedNats:
         """Start the server and wait until it says it is ready. The readiness line must come
         from this process: a port that accepts connections may belong to someone else."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._own_data_dir()
         pid_file = self.data_dir / "nats-server.pid"
         _stop_stale(pid_file, self.data_dir / "jetstream")
         if not self.port:
             self.port = self._previous_port() or free_port(self.host)
         elif not port_is_free(self.host, self.port):
             raise EmbeddedNatsError(f"port {self.port} on {self.host} is in use: choose another --nats-port, or pass --nats-url to use the server there")
-        log = self.data_dir / "nats-server.log"
-        start = log.stat().st_size if log.exists() else 0
+        server_log = self.data_dir / "nats-server.log"
+        start = server_log.stat().st_size if server_log.exists() else 0
         jetstream = str((self.data_dir / "jetstream").resolve())
         command = [find_nats_server(), "-a", self.host, "-p", str(self.port), "-js", "-sd", jetstream, "-P", str(pid_file)]
-        with log.open("ab") as output:
-            self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output, stderr=output)
+        with server_log.open("ab") as output:
+            # its own session: a Ctrl-C in the terminal is for the daemon, which stops the server
+            self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output, stderr=output, start_new_session=True)
         ready = f"[{self._process.pid}]"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            lines = _read_from(log, start)
+            lines = _read_from(server_log, start)
             if self._process.poll() is not None:
                 problems = [line.split("] ", 1)[-1] for line in lines if "[FTL]" in line or "[ERR]" in line] or lines[-1:]
-                raise EmbeddedNatsError(f"nats-server exited at start: {'; '.join(problems) or 'see ' + str(log)}")
+                raise EmbeddedNatsError(f"nats-server exited at start: {'; '.join(problems) or 'see ' + str(server_log)}")
             if any(line.startswith(ready) and line.endswith("Server is ready") for line in lines):
                 (self.data_dir / "port").write_text(f"{self.port}\n")
                 return
             time.sleep(0.05)
         self.stop()
-        raise EmbeddedNatsError(f"nats-server did not get ready on {self.url} within {timeout:.0f}s (see {log})")
+        raise EmbeddedNatsError(f"nats-server did not get ready on {self.url} within {timeout:.0f}s (see {server_log})")
+
+    def _own_data_dir(self) -> None:
+        """Lock the data directory for as long as this object runs a server on it, so that a
+        server found running on it (below) can only be one whose daemon is gone."""
+        if self._lock is not None:
+            return
+        lock = (self.data_dir / "lock").open("a+")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            raise EmbeddedNatsError(f"another preemptd's embedded nats-server uses {self.data_dir}: give each daemon its own --state-dir") from None
+        self._lock = lock
 
     def _previous_port(self) -> int:
         try:
@@ -117,6 +136,14 @@ class EmbeddedNats:
         return None if self._process is None else self._process.poll()
 
     def stop(self, timeout: float = 10.0) -> None:
+        try:
+            self._stop_process(timeout)
+        finally:
+            if self._lock is not None:
+                self._lock.close()
+                self._lock = None
+
+    def _stop_process(self, timeout: float) -> None:
         if self._process is None or self._process.poll() is not None:
             return
         self._process.terminate()
@@ -142,8 +169,9 @@ def _read_from(log: Path, offset: int) -> list[str]:
 
 def _stop_stale(pid_file: Path, jetstream: Path) -> None:
     """Stop a nats-server an earlier daemon started on this data and left behind (it was killed
-    before it could stop it). Only a process whose command line names this JetStream directory
-    is touched, so a reused pid is safe."""
+    before it could stop it; the caller holds the data directory's lock, so that daemon is gone).
+    Only a process whose command line names this JetStream directory is touched, so a reused
+    pid is safe."""
     try:
         pid = int(pid_file.read_text().strip())
         command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
@@ -152,9 +180,10 @@ def _stop_stale(pid_file: Path, jetstream: Path) -> None:
     if not command or not command[0].endswith(b"nats-server") or str(jetstream.resolve()).encode() not in command:
         return
     log("stopping a nats-server an earlier daemon left running on this data", logging.WARNING, pid=pid)
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 10
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if Path(f"/proc/{pid}").exists():
-        os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):  # it may exit by itself meanwhile
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if Path(f"/proc/{pid}").exists():
+            os.kill(pid, signal.SIGKILL)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -42,7 +43,6 @@ CLUSTER_STREAM = "PREEMPTD_CLUSTER"
 DECISION_STREAM = "PREEMPTD_DECISIONS"
 REJECTED_STREAM = "PREEMPTD_REJECTED"
 CONSUMER = "preemptd"  # the prefix of each log's durable consumer: preemptd-<log id>
-_CONSUMER_IDLE = 3600.0  # a consumer no daemon has pulled from for an hour is removed by NATS
 _WEEK = 7 * 24 * 3600.0
 
 
@@ -65,6 +65,14 @@ _STREAMS = (
 )
 
 _NATS_ERRORS = (nats.errors.Error, nats.js.errors.Error, asyncio.TimeoutError, OSError)
+
+
+def _second(created: datetime.datetime | str) -> str:
+    """A stream's creation time to the second, as `2026-11-21T09:43:05Z`, whichever form the
+    client gives it in (a datetime, or the server's text in older nats-py)."""
+    if isinstance(created, datetime.datetime):
+        return created.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return created[:19] + "Z"
 
 
 def _describe(exc: BaseException) -> str:
@@ -177,7 +185,9 @@ class Bus:
             info = await self._js.stream_info(CLUSTER_STREAM)
         except _NATS_ERRORS as exc:
             raise BusError(f"cannot read stream {CLUSTER_STREAM}: {_describe(exc)}") from exc
-        return str(info.created), info.state.last_seq
+        if info.created is None:
+            raise BusError(f"NATS did not say when stream {CLUSTER_STREAM} was created; preemptd needs it to tell streams apart")
+        return _second(info.created), info.state.last_seq
 
     async def other_consumers(self, mine: str) -> list[str]:
         """Durable consumers of other preemptd logs on the cluster stream: other daemons."""
@@ -206,7 +216,6 @@ class Bus:
             deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE,
             opt_start_seq=max(start, 1),
             max_waiting=16,
-            inactive_threshold=_CONSUMER_IDLE,
         )
         try:
             if self._consumer is not None:

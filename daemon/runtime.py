@@ -182,7 +182,7 @@ async def _start_position(store: Store, bus: Bus) -> tuple[str, int]:
     if others:
         log(
             "other preemptd logs consume the cluster stream of this NATS: each daemon will publish its own decisions "
-            "(a stopped daemon's consumer is removed an hour after its last read)",
+            "(the consumer of a log no longer used can be removed: nats consumer rm PREEMPTD_CLUSTER <name>)",
             logging.WARNING,
             consumers=",".join(others),
         )
@@ -202,16 +202,21 @@ def _nats(settings: Settings) -> Iterator[tuple[str, EmbeddedNats | None]]:
 async def _keep_running(server: EmbeddedNats) -> None:
     """Start the embedded server again, on the same port and data, if it exits under us; the
     client reconnects to it as after any outage."""
+    failures = 0
     while True:
         await anyio.sleep(1.0)
         code = server.exit_code()
         if code is None:
+            failures = 0
             continue
-        log("the embedded nats-server exited; starting it again", logging.ERROR, exit_code=code, port=server.port)
+        if not failures:
+            log("the embedded nats-server exited; starting it again", logging.ERROR, exit_code=code, port=server.port)
         try:
             await anyio.to_thread.run_sync(server.start)
-        except EmbeddedNatsError as exc:
-            log("the embedded nats-server did not start again; retrying", logging.ERROR, error=str(exc))
+        except (EmbeddedNatsError, OSError) as exc:
+            failures += 1
+            if failures in (1, 10) or failures % 60 == 0:
+                log("the embedded nats-server did not start again; retrying every second", logging.ERROR, error=str(exc), attempts=failures)
 
 
 def _announce(settings: Settings, url: str) -> None:
@@ -237,7 +242,7 @@ class Daemon:
         self.settings, self.store, self.bus, self.state = settings, store, bus, state
         self.source = source  # the cluster stream, as the log names its position in it
         self.partitions: dict[str, _Partition] = {name: _Partition(dirty=True) for name in state.partitions}
-        self.last_snapshot = state.seq
+        self.last_snapshot = 0  # the newest snapshot's position, read in `run`
         self.last_tick_ts = max((p.last_tick for p in state.partitions.values()), default=0)
         self.tracking = 0
         self.wake_publisher = anyio.Event()
@@ -415,8 +420,9 @@ class Daemon:
                 continue
             if self._due(partition, now - partition.last_cycle):
                 partition.last_cycle, partition.dirty = now, False
+                started = time.monotonic()
                 decisions = await self._cycle(name)
-                partition.took = time.monotonic() - now
+                partition.took = time.monotonic() - started
                 partition.idle = not decisions
                 partition.wakeup = next_wakeup(self.state, name, self.last_tick_ts) if partition.idle else None
 

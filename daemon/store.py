@@ -12,6 +12,7 @@ with WAL here. Driver errors become `StoreError`.
 
 from __future__ import annotations
 
+import urllib.parse
 import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -193,10 +194,11 @@ class Store:
                 else:
                     await conn.run_sync(_check_schema, target, writable=False)
                 log_id = await _ensure_log_id(conn, create=create)
-        except (SQLAlchemyError, StoreError) as exc:
+        except StoreError:
             await engine.dispose()
-            if isinstance(exc, StoreError):
-                raise
+            raise
+        except SQLAlchemyError as exc:
+            await engine.dispose()
             raise StoreError(f"cannot open the log at {target}: {getattr(exc, 'orig', None) or exc}") from exc
         return cls(engine, log_id)
 
@@ -288,8 +290,10 @@ class Store:
 
 def _read_only(url: str) -> str:
     """The same SQLite file, opened read-only: reading a log never changes it."""
-    path = url.split(":///", 1)[1]
-    return url if path == ":memory:" else f"sqlite+aiosqlite:///file:{path}?mode=ro&uri=true"
+    path = url.split(":///", 1)[1] if ":///" in url else ":memory:"
+    if path == ":memory:" or "?" in path:
+        return url  # an in-memory log, or a URL that already says how to open it
+    return f"sqlite+aiosqlite:///file:{urllib.parse.quote(path)}?mode=ro&uri=true"
 
 
 def _sqlite_exists(url: str) -> bool:

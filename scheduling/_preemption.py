@@ -62,7 +62,7 @@ class Plan:
 class _Candidate:
     task: TaskState
     priority: int  # as seen from the queue the ask and the victim share
-    last_resort: bool  # opted out (allow-preemption false) or an originator
+    last_resort: bool  # opted out (allow-preemption false), an originator, or (required-node only) in a disabled queue
     lineage: list[QueueState]
 
 
@@ -120,8 +120,8 @@ def _too_small(node: NodeState, ask: dict[str, int]) -> list[str]:
 
 
 def _victim_order(candidate: _Candidate) -> tuple:
-    """Preferred victims first: not a last resort (law 1), lowest priority, youngest (started
-    last, then submitted last), then task id as the final tie-break."""
+    """Preferred victims first: not a last resort (law 1, see `_Candidate.last_resort`), lowest
+    priority, youngest (started last, then submitted last), then task id as the final tie-break."""
     task = candidate.task
     return (candidate.last_resort, candidate.priority, -(task.bound_at or 0), -task.seq, task.id)
 
@@ -460,20 +460,22 @@ class _GuaranteeSearch:
         return [f"max: the victims must free {amounts(self.scope.queue_need)} under {self.scope.path[self.scope.top].path} for the task to fit its max"]
 
     def _why(self, candidate: _Candidate) -> str:
-        queue = self.p.queues[candidate.task.queue]
         freed = [name for name in self.ask if candidate.task.resources.get(name, 0) > 0]
-        over = [name for name in freed if name in queue.guaranteed]
-        free = [name for name in freed if name not in queue.guaranteed]
         parts = []
-        if over:
-            parts.append(
-                f"{queue.path} is over its guarantee for {listing(over)} ({amounts(landed(queue), over)} of "
-                f"{amounts(queue.guaranteed, over)}) and stays at or above it"
-            )
-        if free:
-            parts.append(f"{queue.path} guarantees no {listing(free)}")
+        leaf = candidate.lineage[0]
+        unguaranteed = [name for name in freed if name not in leaf.guaranteed]
+        if unguaranteed:
+            parts.append(f"{leaf.path} guarantees no {listing(unguaranteed)}")
+        for queue in candidate.lineage:
+            over = [name for name in freed if name in queue.guaranteed]
+            if over and queue.path not in self.on_path:
+                parts.append(f"{queue.path} is over its guarantee for {listing(over)} ({amounts(landed(queue), over)} of {amounts(queue.guaranteed, over)})")
         resort = "; opted out of preemption or an originator, taken as a last resort (law 1)" if candidate.last_resort else ""
-        return f"{'; '.join(parts)} (laws 5, 2); priority {candidate.priority} is not above the task's (law 6){resort}; preferred on its node: lowest priority, then youngest"
+        return (
+            f"{'; '.join(parts)}; every queue stays at or above its guarantee, the task's arrival counted (laws 5, 2); "
+            f"priority {candidate.priority} is not above the task's (law 6){resort}; "
+            "the most preferred set on its node that keeps law 2 (not opted out, lower priority, then younger first)"
+        )
 
     def _refusal(self, by_node: dict[str, list[_Candidate]], considered: dict[str, str]) -> Refusal:
         top = self.scope.path[self.scope.top].path
@@ -515,7 +517,7 @@ class _VictimSearch:
     def failure(self) -> str:
         if self.steps >= _SEARCH_STEPS:
             return f"no set found in {_SEARCH_STEPS} tries (search bounded)"
-        if self.law2:
+        if self.law2 and _covers(self.pool, self.need):
             return "law 2: every set of candidates that makes room takes a queue below its guarantee"
         return "no set of candidates makes room"
 
@@ -546,6 +548,11 @@ class _VictimSearch:
             if self.reach is None:
                 self.reach = _reach(self.pool, self.need)
         return None
+
+
+def _covers(pool: list[_Candidate], need: dict[str, int]) -> bool:
+    """All of the pool together frees at least `need`."""
+    return all(sum(c.task.resources.get(name, 0) for c in pool) >= short for name, short in need.items())
 
 
 def _reach(pool: list[_Candidate], need: dict[str, int]) -> list[dict[str, int]]:

@@ -432,3 +432,12 @@ def test_a_log_from_before_positions_per_stream_keeps_its_place(nats_server: Emb
     wait_for(lambda: cluster_events(db) == 55, what="the new events")
     assert upgraded.stop() == 0
     assert count(db, "dead_letters") == 0, "the stream was not read again"
+
+
+def test_two_daemons_cannot_share_an_embedded_servers_data(daemon_factory, tmp_path: Path) -> None:
+    first = daemon_factory("--db", str(tmp_path / "first.db")).start()
+    [server] = embedded_servers(first.state_dir)
+    second = preemptd("run", "--state-dir", str(first.state_dir), "--db", str(tmp_path / "second.db"), timeout=60)
+    assert second.returncode == 2 and "another preemptd's embedded nats-server uses" in second.stderr
+    assert embedded_servers(first.state_dir) == [server], "the first daemon's server is left alone"
+    assert first.stop() == 0
