@@ -198,6 +198,14 @@ class Bus:
         names = [c.name for c in consumers]
         return sorted(name for name in names if name.startswith(f"{CONSUMER}-") and name != mine)
 
+    async def remove_consumer(self, name: str) -> None:
+        """Delete a durable consumer of the cluster stream, if it exists."""
+        try:
+            with contextlib.suppress(nats.js.errors.NotFoundError):
+                await self._js.delete_consumer(CLUSTER_STREAM, name)
+        except _NATS_ERRORS as exc:
+            raise BusError(f"cannot remove consumer {name} of {CLUSTER_STREAM}: {_describe(exc)}") from exc
+
     async def subscribe_cluster(self, start: int, consumer: str | None = None) -> None:
         """(Re)create the durable consumer (`consumer`, named once per log) so that it delivers
         from stream sequence `start`.

@@ -172,6 +172,7 @@ async def _start_position(store: Store, bus: Bus) -> tuple[str, int]:
         position = positions[source]
     elif set(positions) == {_LEGACY_TRACKING} and positions[_LEGACY_TRACKING] <= end:
         position = positions[_LEGACY_TRACKING]  # a log from before positions were per stream
+        await bus.remove_consumer(CONSUMER)  # and its consumer, named before consumers were per log
     else:
         position = 0
         if positions:
