@@ -252,8 +252,7 @@ class Daemon:
     async def run(self, ready: Callable[[], None] = lambda: None) -> None:
         """Run until cancelled (a signal); `ready` is called once the actors start."""
         self.tracking = await self.store.tracking(self.source)
-        newest = await self.store.latest_snapshot()
-        self.last_snapshot = newest[0] if newest else 0  # counted across restarts, or a daemon that keeps crashing never snapshots
+        self.last_snapshot = await self.store.latest_snapshot_seq()  # counted across restarts, or a daemon that keeps crashing never snapshots
         inbound_tx, inbound_rx = anyio.create_memory_object_stream[object](4)
         try:
             async with anyio.create_task_group() as tg:

@@ -255,6 +255,10 @@ class Store:
     async def latest_snapshot(self, at_most: int | None = None) -> tuple[int, bytes] | None:
         return await self._run(_latest_snapshot, at_most)
 
+    async def latest_snapshot_seq(self) -> int:
+        """The log position of the newest snapshot (0 without one), without reading it."""
+        return await self._run(_scalar, sa.select(sa.func.coalesce(sa.func.max(_snapshots.c.seq), 0)))
+
     async def find(self, event_id: str) -> LogRow | None:
         rows = await self._run(_select_rows, sa.select(_log).where(_log.c.event_id == event_id))
         return rows[0] if rows else None
