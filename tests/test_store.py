@@ -77,11 +77,13 @@ async def test_a_failed_batch_writes_nothing(tmp_path: Path) -> None:
 async def test_only_the_three_newest_snapshots_are_kept(tmp_path: Path) -> None:
     store = await Store.open(str(tmp_path / "log.db"))
     try:
+        assert await store.latest_snapshot_seq() == 0
         for seq in (10, 20, 30, 40):
             await store.save_snapshot(seq, f"state@{seq}".encode(), created=seq)
         assert await store.latest_snapshot() == (40, b"state@40")
         assert await store.latest_snapshot(at_most=25) == (20, b"state@20")
         assert await store.latest_snapshot(at_most=15) is None
+        assert await store.latest_snapshot_seq() == 40
     finally:
         await store.close()
 
