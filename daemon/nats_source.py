@@ -35,6 +35,7 @@ __all__ = [
     "Inbound",
     "Outbound",
     "cluster_subject",
+    "creation_stamp",
     "decision_subject",
     "rejected_subject",
 ]
@@ -67,12 +68,14 @@ _STREAMS = (
 _NATS_ERRORS = (nats.errors.Error, nats.js.errors.Error, asyncio.TimeoutError, OSError)
 
 
-def _second(created: datetime.datetime | str) -> str:
-    """A stream's creation time to the second, as `2026-11-21T09:43:05Z`, whichever form the
-    client gives it in (a datetime, or the server's text in older nats-py)."""
+def creation_stamp(created: datetime.datetime | str) -> str:
+    """A stream's creation time to the microsecond, as `2026-11-21T09:43:05.123456Z`, whichever
+    form the client gives it in (a datetime, or the server's text with nanoseconds in older
+    nats-py, truncated the same way). Two streams created in one second stay apart."""
     if isinstance(created, datetime.datetime):
-        return created.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return created[:19] + "Z"
+        return created.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    seconds, _, fraction = created.rstrip("Z").partition(".")
+    return f"{seconds[:19]}.{fraction[:6].ljust(6, '0')}Z"
 
 
 def _describe(exc: BaseException) -> str:
@@ -187,7 +190,7 @@ class Bus:
             raise BusError(f"cannot read stream {CLUSTER_STREAM}: {_describe(exc)}") from exc
         if info.created is None:
             raise BusError(f"NATS did not say when stream {CLUSTER_STREAM} was created; preemptd needs it to tell streams apart")
-        return _second(info.created), info.state.last_seq
+        return creation_stamp(info.created), info.state.last_seq
 
     async def other_consumers(self, mine: str) -> list[str]:
         """Durable consumers of other preemptd logs on the cluster stream: other daemons."""

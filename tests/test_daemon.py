@@ -4,6 +4,7 @@ restart. These are the slow tests."""
 
 from __future__ import annotations
 
+import datetime
 import functools
 import json
 import os
@@ -30,6 +31,7 @@ from daemon.nats_source import (
     Bus,
     Outbound,
     cluster_subject,
+    creation_stamp,
 )
 
 pytestmark = pytest.mark.slow
@@ -448,3 +450,14 @@ def test_two_daemons_cannot_share_an_embedded_servers_data(daemon_factory, tmp_p
     assert second.returncode == 2 and "another preemptd's embedded nats-server uses" in second.stderr
     assert embedded_servers(first.state_dir) == [server], "the first daemon's server is left alone"
     assert first.stop() == 0
+
+
+@pytest.mark.parametrize(
+    "created",
+    ["2026-11-21T11:57:27.345123456Z", "2026-11-21T11:57:27.345123Z", datetime.datetime(2026, 11, 21, 11, 57, 27, 345123, tzinfo=datetime.timezone.utc)],
+)
+def test_a_streams_creation_time_names_it_the_same_whatever_the_clients_form(created) -> None:
+    """nats-py gives the time as text (older) or a datetime (newer): one stream, one name; and
+    two streams created in the same second keep apart."""
+    assert creation_stamp(created) == "2026-11-21T11:57:27.345123Z"
+    assert creation_stamp("2026-11-21T11:57:27.9Z") != creation_stamp(created)
