@@ -1,0 +1,34 @@
+"""Decisions do not change by accident.
+
+- Every scenario file makes exactly the decisions recorded in tests/golden (byte for byte, as
+  `preemptd simulate` prints them). A change meant to alter decisions re-records them with
+  `tests/record_decisions.py`, and the diff of tests/golden shows its effect.
+- A log written by the daemon of version 0.1.0 (tests/fixtures, made by make_daemon_log.py)
+  replays with this version: every stored decision is reproduced.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import preemptd
+from record_decisions import SCENARIOS, decisions, golden_path
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_a_scenario_makes_the_recorded_decisions(scenario: Path) -> None:
+    recorded = golden_path(scenario)
+    assert recorded.exists(), f"no recording for {scenario.name}: run tests/record_decisions.py"
+    made, expected = decisions(scenario).splitlines(), recorded.read_bytes().splitlines()
+    first = next((i for i, (a, b) in enumerate(zip(made, expected)) if a != b), min(len(made), len(expected)))
+    assert made == expected, f"decision {first} differs:\n  made:     {made[first:first + 1]}\n  recorded: {expected[first:first + 1]}"
+
+
+def test_a_daemon_log_of_an_earlier_version_replays(tmp_path: Path) -> None:
+    log = tmp_path / "daemon-log.db"
+    shutil.copyfile(Path(__file__).parent / "fixtures" / "daemon-log-0.1.0.db", log)
+    replay = preemptd("replay", "--db", str(log), "--quiet")
+    assert replay.returncode == 0, replay.stdout + replay.stderr
+    assert "all 13 decisions reproduced" in replay.stdout
