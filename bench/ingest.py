@@ -28,10 +28,9 @@ import time
 from pathlib import Path
 
 import anyio
-
-from daemon.embedded import EmbeddedNats
-from daemon.nats_source import Bus, Outbound, cluster_subject
-from events import decode_cluster_event
+from preemptd.daemon.embedded import EmbeddedNats
+from preemptd.daemon.nats_source import Bus, Outbound, cluster_subject
+from preemptd.events import decode_cluster_event
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -103,7 +102,7 @@ def committed(db: Path) -> int:
 
 
 def daemon_rate(url: str, state: Path, count: int, synchronous: str) -> float:
-    command = [sys.executable, "-m", "daemon.cli", "--log-level", "warning", "run", "--nats-url", url, "--state-dir", str(state), "--sqlite-synchronous", synchronous]
+    command = [sys.executable, "-m", "preemptd.daemon.cli", "--log-level", "warning", "run", "--nats-url", url, "--state-dir", str(state), "--sqlite-synchronous", synchronous]
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     db = state / "preemptd.db"
     try:

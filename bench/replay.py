@@ -25,12 +25,11 @@ import time
 from pathlib import Path
 
 import anyio
-
-import events as ev
-from daemon.history import outbox_rows, to_row
-from daemon.store import Batch, Store
-from projections import ClusterState, LogRecord, apply
-from scheduling import needs_cycle, run_cycle, tick_record
+from preemptd import events as ev
+from preemptd.daemon.history import outbox_rows, to_row
+from preemptd.daemon.store import Batch, Store
+from preemptd.projections import ClusterState, LogRecord, apply
+from preemptd.scheduling import needs_cycle, run_cycle, tick_record
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -103,7 +102,7 @@ def main() -> None:
         print(f"made a log of {events:,} cluster events in {time.perf_counter() - started:.0f}s", file=sys.stderr)
         rows, raw_seconds = raw_read(db)
         started = time.perf_counter()
-        result = subprocess.run([sys.executable, "-m", "daemon.cli", "replay", "--db", str(db), "--quiet"], cwd=ROOT, capture_output=True, text=True)
+        result = subprocess.run([sys.executable, "-m", "preemptd.daemon.cli", "replay", "--db", str(db), "--quiet"], cwd=ROOT, capture_output=True, text=True)
         replay_seconds = time.perf_counter() - started
     print(result.stdout.strip())
     print(f"raw sqlite3 read:  {rows / raw_seconds:>10,.0f} rows/s ({rows:,} rows: events, ticks and decisions)")

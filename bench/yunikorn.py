@@ -22,9 +22,9 @@ import gc
 import statistics
 import time
 
-import events as ev
-from projections import ClusterState, LogRecord, apply
-from scheduling import _yunikorn, run_cycle, tick_record
+from preemptd import events as ev
+from preemptd.projections import ClusterState, LogRecord, apply
+from preemptd.scheduling import _yunikorn, run_cycle, tick_record
 
 LEAVES_PER_PARENT = 50
 PARENTS = 20

@@ -30,16 +30,7 @@ from typing import Any
 import anyio
 import msgspec
 import yaml
-from tqdm import tqdm
-
-from daemon import render
-from daemon.errors import DaemonError, UsageError
-from daemon.history import load_state, outbox_rows, records, to_record, to_row
-from daemon.logs import configure
-from daemon.nats_source import Bus, Outbound, cluster_subject
-from daemon.runtime import Settings, config_events, run, wall_ms
-from daemon.store import Batch, Store
-from events import (
+from preemptd.events import (
     DurationError,
     Scenario,
     decode_decision,
@@ -48,8 +39,17 @@ from events import (
     parse_duration,
     to_builtins,
 )
-from projections import partition_view
-from scheduling import Replayer, ScenarioError, check, simulate
+from preemptd.projections import partition_view
+from preemptd.scheduling import Replayer, ScenarioError, check, simulate
+from tqdm import tqdm
+
+from . import render
+from .errors import DaemonError, UsageError
+from .history import load_state, outbox_rows, records, to_record, to_row
+from .logs import configure
+from .nats_source import Bus, Outbound, cluster_subject
+from .runtime import Settings, config_events, run, wall_ms
+from .store import Batch, Store
 
 __all__ = ["main"]
 

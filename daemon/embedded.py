@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from typing import IO
 
-from daemon.errors import EmbeddedNatsError
-from daemon.logs import log
+from .errors import EmbeddedNatsError
+from .logs import log
 
 __all__ = ["EmbeddedNats", "find_nats_server", "free_port", "port_is_free"]
 

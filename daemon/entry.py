@@ -8,7 +8,7 @@ import sys
 
 def main() -> int:
     try:
-        from daemon.cli import main as cli
+        from .cli import main as cli
     except KeyboardInterrupt:
         return 130
     return cli()

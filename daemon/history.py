@@ -6,11 +6,12 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Iterable
 
-from daemon.logs import log
-from daemon.nats_source import decision_subject
-from daemon.store import LogRow, OutboxRow, Store
-from events import Decision, decode_log_event, encode
-from projections import ClusterState, LogRecord, Rejected, SnapshotError, apply, restore
+from preemptd.events import Decision, decode_log_event, encode
+from preemptd.projections import ClusterState, LogRecord, Rejected, SnapshotError, apply, restore
+
+from .logs import log
+from .nats_source import decision_subject
+from .store import LogRow, OutboxRow, Store
 
 __all__ = ["load_state", "outbox_rows", "records", "to_record", "to_row"]
 

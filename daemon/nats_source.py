@@ -23,8 +23,8 @@ import nats.errors
 import nats.js.errors
 from nats.js import api
 
-from daemon.errors import BusError
-from daemon.logs import log
+from .errors import BusError
+from .logs import log
 
 __all__ = [
     "CLUSTER_STREAM",

@@ -6,10 +6,11 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
-from daemon.store import DeadLetter
-from events import Allocated, Blocked, Decision, Preempted, Unreserved, format_human
-from projections import PartitionState, queue_depth
-from scheduling import Change, Divergence, ReplayReport
+from preemptd.events import Allocated, Blocked, Decision, Preempted, Unreserved, format_human
+from preemptd.projections import PartitionState, queue_depth
+from preemptd.scheduling import Change, Divergence, ReplayReport
+
+from .store import DeadLetter
 
 __all__ = ["clock", "count", "dead_letter", "explanation", "queue_table", "replay_summary", "summary"]
 

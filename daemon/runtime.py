@@ -30,21 +30,7 @@ from pathlib import Path
 import anyio
 import msgspec
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
-
-from daemon.embedded import EmbeddedNats
-from daemon.errors import BusError, EmbeddedNatsError, UsageError
-from daemon.history import load_state, outbox_rows, to_row
-from daemon.logs import log
-from daemon.nats_source import (
-    CLUSTER_STREAM,
-    CONSUMER,
-    Bus,
-    Inbound,
-    Outbound,
-    rejected_subject,
-)
-from daemon.store import Batch, DeadLetter, OutboxRow, Store, database_url
-from events import (
+from preemptd.events import (
     ConfigApplied,
     ConfigError,
     Decision,
@@ -52,8 +38,22 @@ from events import (
     decode_cluster_event,
     parse_yunikorn_config,
 )
-from projections import ClusterState, LogRecord, Rejected, apply, snapshot
-from scheduling import is_daemon_id, needs_cycle, next_wakeup, run_cycle, tick_record
+from preemptd.projections import ClusterState, LogRecord, Rejected, apply, snapshot
+from preemptd.scheduling import is_daemon_id, needs_cycle, next_wakeup, run_cycle, tick_record
+
+from .embedded import EmbeddedNats
+from .errors import BusError, EmbeddedNatsError, UsageError
+from .history import load_state, outbox_rows, to_row
+from .logs import log
+from .nats_source import (
+    CLUSTER_STREAM,
+    CONSUMER,
+    Bus,
+    Inbound,
+    Outbound,
+    rejected_subject,
+)
+from .store import Batch, DeadLetter, OutboxRow, Store, database_url
 
 __all__ = ["Settings", "run"]
 

@@ -24,11 +24,11 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from preemptd import migrations
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-import migrations
-from daemon.errors import StoreError
+from .errors import StoreError
 
 __all__ = ["Batch", "DeadLetter", "LogRow", "OutboxRow", "Store", "database_url"]
 

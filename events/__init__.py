@@ -3,7 +3,7 @@
 Pure values and codecs; no I/O and no scheduling logic. Everything public is re-exported here.
 """
 
-from events._cluster import (
+from ._cluster import (
     AppFinished as AppFinished,
     AppSubmitted as AppSubmitted,
     ClusterEvent as ClusterEvent,
@@ -18,7 +18,7 @@ from events._cluster import (
     TaskSubmitted as TaskSubmitted,
     Tick as Tick,
 )
-from events._codec import (
+from ._codec import (
     CLUSTER_EVENT_TYPES as CLUSTER_EVENT_TYPES,
     DECISION_TYPES as DECISION_TYPES,
     DecodeError as DecodeError,
@@ -30,7 +30,7 @@ from events._codec import (
     json_schema as json_schema,
     to_builtins as to_builtins,
 )
-from events._decisions import (
+from ._decisions import (
     Admitted as Admitted,
     Allocated as Allocated,
     Blocked as Blocked,
@@ -41,25 +41,25 @@ from events._decisions import (
     Unreserved as Unreserved,
     Victim as Victim,
 )
-from events._duration import (
+from ._duration import (
     DurationError as DurationError,
     format_duration as format_duration,
     parse_duration as parse_duration,
 )
-from events._quantity import (
+from ._quantity import (
     MILLI_RESOURCES as MILLI_RESOURCES,
     QuantityError as QuantityError,
     Resources as Resources,
     format_human as format_human,
     parse_quantity as parse_quantity,
 )
-from events._scenario import (
+from ._scenario import (
     Expectations as Expectations,
     PriorityClassSpec as PriorityClassSpec,
     Scenario as Scenario,
     ShimSettings as ShimSettings,
 )
-from events._yunikorn import (
+from ._yunikorn import (
     DEFAULT_PREEMPTION_DELAY_MS as DEFAULT_PREEMPTION_DELAY_MS,
     ConfigError as ConfigError,
     ParsedConfig as ParsedConfig,

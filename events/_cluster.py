@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from events._quantity import Resources
+from ._quantity import Resources
 
 __all__ = [
     "AppFinished",

@@ -10,9 +10,9 @@ from typing import Any
 
 import msgspec
 
-from events._cluster import ClusterEvent, Tick
-from events._decisions import DecisionEvent
-from events._quantity import QuantityError, Resources
+from ._cluster import ClusterEvent, Tick
+from ._decisions import DecisionEvent
+from ._quantity import QuantityError, Resources
 
 __all__ = [
     "CLUSTER_EVENT_TYPES",

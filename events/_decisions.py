@@ -11,8 +11,8 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from events._cluster import EventId, Name, PartitionName, Timestamp
-from events._quantity import Resources
+from ._cluster import EventId, Name, PartitionName, Timestamp
+from ._quantity import Resources
 
 __all__ = [
     "Admitted",

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from events._cluster import PreemptionPolicy
+from ._cluster import PreemptionPolicy
 
 __all__ = ["Expectations", "PriorityClassSpec", "Scenario", "ShimSettings"]
 

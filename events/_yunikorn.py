@@ -16,8 +16,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from events._duration import DurationError, parse_duration
-from events._quantity import QuantityError, Resources, format_human
+from ._duration import DurationError, parse_duration
+from ._quantity import QuantityError, Resources, format_human
 
 __all__ = [
     "DEFAULT_PREEMPTION_DELAY_MS",

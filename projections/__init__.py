@@ -1,7 +1,7 @@
 """The pure fold of the log into cluster state: queues, nodes, applications, tasks, priority
 classes, reservations and victims in flight. No I/O, no clock."""
 
-from projections._apply import (
+from ._apply import (
     SUPPORTED_MODELS as SUPPORTED_MODELS,
     Rejected as Rejected,
     apply as apply,
@@ -10,7 +10,7 @@ from projections._apply import (
     new_partition as new_partition,
     reservation_claim as reservation_claim,
 )
-from projections._resources import (
+from ._resources import (
     add as add,
     fits as fits,
     over_limit as over_limit,
@@ -18,13 +18,13 @@ from projections._resources import (
     shares_type as shares_type,
     subtract as subtract,
 )
-from projections._snapshot import (
+from ._snapshot import (
     SNAPSHOT_FORMAT as SNAPSHOT_FORMAT,
     SnapshotError as SnapshotError,
     restore as restore,
     snapshot as snapshot,
 )
-from projections._state import (
+from ._state import (
     AppState as AppState,
     ClusterState as ClusterState,
     LogRecord as LogRecord,
@@ -35,4 +35,4 @@ from projections._state import (
     TaskState as TaskState,
     TaskStatus as TaskStatus,
 )
-from projections._views import partition_view as partition_view, queue_depth as queue_depth
+from ._views import partition_view as partition_view, queue_depth as queue_depth

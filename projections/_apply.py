@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import assert_never
 
-from events import (
+from preemptd.events import (
     Admitted,
     Allocated,
     AppFinished,
@@ -33,8 +33,9 @@ from events import (
     format_human,
     parse_yunikorn_config,
 )
-from projections._resources import add, subtract
-from projections._state import (
+
+from ._resources import add, subtract
+from ._state import (
     AppState,
     ClusterState,
     LogRecord,

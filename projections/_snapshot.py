@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+from preemptd.events import Resources
 
-from events import Resources
-from projections._state import ClusterState
+from ._state import ClusterState
 
 __all__ = ["SNAPSHOT_FORMAT", "SnapshotError", "restore", "snapshot"]
 

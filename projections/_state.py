@@ -20,8 +20,7 @@ from __future__ import annotations
 from typing import Literal
 
 import msgspec
-
-from events import PartitionConfig, QueueProps, default_partition_config
+from preemptd.events import PartitionConfig, QueueProps, default_partition_config
 
 __all__ = [
     "AppState",

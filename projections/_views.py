@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from events import Resources
-from projections._state import PartitionState
+from preemptd.events import Resources
+
+from ._state import PartitionState
 
 __all__ = ["partition_view", "queue_depth"]
 

@@ -10,7 +10,7 @@ placing N tasks costs O(N + nodes) per shape, not O(N * nodes).
 
 from __future__ import annotations
 
-from projections import (
+from preemptd.projections import (
     NodeState,
     PartitionState,
     QueueState,

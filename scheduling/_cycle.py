@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from events import Decision, Tick
-from projections import ClusterState, LogRecord, PartitionState, apply
+from preemptd.events import Decision, Tick
+from preemptd.projections import ClusterState, LogRecord, PartitionState, apply
 
 __all__ = ["Cycle", "decision_id", "is_daemon_id", "tick_record"]
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-from events import Decision
-from projections import ClusterState, LogRecord, PartitionState
-from scheduling import _yunikorn
-from scheduling._cycle import Cycle
+from preemptd.events import Decision
+from preemptd.projections import ClusterState, LogRecord, PartitionState
+
+from . import _yunikorn
+from ._cycle import Cycle
 
 __all__ = ["MODELS", "Model", "next_wakeup", "run_cycle"]
 

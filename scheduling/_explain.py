@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from events import format_human
+from preemptd.events import format_human
 
 __all__ = ["amounts", "listing", "plural"]
 

@@ -12,7 +12,7 @@ import heapq
 from collections import deque
 from collections.abc import Iterator
 
-from projections import PartitionState, QueueState, TaskState
+from preemptd.projections import PartitionState, QueueState, TaskState
 
 __all__ = ["QueueOrder", "effective_priority", "share"]
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from projections import (
+from preemptd.projections import (
     NodeState,
     PartitionState,
     QueueState,
@@ -36,8 +36,9 @@ from projections import (
     positive,
     shares_type,
 )
-from scheduling._explain import amounts, listing, plural
-from scheduling._ordering import effective_priority
+
+from ._explain import amounts, listing, plural
+from ._ordering import effective_priority
 
 __all__ = ["Plan", "Refusal", "frees_unclaimed_room", "plan_for_guarantee", "plan_for_required_node"]
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
+from preemptd.events import ConfigApplied, Decision, Tick, to_builtins
+from preemptd.projections import ClusterState, LogRecord, Rejected, apply
 
-from events import ConfigApplied, Decision, Tick, to_builtins
-from projections import ClusterState, LogRecord, Rejected, apply
-from scheduling._engine import run_cycle
+from ._engine import run_cycle
 
 __all__ = ["Change", "Divergence", "ReplayReport", "Replayer", "decision_key", "replay"]
 

@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-
-from events import (
+from preemptd.events import (
     Allocated,
     ClusterEvent,
     Decision,
@@ -34,9 +33,10 @@ from events import (
     parse_duration,
     to_builtins,
 )
-from projections import ClusterState, LogRecord, Rejected, apply, partition_view
-from scheduling._cycle import tick_record
-from scheduling._engine import run_cycle
+from preemptd.projections import ClusterState, LogRecord, Rejected, apply, partition_view
+
+from ._cycle import tick_record
+from ._engine import run_cycle
 
 __all__ = ["ScenarioError", "SimulationResult", "check", "needs_cycle", "simulate"]
 

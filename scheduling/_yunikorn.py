@@ -15,7 +15,7 @@ A cycle has three phases:
 
 from __future__ import annotations
 
-from events import (
+from preemptd.events import (
     Allocated,
     Blocked,
     Preempted,
@@ -24,12 +24,13 @@ from events import (
     Unreserved,
     Victim,
 )
-from projections import NodeState, PartitionState, TaskState
-from scheduling._allocation import Placement, fits_node, queue_blocker
-from scheduling._cycle import Cycle
-from scheduling._explain import amounts
-from scheduling._ordering import QueueOrder
-from scheduling._preemption import (
+from preemptd.projections import NodeState, PartitionState, TaskState
+
+from ._allocation import Placement, fits_node, queue_blocker
+from ._cycle import Cycle
+from ._explain import amounts
+from ._ordering import QueueOrder
+from ._preemption import (
     Plan,
     Refusal,
     frees_unclaimed_room,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-import events as ev
-from projections import ClusterState, LogRecord, apply
+from preemptd import events as ev
+from preemptd.projections import ClusterState, LogRecord, apply
 
 _ids = itertools.count(1)
 

@@ -11,8 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-from daemon.embedded import EmbeddedNats
+from preemptd.daemon.embedded import EmbeddedNats
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,7 +39,7 @@ class DaemonProcess:
         self.url: str | None = None
 
     def start(self, timeout: float = 30.0) -> DaemonProcess:
-        command = [sys.executable, "-m", "daemon.cli", "run", "--state-dir", str(self.state_dir), *self.args]
+        command = [sys.executable, "-m", "preemptd.daemon.cli", "run", "--state-dir", str(self.state_dir), *self.args]
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         deadline = time.monotonic() + timeout
@@ -96,5 +95,5 @@ def preemptd(*args: str, input: str | None = None, timeout: float = 120, hash_se
     """Run a `preemptd` command as a user would, and capture what it prints. `hash_seed` sets
     PYTHONHASHSEED, so that a replay can run with another string hashing than the run."""
     env = {**os.environ, **({"PYTHONHASHSEED": str(hash_seed)} if hash_seed is not None else {})}
-    command = [sys.executable, "-m", "daemon.cli", *args]
+    command = [sys.executable, "-m", "preemptd.daemon.cli", *args]
     return subprocess.run(command, input=input, capture_output=True, text=True, cwd=ROOT, timeout=timeout, env=env)

@@ -7,8 +7,8 @@ engine's reading of the laws cannot hide itself here.
 
 from __future__ import annotations
 
-from events import Preempted
-from projections import PartitionState, QueueState, TaskState
+from preemptd.events import Preempted
+from preemptd.projections import PartitionState, QueueState, TaskState
 
 
 def _lineage(p: PartitionState, leaf: str) -> list[str]:

@@ -12,9 +12,8 @@ import sys
 from pathlib import Path
 
 import msgspec
-
-from events import Scenario, encode
-from scheduling import simulate
+from preemptd.events import Scenario, encode
+from preemptd.scheduling import simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden"

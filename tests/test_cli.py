@@ -193,7 +193,7 @@ def test_numbers_out_of_range_are_refused_up_front(argv: list[str]) -> None:
 def test_output_cut_short_by_the_reader_ends_quietly() -> None:
     """`preemptd simulate ... | head -1`: the pipe closes early (the output, about 700 kB, is
     far beyond a pipe's buffer), which is not an error."""
-    command = f"{sys.executable} -m daemon.cli simulate tests/scenarios/blocked-paced.yaml | head -1"
+    command = f"{sys.executable} -m preemptd.daemon.cli simulate tests/scenarios/blocked-paced.yaml | head -1"
     result = subprocess.run(command, shell=True, capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert result.stdout.startswith('{"type":"decision.blocked"') and "Traceback" not in result.stderr
 

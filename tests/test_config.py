@@ -4,8 +4,7 @@ preemptd does not use reported once, invalid trees refused with the reason."""
 from __future__ import annotations
 
 import pytest
-
-from events import ConfigError, parse_yunikorn_config
+from preemptd.events import ConfigError, parse_yunikorn_config
 
 FULL = {
     "partitions": [

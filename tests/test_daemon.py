@@ -22,10 +22,9 @@ from pathlib import Path
 import anyio
 import pytest
 from conftest import ROOT, preemptd
-
-from daemon.embedded import EmbeddedNats
-from daemon.errors import BusError
-from daemon.nats_source import (
+from preemptd.daemon.embedded import EmbeddedNats
+from preemptd.daemon.errors import BusError
+from preemptd.daemon.nats_source import (
     DECISION_STREAM,
     REJECTED_STREAM,
     Bus,
@@ -353,7 +352,7 @@ def test_a_stop_signal_during_start_up_stops_cleanly(tmp_path: Path, signum: int
         silent.bind(("127.0.0.1", 0))
         silent.listen()
         url = f"nats://127.0.0.1:{silent.getsockname()[1]}"
-        command = [sys.executable, "-m", "daemon.cli", "run", "--state-dir", str(tmp_path / "state"), "--nats-url", url]
+        command = [sys.executable, "-m", "preemptd.daemon.cli", "run", "--state-dir", str(tmp_path / "state"), "--nats-url", url]
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log_file, cwd=ROOT)
         wait_for(lambda: "state rebuilt" in log_path.read_text(), what="start-up under way")
         time.sleep(0.5)  # connecting to the silent server

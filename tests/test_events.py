@@ -7,9 +7,8 @@ import jsonschema
 import msgspec
 import pytest
 from hypothesis import given, strategies as st
-
-import events as ev
-from events import (
+from preemptd import events as ev
+from preemptd.events import (
     CLUSTER_EVENT_TYPES,
     DECISION_TYPES,
     DecodeError,

@@ -6,10 +6,7 @@ import ast
 from pathlib import Path
 
 import pytest
-
-import events
-import projections
-import scheduling
+from preemptd import events, projections, scheduling
 
 SURFACE = {
     events: {
@@ -28,12 +25,59 @@ def test_the_public_names_are_exported(module) -> None:
     assert SURFACE[module] <= set(dir(module))
 
 
+BANNED = {"nats", "sqlalchemy", "anyio", "time", "datetime", "random", "os", "uuid", "socket", "preemptd.daemon"}
+
+
+def imported(source: str, module: str) -> set[str]:
+    """Every module `source` (the code of `module`, e.g. `preemptd.scheduling._cycle`) imports,
+    relative imports resolved, `from X import y` counted as both X and X.y."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = module.split(".")[: -node.level]
+                base = ".".join([*anchor, base] if base else anchor)
+            names |= {base, *(f"{base}.{alias.name}" for alias in node.names)}
+    return names
+
+
+def forbidden(source: str, module: str) -> list[str]:
+    return sorted(n for n in imported(source, module) if any(n == b or n.startswith(b + ".") for b in BANNED))
+
+
 @pytest.mark.parametrize("package", ["events", "projections", "scheduling"])
 def test_the_pure_layers_import_no_io_clock_or_randomness(package: str) -> None:
     """The layers replay depends on read no clock, randomness or environment and do no I/O."""
-    banned = ("nats", "sqlalchemy", "anyio", "time", "datetime", "random", "os", "uuid", "socket", "daemon")
-    for source in (Path(__file__).resolve().parent.parent / package).glob("*.py"):
-        tree = ast.parse(source.read_text())
-        imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-        imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
-        assert not imported & set(banned), f"{source.name} imports {sorted(imported & set(banned))}"
+    root = Path(__file__).resolve().parent.parent
+    sources = sorted((root / package).rglob("*.py"))
+    assert sources
+    for source in sources:
+        parts = source.relative_to(root).with_suffix("").parts
+        module = ".".join(["preemptd", *(parts[:-1] if parts[-1] == "__init__" else parts)])
+        if parts[-1] == "__init__":
+            module += ".__init__"  # so that `from . import x` anchors at the package itself
+        assert forbidden(source.read_text(), module) == [], f"{source.relative_to(root)} imports what the pure layers may not"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import time",
+        "from os import environ",
+        "from preemptd.daemon.store import Store",
+        "from preemptd import daemon",
+        "from ...daemon import store",
+        "from ... import daemon",
+        "import anyio.abc",
+    ],
+)
+def test_the_import_guard_catches_what_it_forbids(source: str) -> None:
+    assert forbidden(source, "preemptd.scheduling.yunikorn._cycle"), source
+
+
+def test_the_import_guard_lets_the_pure_layers_use_each_other() -> None:
+    source = "from ..._cycle import Cycle\nfrom preemptd.events import Tick\nfrom . import _ordering\nimport heapq"
+    assert forbidden(source, "preemptd.scheduling.yunikorn.x._y") == []

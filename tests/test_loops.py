@@ -27,9 +27,8 @@ from pathlib import Path
 
 import msgspec
 import pytest
-
-from events import Preempted, Scenario, TaskSubmitted, parse_duration
-from scheduling import SimulationResult, replay, simulate
+from preemptd.events import Preempted, Scenario, TaskSubmitted, parse_duration
+from preemptd.scheduling import SimulationResult, replay, simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 FILES = sorted(ROOT.glob("tests/scenarios/replicaset-*.yaml"))

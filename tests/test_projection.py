@@ -9,9 +9,8 @@ import msgspec
 import pytest
 from builders import R, bound, config, fold_events, node, released, task
 from hypothesis import given, settings, strategies as st
-
-import events as ev
-from projections import (
+from preemptd import events as ev
+from preemptd.projections import (
     SNAPSHOT_FORMAT,
     ClusterState,
     LogRecord,
@@ -22,7 +21,7 @@ from projections import (
     restore,
     snapshot,
 )
-from scheduling import simulate
+from preemptd.scheduling import simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 TREE = [

@@ -13,10 +13,9 @@ from typing import Any
 
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 from laws import violations
-
-from events import Preempted, PriorityClassSpec, Resources, Scenario, ShimSettings, Victim
-from projections import ClusterState, apply
-from scheduling import replay, simulate
+from preemptd.events import Preempted, PriorityClassSpec, Resources, Scenario, ShimSettings, Victim
+from preemptd.projections import ClusterState, apply
+from preemptd.scheduling import replay, simulate
 
 RUN_SECONDS = 240
 QUIET_SECONDS = 60

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import msgspec
 import pytest
-
-from events import Scenario
-from scheduling import check, replay, simulate
+from preemptd.events import Scenario
+from preemptd.scheduling import check, replay, simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 FILES = sorted([*ROOT.glob("examples/*.yaml"), *ROOT.glob("tests/scenarios/*.yaml")])

@@ -8,13 +8,12 @@ from pathlib import Path
 import msgspec
 import pytest
 from conftest import ROOT
-
-from daemon.errors import StoreError
-from daemon.history import load_state, to_row
-from daemon.store import Batch, DeadLetter, LogRow, OutboxRow, Store
-from events import Scenario
-from projections import ClusterState, fold, snapshot
-from scheduling import simulate
+from preemptd.daemon.errors import StoreError
+from preemptd.daemon.history import load_state, to_row
+from preemptd.daemon.store import Batch, DeadLetter, LogRow, OutboxRow, Store
+from preemptd.events import Scenario
+from preemptd.projections import ClusterState, fold, snapshot
+from preemptd.scheduling import simulate
 
 pytestmark = pytest.mark.anyio
 
