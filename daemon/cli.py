@@ -32,6 +32,7 @@ import msgspec
 import yaml
 from preemptd.events import (
     DurationError,
+    PreemptdError,
     Scenario,
     decode_decision,
     encode,
@@ -44,7 +45,7 @@ from preemptd.scheduling import Replayer, ScenarioError, check, simulate
 from tqdm import tqdm
 
 from . import render
-from .errors import DaemonError, UsageError
+from .errors import UsageError
 from .history import load_state, outbox_rows, records, to_record, to_row
 from .logs import configure
 from .nats_source import Bus, Outbound, cluster_subject
@@ -472,11 +473,11 @@ def main(argv: list[str] | None = None) -> int:
         if not _is_async(args.func):
             return args.func(args)
         return anyio.run(args.func, args, backend="asyncio")
-    except DaemonError as exc:
+    except PreemptdError as exc:
         print(f"preemptd: {exc}", file=sys.stderr)
         return 2
     except BaseExceptionGroup as group:  # from a task group: ours are still one-line errors
-        ours, others = group.split(DaemonError)
+        ours, others = group.split(PreemptdError)
         if ours is None or others is not None:
             raise
         print(f"preemptd: {_first(ours)}", file=sys.stderr)

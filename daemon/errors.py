@@ -1,20 +1,16 @@
-"""The daemon's exceptions. Driver errors are translated at the seams (`store`, `nats_source`)
-so that callers handle ours only:
-
-    DaemonError
-    ├── StoreError         the log database failed or is not a preemptd log
-    ├── BusError           NATS failed: connection, stream or publish
-    ├── EmbeddedNatsError  the bundled nats-server could not start
-    └── UsageError         a command was given something it cannot use (a file, a URL)
-"""
+"""The daemon's exceptions, under preemptd's root (`PreemptdError`, where the whole tree is
+drawn). Driver errors are translated at the seams (`store`, `nats_source`) so that callers
+handle ours only."""
 
 from __future__ import annotations
+
+from preemptd.events import PreemptdError
 
 __all__ = ["BusError", "DaemonError", "EmbeddedNatsError", "StoreError", "UsageError"]
 
 
-class DaemonError(Exception):
-    """Root of preemptd's own errors."""
+class DaemonError(PreemptdError):
+    """Root of the shell's errors."""
 
 
 class StoreError(DaemonError):

@@ -46,6 +46,7 @@ from ._duration import (
     format_duration as format_duration,
     parse_duration as parse_duration,
 )
+from ._errors import ConfigError as ConfigError, PreemptdError as PreemptdError
 from ._quantity import (
     MILLI_RESOURCES as MILLI_RESOURCES,
     QuantityError as QuantityError,
@@ -61,7 +62,6 @@ from ._scenario import (
 )
 from ._yunikorn import (
     DEFAULT_PREEMPTION_DELAY_MS as DEFAULT_PREEMPTION_DELAY_MS,
-    ConfigError as ConfigError,
     ParsedConfig as ParsedConfig,
     PartitionConfig as PartitionConfig,
     PreemptionSettings as PreemptionSettings,

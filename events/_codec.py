@@ -12,6 +12,7 @@ import msgspec
 
 from ._cluster import ClusterEvent, Tick
 from ._decisions import DecisionEvent
+from ._errors import PreemptdError
 from ._quantity import QuantityError, Resources
 
 __all__ = [
@@ -30,7 +31,7 @@ __all__ = [
 LogEvent = ClusterEvent | Tick | DecisionEvent
 
 
-class DecodeError(ValueError):
+class DecodeError(PreemptdError, ValueError):
     """Input that is not a valid event. `event_type` and `event_id` are the `type` and `id`
     fields when they could be read, so that a shim author can find the event."""
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
+from ._errors import PreemptdError
+
 __all__ = ["DurationError", "format_duration", "parse_duration"]
 
 _UNIT_MS = {
@@ -23,7 +25,7 @@ _UNIT_MS = {
 _PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|ms|s|m|h)")
 
 
-class DurationError(ValueError):
+class DurationError(PreemptdError, ValueError):
     """Text that is not a Go duration, or one finer than a millisecond."""
 
 

@@ -13,6 +13,8 @@ import re
 from collections.abc import Iterator, Mapping
 from decimal import Decimal
 
+from ._errors import PreemptdError
+
 __all__ = ["MILLI_RESOURCES", "QuantityError", "Resources", "format_human", "parse_quantity"]
 
 #: Resources counted in thousandths: a quantity of 1 is stored as 1000.
@@ -37,7 +39,7 @@ _NOTATION = re.compile(
 )
 
 
-class QuantityError(ValueError):
+class QuantityError(PreemptdError, ValueError):
     """A quantity that is not valid Kubernetes notation, negative, or finer than its unit."""
 
 

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from ._duration import DurationError, parse_duration
+from ._errors import ConfigError
 from ._quantity import QuantityError, Resources, format_human
 
 __all__ = [
@@ -45,10 +46,6 @@ _YUNIKORN_PARTITION_KEYS = {"placementrules", "limits", "nodesortpolicy", "state
 _YUNIKORN_PREEMPTION_KEYS = {"quotapreemptionenabled"}
 _YUNIKORN_QUEUE_KEYS = {"maxapplications", "adminacl", "submitacl", "childtemplate", "limits"}
 _INT32 = (-(2**31), 2**31 - 1)
-
-
-class ConfigError(ValueError):
-    """A configuration preemptd refuses; the previous configuration stays in force."""
 
 
 class QueueProps(msgspec.Struct, frozen=True, kw_only=True):

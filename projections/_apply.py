@@ -21,6 +21,7 @@ from preemptd.events import (
     NodeRemoved,
     NodeUpserted,
     PartitionConfig,
+    PreemptdError,
     Preempted,
     PriorityClassDeleted,
     PriorityClassUpserted,
@@ -52,7 +53,7 @@ __all__ = ["SUPPORTED_MODELS", "Rejected", "apply", "build_queues", "fold", "new
 SUPPORTED_MODELS = ("yunikorn",)
 
 
-class Rejected(Exception):
+class Rejected(PreemptdError):
     """An event that cannot apply to the current state; `reason` says why, for the shim author."""
 
     def __init__(self, reason: str) -> None:

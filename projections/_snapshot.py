@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from preemptd.events import Resources
+from preemptd.events import PreemptdError, Resources
 
 from ._state import ClusterState
 
@@ -20,7 +20,7 @@ __all__ = ["SNAPSHOT_FORMAT", "SnapshotError", "restore", "snapshot"]
 SNAPSHOT_FORMAT = 1  # bump when ClusterState's layout changes
 
 
-class SnapshotError(ValueError):
+class SnapshotError(PreemptdError, ValueError):
     """A snapshot this version cannot restore."""
 
 

@@ -20,6 +20,7 @@ from preemptd.events import (
     DecodeError,
     DurationError,
     Expectations,
+    PreemptdError,
     Preempted,
     PriorityClassUpserted,
     Resources,
@@ -41,7 +42,7 @@ from ._engine import run_cycle
 __all__ = ["ScenarioError", "SimulationResult", "check", "needs_cycle", "simulate"]
 
 
-class ScenarioError(ValueError):
+class ScenarioError(PreemptdError, ValueError):
     """A scenario file that cannot run: a malformed event, a bad duration."""
 
 

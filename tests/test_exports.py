@@ -81,3 +81,25 @@ def test_the_import_guard_catches_what_it_forbids(source: str) -> None:
 def test_the_import_guard_lets_the_pure_layers_use_each_other() -> None:
     source = "from ..._cycle import Cycle\nfrom preemptd.events import Tick\nfrom . import _ordering\nimport heapq"
     assert forbidden(source, "preemptd.scheduling.yunikorn.x._y") == []
+
+
+def test_every_error_of_ours_is_a_preemptd_error() -> None:
+    """The CLI catches `PreemptdError` alone and shows one line: an exception class of ours
+    outside that tree would reach the user as a traceback."""
+    import importlib
+    import pkgutil
+
+    from preemptd.events import PreemptdError
+
+    found = []
+    for package in ("events", "projections", "scheduling", "daemon"):
+        root = importlib.import_module(f"preemptd.{package}")
+        for info in pkgutil.walk_packages(root.__path__, f"{root.__name__}."):
+            module = importlib.import_module(info.name)
+            found += [
+                value
+                for value in vars(module).values()
+                if isinstance(value, type) and issubclass(value, BaseException) and value.__module__ == module.__name__
+            ]
+    assert len(found) >= 10, "the walk finds the errors"
+    assert [error.__qualname__ for error in found if not issubclass(error, PreemptdError)] == []
