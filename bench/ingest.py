@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import anyio
+
 from preemptd.daemon.embedded import EmbeddedNats
 from preemptd.daemon.nats_source import Bus, Outbound, cluster_subject
 from preemptd.events import decode_cluster_event

@@ -25,11 +25,12 @@ import time
 from pathlib import Path
 
 import anyio
+
 from preemptd import events as ev
 from preemptd.daemon.history import outbox_rows, to_row
 from preemptd.daemon.store import Batch, Store
-from preemptd.projections import ClusterState, LogRecord, apply
-from preemptd.scheduling import needs_cycle, run_cycle, tick_record
+from preemptd.projections import ClusterState, LogRecord
+from preemptd.scheduling import apply, run_cycle, tick_record
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -66,13 +67,11 @@ async def make_log(db: Path, count: int) -> int:
         while events < count:
             for _ in range(1000):
                 append(next(source))
-            if not needs_cycle(state, "default"):
+            if not state.partitions["default"].pending_count:
                 continue
-            tick = tick_record(state, events, "default")
-            apply(state, tick)
-            decisions = run_cycle(state, tick)
-            pending += [tick, *(LogRecord(tick.seq + 1 + i, events, d) for i, d in enumerate(decisions))]
-            for decision in decisions:
+            cycle = run_cycle(state, tick_record(state, events, "default"))
+            pending += cycle
+            for decision in (record.event for record in cycle[1:]):
                 if isinstance(decision, ev.Allocated):
                     append(ev.TaskBound(id=f"b-{decision.task}", ts=events, task=decision.task, node=decision.node))
             if len(pending) >= 20_000:

@@ -23,8 +23,9 @@ import statistics
 import time
 
 from preemptd import events as ev
-from preemptd.projections import ClusterState, LogRecord, apply
-from preemptd.scheduling import _yunikorn, run_cycle, tick_record
+from preemptd.projections import ClusterState, LogRecord
+from preemptd.scheduling import apply, run_cycle, tick_record
+from preemptd.scheduling.yunikorn import _cycle as yunikorn_cycle
 
 LEAVES_PER_PARENT = 50
 PARENTS = 20
@@ -59,9 +60,7 @@ class Builder:
         apply(self.state, LogRecord(self.state.seq + 1, event.ts, event))
 
     def tick(self, now: int) -> list:
-        record = tick_record(self.state, now, "default")
-        apply(self.state, record)
-        return run_cycle(self.state, record)
+        return [record.event for record in run_cycle(self.state, tick_record(self.state, now, "default"))[1:]]
 
 
 def bench_allocation(nodes: int = 5000, running: int = 100_000, pending: int = 10_000) -> float:
@@ -115,7 +114,7 @@ def bench_preemption(nodes: int) -> tuple[list[float], int, float, int]:
     that decides nothing, with the pending tasks left (the steady cost of a backlog)."""
     b = build_full_cluster(nodes)
     timings: list[float] = []
-    original = _yunikorn.plan_for_guarantee
+    original = yunikorn_cycle.plan_for_guarantee
 
     def timed(*args, **kwargs):
         started = time.perf_counter()
@@ -124,7 +123,7 @@ def bench_preemption(nodes: int) -> tuple[list[float], int, float, int]:
             timings.append(time.perf_counter() - started)
         return outcome
 
-    _yunikorn.plan_for_guarantee = timed
+    yunikorn_cycle.plan_for_guarantee = timed
     gc.collect()
     try:
         preempted, now = 0, 2000
@@ -136,7 +135,7 @@ def bench_preemption(nodes: int) -> tuple[list[float], int, float, int]:
             preempted += made
             now += 1000
     finally:
-        _yunikorn.plan_for_guarantee = original
+        yunikorn_cycle.plan_for_guarantee = original
     while b.tick(now := now + 1000):  # until the refusals are all reported
         pass
     started = time.perf_counter()

@@ -30,6 +30,8 @@ from typing import Any
 import anyio
 import msgspec
 import yaml
+from tqdm import tqdm
+
 from preemptd.events import (
     DurationError,
     PreemptdError,
@@ -41,8 +43,7 @@ from preemptd.events import (
     to_builtins,
 )
 from preemptd.projections import partition_view
-from preemptd.scheduling import Replayer, ScenarioError, check, simulate
-from tqdm import tqdm
+from preemptd.scheduling import MODELS, Replayer, ScenarioError, check, simulate
 
 from . import render
 from .errors import UsageError
@@ -335,7 +336,7 @@ async def cmd_dead_letters(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    print(json.dumps(json_schema(args.kind), indent=2))
+    print(json.dumps(json_schema(args.kind, models=sorted(MODELS)), indent=2))
     return 0
 
 

@@ -7,7 +7,8 @@ import logging
 from collections.abc import AsyncIterator, Iterable
 
 from preemptd.events import Decision, decode_log_event, encode
-from preemptd.projections import ClusterState, LogRecord, Rejected, SnapshotError, apply, restore
+from preemptd.projections import ClusterState, LogRecord, Rejected, SnapshotError
+from preemptd.scheduling import apply, restore
 
 from .logs import log
 from .nats_source import decision_subject

@@ -30,16 +30,16 @@ from pathlib import Path
 import anyio
 import msgspec
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
+
 from preemptd.events import (
     ConfigApplied,
     ConfigError,
     Decision,
     DecodeError,
     decode_cluster_event,
-    parse_yunikorn_config,
 )
-from preemptd.projections import ClusterState, LogRecord, Rejected, apply, snapshot
-from preemptd.scheduling import is_daemon_id, needs_cycle, next_wakeup, run_cycle, tick_record
+from preemptd.projections import ClusterState, LogRecord, Rejected, snapshot
+from preemptd.scheduling import DEFAULT_MODEL, apply, is_daemon_id, model_named, next_wakeup, run_cycle, tick_record
 
 from .embedded import EmbeddedNats
 from .errors import BusError, EmbeddedNatsError, UsageError
@@ -415,7 +415,7 @@ class Daemon:
     async def _run_due_cycles(self) -> None:
         now = time.monotonic()
         for name, partition in sorted(self.partitions.items()):
-            if not needs_cycle(self.state, name):
+            if not self.state.partitions[name].pending_count:
                 partition.dirty = False
                 continue
             if self._due(partition, now - partition.last_cycle):
@@ -441,14 +441,12 @@ class Daemon:
     async def _cycle(self, partition: str) -> list[Decision]:
         ts = max(wall_ms(), self.last_tick_ts)
         self.last_tick_ts = ts
-        tick = tick_record(self.state, ts, partition)
         with anyio.CancelScope(shield=True):
             self.consistent = False
-            apply(self.state, tick)
             started = time.perf_counter()
-            decisions = run_cycle(self.state, tick)
+            records = run_cycle(self.state, tick_record(self.state, ts, partition))
             took_ms = round((time.perf_counter() - started) * 1000, 1)
-            records = [tick, *(LogRecord(tick.seq + 1 + i, ts, d) for i, d in enumerate(decisions))]
+            tick, decisions = records[0], [record.event for record in records[1:]]
             await self.store.commit(Batch(rows=[to_row(r) for r in records], outbox=outbox_rows(records)))
             self.consistent = True
         if decisions:
@@ -505,9 +503,11 @@ class Daemon:
             return
         for event in config_events(self.settings.config, wall_ms()):
             current = self.state.partitions.get(event.partition)
-            parsed = parse_yunikorn_config(event.config, event.partition).config
-            if current is not None and current.model == event.model and current.config == parsed:
-                continue
+            model = model_named(event.model)
+            if current is not None and current.model == model.name:
+                parsed, applied = (model.parse_config(doc, event.partition) for doc in (event.config, current.document))
+                if parsed.same_as(applied):
+                    continue
             record = LogRecord(self.state.seq + 1, event.ts, event)
             try:
                 for warning in apply(self.state, record):
@@ -521,24 +521,28 @@ class Daemon:
 
 
 def config_events(path: Path, now: int) -> list[ConfigApplied]:
-    """One `config.applied` per partition in a YuniKorn queues.yaml, or a {model, config} file."""
+    """One `config.applied` per partition a configuration file sets up: `{model, config}`, or
+    the default model's configuration alone."""
     try:
         document = msgspec.yaml.decode(path.read_bytes())
     except (OSError, msgspec.DecodeError) as exc:
         raise UsageError(f"cannot read the configuration {path}: {' '.join(str(exc).split())}") from None
     if not isinstance(document, dict):
-        raise UsageError(f"{path}: expected a YuniKorn queues.yaml document")
-    model, config = (document.get("model", "yunikorn"), document.get("config")) if "model" in document else ("yunikorn", document)
+        raise UsageError(f"{path}: expected a configuration document ({DEFAULT_MODEL}'s, or {{model, config}})")
+    name, config = (document.get("model"), document.get("config")) if "model" in document else (DEFAULT_MODEL, document)
+    try:
+        model = model_named(name)
+    except ConfigError as exc:
+        raise UsageError(f"{path}: {exc}") from None
     if not isinstance(config, dict):
-        raise UsageError(f"{path}: with `model`, the file needs a `config` object (a YuniKorn queues.yaml)")
-    names = [p.get("name", "default") for p in config.get("partitions", [])] if isinstance(config.get("partitions"), list) else ["default"]
+        raise UsageError(f"{path}: with `model`, the file needs a `config` object (the {model.name} model's configuration)")
     events = []
-    for name in names:
+    for partition in model.partitions(config):
         try:
-            parse_yunikorn_config(config, name)
+            model.parse_config(config, partition)
         except ConfigError as exc:
-            raise UsageError(f"{path}: partition {name}: {exc}") from None
-        events.append(ConfigApplied(id=f"config-file-{name}-{now}", ts=now, partition=name, model=model, config=config))
+            raise UsageError(f"{path}: partition {partition}: {exc}") from None
+        events.append(ConfigApplied(id=f"config-file-{partition}-{now}", ts=now, partition=partition, model=model.name, config=config))
     return events
 
 

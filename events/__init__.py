@@ -1,4 +1,5 @@
-"""The contract: cluster events, decisions, quantities, durations and model configurations.
+"""The contract: cluster events, decisions, quantities, durations, scenario files, and the root
+of preemptd's exceptions.
 
 Pure values and codecs; no I/O and no scheduling logic. Everything public is re-exported here.
 """
@@ -59,14 +60,4 @@ from ._scenario import (
     PriorityClassSpec as PriorityClassSpec,
     Scenario as Scenario,
     ShimSettings as ShimSettings,
-)
-from ._yunikorn import (
-    DEFAULT_PREEMPTION_DELAY_MS as DEFAULT_PREEMPTION_DELAY_MS,
-    ParsedConfig as ParsedConfig,
-    PartitionConfig as PartitionConfig,
-    PreemptionSettings as PreemptionSettings,
-    QueueConfig as QueueConfig,
-    QueueProps as QueueProps,
-    default_partition_config as default_partition_config,
-    parse_yunikorn_config as parse_yunikorn_config,
 )

@@ -42,7 +42,7 @@ PartitionName = Annotated[
 Timestamp = Annotated[int, msgspec.Meta(ge=0, description="milliseconds since the epoch")]
 PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
 ReleaseReason = Literal["completed", "preempted", "failed", "deleted"]
-Model = Literal["yunikorn", "kueue", "volcano"]
+ModelName = Annotated[str, msgspec.Meta(min_length=1, max_length=64, description="a scheduling model (`preemptd schema` lists them); none: the default one")]
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag_field="type"):
@@ -54,13 +54,12 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag_f
 
 
 class ConfigApplied(Event, tag="config.applied", kw_only=True):
-    """The whole queue configuration of a partition, in the chosen model's own shape.
+    """The whole queue configuration of a partition, in the chosen model's own shape (YuniKorn's
+    `queues.yaml` for the default model: the full document with a `partitions` list, whose entry
+    named like the event's partition is used, or one partition's body). A model this version
+    does not have makes the event a dead letter."""
 
-    For `yunikorn` the config is YuniKorn's `queues.yaml`: either the full document with a
-    `partitions` list (the entry named like the event's partition is used) or one partition's body.
-    """
-
-    model: Model = "yunikorn"
+    model: ModelName | None = None
     config: dict[str, Any]
 
 

@@ -6,6 +6,7 @@ Decoders are built once at import. A decode error names the event type and the f
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -147,9 +148,13 @@ def _schema_hook(type_: type) -> dict[str, Any]:
     raise NotImplementedError
 
 
-def json_schema(kind: str = "cluster") -> dict[str, Any]:
-    """The JSON Schema of cluster events (`cluster`) or decisions (`decisions`)."""
+def json_schema(kind: str = "cluster", models: Sequence[str] = ()) -> dict[str, Any]:
+    """The JSON Schema of cluster events (`cluster`) or decisions (`decisions`); `models`, the
+    names `config.applied` may give (the contract itself does not fix them)."""
     union = {"cluster": ClusterEvent, "decisions": DecisionEvent}[kind]
     schema = msgspec.json.schema(union, schema_hook=_schema_hook)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    config = schema["$defs"].get("ConfigApplied")
+    if config is not None and models:
+        config["properties"]["model"]["anyOf"][0]["enum"] = list(models)
     return schema

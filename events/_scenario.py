@@ -7,7 +7,7 @@ typo should not silently change a test. The events inside are ordinary cluster e
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
@@ -57,7 +57,7 @@ class Scenario(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     name: str
     config: dict[str, Any]
     events: list[dict[str, Any]]
-    model: Literal["yunikorn", "kueue", "volcano"] = "yunikorn"
+    model: str | None = None  # the default model when left out
     description: str = ""
     partition: str = "default"
     priority_classes: list[PriorityClassSpec] = []

@@ -1,15 +1,19 @@
 """The pure fold of the log into cluster state: queues, nodes, applications, tasks, priority
-classes, reservations and victims in flight. No I/O, no clock."""
+classes, reservations and victims in flight. No I/O, no clock.
+
+`Projection` is the fold; it asks the scheduling models it is given about what is theirs.
+`preemptd.scheduling` binds it to the registry of every model (`scheduling.apply`, `fold`,
+`restore`): use those.
+"""
 
 from ._apply import (
-    SUPPORTED_MODELS as SUPPORTED_MODELS,
+    Projection as Projection,
     Rejected as Rejected,
-    apply as apply,
     build_queues as build_queues,
-    fold as fold,
-    new_partition as new_partition,
+    refuse_decision as refuse_decision,
     reservation_claim as reservation_claim,
 )
+from ._models import ModelFold as ModelFold, ParsedConfig as ParsedConfig, QueueConfig as QueueConfig
 from ._resources import (
     add as add,
     fits as fits,
@@ -21,7 +25,6 @@ from ._resources import (
 from ._snapshot import (
     SNAPSHOT_FORMAT as SNAPSHOT_FORMAT,
     SnapshotError as SnapshotError,
-    restore as restore,
     snapshot as snapshot,
 )
 from ._state import (

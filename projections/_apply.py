@@ -1,13 +1,18 @@
-"""The fold: `apply(state, record)` updates the cluster state with one log record.
+"""The fold: `Projection.apply(state, record)` updates the cluster state with one log record.
 
 Every handler checks first and changes state second, so an event that cannot apply raises
 `Rejected` with a reason and leaves the state exactly as it was. Decisions are folded like any
-other event: allocations bind tasks, preemptions mark victims and reserve nodes.
+other event: allocations bind tasks, preemptions mark victims and reserve nodes. What belongs to
+a scheduling model (its configuration, its own decisions, its state) the fold asks of the model,
+from the registry it was given (`scheduling` gives it the registry of every model).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import assert_never
+
+import msgspec
 
 from preemptd.events import (
     Admitted,
@@ -17,25 +22,26 @@ from preemptd.events import (
     Blocked,
     ConfigApplied,
     ConfigError,
+    DecisionEvent,
     Evicted,
+    LogEvent,
     NodeRemoved,
     NodeUpserted,
-    PartitionConfig,
     PreemptdError,
     Preempted,
     PriorityClassDeleted,
     PriorityClassUpserted,
-    QueueConfig,
     TaskBound,
     TaskReleased,
     TaskSubmitted,
     Tick,
     Unreserved,
     format_human,
-    parse_yunikorn_config,
 )
 
+from ._models import ModelFold, ParsedConfig, QueueConfig
 from ._resources import add, subtract
+from ._snapshot import SnapshotError, decode_snapshot
 from ._state import (
     AppState,
     ClusterState,
@@ -47,10 +53,7 @@ from ._state import (
     TaskState,
 )
 
-__all__ = ["SUPPORTED_MODELS", "Rejected", "apply", "build_queues", "fold", "new_partition", "reservation_claim"]
-
-#: Models whose configuration this version can apply.
-SUPPORTED_MODELS = ("yunikorn",)
+__all__ = ["Projection", "Rejected", "build_queues", "refuse_decision", "reservation_claim"]
 
 
 class Rejected(PreemptdError):
@@ -61,78 +64,126 @@ class Rejected(PreemptdError):
         self.reason = reason
 
 
-def fold(records, state: ClusterState | None = None) -> ClusterState:
-    """Apply every record in order; records that were rejected live in dead letters, not here."""
-    state = state if state is not None else ClusterState()
-    for record in records:
-        apply(state, record)
-    return state
+def refuse_decision(p: PartitionState, decision: DecisionEvent) -> None:
+    """`ModelFold.fold_decision` of a model that makes no decision of its own."""
+    raise Rejected(f"{decision.__struct_config__.tag} is not produced by the {p.model} model")
 
 
-def apply(state: ClusterState, record: LogRecord) -> tuple[str, ...]:
-    """Fold `record` into `state`; return warnings worth logging. Raises `Rejected`."""
-    event = record.event
-    partition = state.partitions.get(event.partition)
-    fresh = partition is None
-    if fresh:
-        partition = new_partition(event.partition)
-    warnings = _apply_event(partition, event, record)
-    if fresh:
-        state.partitions[event.partition] = partition
-    state.seq = record.seq
-    return warnings
+class Projection:
+    """The fold, with the models it asks about their configurations, states and decisions.
+    `default` is the model of a partition before any `config.applied`, and of one that names
+    no model."""
 
+    def __init__(self, models: Mapping[str, ModelFold], default: str) -> None:
+        self.models = models
+        self.default = default
 
-def _apply_event(p: PartitionState, event, record: LogRecord) -> tuple[str, ...]:
-    match event:
-        case ConfigApplied():
-            return _config_applied(p, event)
-        case PriorityClassUpserted():
-            _priority_class_upserted(p, event)
-        case PriorityClassDeleted():
-            _priority_class_deleted(p, event)
-        case NodeUpserted():
-            _node_upserted(p, event)
-        case NodeRemoved():
-            _node_removed(p, event)
-        case AppSubmitted():
-            _app_submitted(p, event, record)
-        case AppFinished():
-            _app_finished(p, event)
-        case TaskSubmitted():
-            _task_submitted(p, event, record)
-        case TaskBound():
-            _task_bound(p, event, record)
-        case TaskReleased():
-            _remove_task(p, _task(p, event.task))
-        case Tick():
-            p.last_tick = event.ts
-        case Allocated():
-            _allocated(p, event)
-        case Preempted():
-            _preempted(p, event)
-        case Unreserved():
-            _drop_reservation(p, _task(p, event.task))
-        case Blocked():
-            _task(p, event.task).blocked = event.reasons
-        case Admitted() | Evicted():
-            raise Rejected(f"{event.__struct_config__.tag} is not produced by the {p.model} model")
-        case _:
-            assert_never(event)
-    return ()
+    def fold(self, records: Iterable[LogRecord], state: ClusterState | None = None) -> ClusterState:
+        """Apply every record in order; records that were rejected live in dead letters, not here."""
+        state = state if state is not None else ClusterState()
+        for record in records:
+            self.apply(state, record)
+        return state
+
+    def apply(self, state: ClusterState, record: LogRecord) -> tuple[str, ...]:
+        """Fold `record` into `state`; return warnings worth logging. Raises `Rejected`."""
+        event = record.event
+        partition = state.partitions.get(event.partition)
+        fresh = partition is None
+        if fresh:
+            partition = self.new_partition(event.partition)
+        warnings = self._apply_event(partition, event, record)
+        if fresh:
+            state.partitions[event.partition] = partition
+        state.seq = record.seq
+        return warnings
+
+    def model(self, name: str | None) -> ModelFold:
+        """The model called `name` (None: the default one); `ConfigError` if there is none."""
+        model = self.models.get(name or self.default)
+        if model is None:
+            raise ConfigError(f"model {name!r} is not supported by this version (supported: {', '.join(sorted(self.models))})")
+        return model
+
+    def new_partition(self, name: str) -> PartitionState:
+        """A partition before any `config.applied`: the default model, configured by default."""
+        model = self.model(None)
+        partition = PartitionState(name=name, model=model.name)
+        _configure(partition, model, {}, model.parse_config({}, name))
+        return partition
+
+    def restore(self, data: bytes) -> ClusterState:
+        """The state a snapshot holds; each model's parts are rebuilt from the configuration
+        the partition applied. Raises `SnapshotError`."""
+        state = decode_snapshot(data)
+        for p in state.partitions.values():
+            try:
+                model = self.model(p.model)
+                parsed = model.parse_config(p.document, p.name)
+            except ConfigError as exc:
+                raise SnapshotError(f"partition {p.name}: {exc}") from None
+            p.settings = parsed.settings
+            for queue in parsed.root.walk():
+                p.queues[queue.path].props = queue.props
+            p.model_state = msgspec.convert(p.model_state, model.state_type) if model.state_type else None
+        return state
+
+    def _apply_event(self, p: PartitionState, event: LogEvent, record: LogRecord) -> tuple[str, ...]:
+        match event:
+            case ConfigApplied():
+                return self._config_applied(p, event)
+            case PriorityClassUpserted():
+                _priority_class_upserted(p, event)
+            case PriorityClassDeleted():
+                _priority_class_deleted(p, event)
+            case NodeUpserted():
+                _node_upserted(p, event)
+            case NodeRemoved():
+                _node_removed(p, event)
+            case AppSubmitted():
+                _app_submitted(p, event, record)
+            case AppFinished():
+                _app_finished(p, event)
+            case TaskSubmitted():
+                _task_submitted(p, event, record)
+            case TaskBound():
+                _task_bound(p, event, record)
+            case TaskReleased():
+                _remove_task(p, _task(p, event.task))
+            case Tick():
+                p.last_tick = event.ts
+            case Allocated():
+                _allocated(p, event)
+            case Preempted():
+                _preempted(p, event)
+            case Unreserved():
+                _drop_reservation(p, _task(p, event.task))
+            case Blocked():
+                _task(p, event.task).blocked = event.reasons
+            case Admitted() | Evicted():
+                self.models[p.model].fold_decision(p, event)
+            case _:
+                assert_never(event)
+        return ()
+
+    def _config_applied(self, p: PartitionState, event: ConfigApplied) -> tuple[str, ...]:
+        try:
+            model = self.model(event.model)
+        except ConfigError as exc:
+            raise Rejected(str(exc)) from None
+        try:
+            parsed = model.parse_config(event.config, p.name)
+        except ConfigError as exc:
+            raise Rejected(f"configuration refused, the previous one stays: {exc}") from None
+        _configure(p, model, event.config, parsed)
+        return parsed.warnings
 
 
 # -- configuration -------------------------------------------------------------------------
 
 
-def new_partition(name: str) -> PartitionState:
-    partition = PartitionState(name=name)
-    partition.queues = build_queues(partition.config)
-    return partition
-
-
-def build_queues(config: PartitionConfig) -> dict[str, QueueState]:
-    """Empty queue states for the tree of `config`, parents before children."""
+def build_queues(root: QueueConfig) -> dict[str, QueueState]:
+    """Empty queue states for the tree under `root`, parents before children."""
     queues: dict[str, QueueState] = {}
 
     def visit(queue: QueueConfig, parent_lineage: list[str]) -> None:
@@ -149,32 +200,29 @@ def build_queues(config: PartitionConfig) -> dict[str, QueueState]:
         for child in queue.children:
             visit(child, lineage)
 
-    visit(config.root, [])
+    visit(root, [])
     return queues
 
 
-def _config_applied(p: PartitionState, event: ConfigApplied) -> tuple[str, ...]:
-    if event.model not in SUPPORTED_MODELS:
-        raise Rejected(f"model {event.model!r} is not supported by this version (supported: {', '.join(SUPPORTED_MODELS)})")
-    try:
-        parsed = parse_yunikorn_config(event.config, p.name)
-    except ConfigError as exc:
-        raise Rejected(f"configuration refused, the previous one stays: {exc}") from None
-    queues = build_queues(parsed.config)
+def _configure(p: PartitionState, model: ModelFold, document: dict, parsed: ParsedConfig) -> None:
+    """Give the partition `model` configured by `document`; its tasks are counted again in the
+    new queue tree. Raises `Rejected` (changing nothing) if a queue in use would go."""
+    queues = build_queues(parsed.root)
     for app in p.apps.values():
         if app.queue not in queues or not queues[app.queue].leaf:
             raise Rejected(
                 f"configuration refused, the previous one stays: leaf queue {app.queue} is used by application "
                 f"{app.id} ({len(app.tasks)} tasks) and would be removed or turned into a parent"
             )
-    p.model, p.config, p.queues = event.model, parsed.config, queues
+    if p.model != model.name or p.model_state is None:
+        p.model_state = model.state_type() if model.state_type else None
+    p.model, p.document, p.settings, p.queues = model.name, document, parsed.settings, queues
     p.pending_count = 0  # counted again below, with every queue aggregate
     for task in p.tasks.values():
         _count_task(p, task, +1)
     for task in p.tasks.values():
         if task.reserved_node is not None:
             _count_reservation_in_queues(p, task, +1)
-    return parsed.warnings
 
 
 # -- priority classes and nodes ----------------------------------------------------------

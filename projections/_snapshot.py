@@ -4,6 +4,9 @@ msgpack through msgspec: the state is made of Structs, dicts and lists, so encod
 Dict order survives the round trip, which keeps every later iteration identical to the live one.
 A snapshot starts with its format number: one written by a version with another state layout is
 refused (`SnapshotError`) rather than misread, and the caller folds the log instead.
+
+A model's parts of the state come back as plain data; `Projection.restore` makes them the
+model's own again.
 """
 
 from __future__ import annotations
@@ -11,13 +14,14 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+
 from preemptd.events import PreemptdError, Resources
 
 from ._state import ClusterState
 
-__all__ = ["SNAPSHOT_FORMAT", "SnapshotError", "restore", "snapshot"]
+__all__ = ["SNAPSHOT_FORMAT", "SnapshotError", "decode_snapshot", "snapshot"]
 
-SNAPSHOT_FORMAT = 1  # bump when ClusterState's layout changes
+SNAPSHOT_FORMAT = 2  # bump when ClusterState's layout changes (2: models hold their own parts)
 
 
 class SnapshotError(PreemptdError, ValueError):
@@ -45,7 +49,8 @@ def snapshot(state: ClusterState) -> bytes:
     return _encoder.encode((SNAPSHOT_FORMAT, msgspec.Raw(_encoder.encode(state))))
 
 
-def restore(data: bytes) -> ClusterState:
+def decode_snapshot(data: bytes) -> ClusterState:
+    """The state in a snapshot, the models' parts as plain data."""
     try:
         version, state = _header_decoder.decode(data)
     except msgspec.DecodeError as exc:

@@ -10,6 +10,10 @@ A reservation (a preemptor waiting for its victims) is counted twice over, for t
 preemption reasons about), `claimed` only the part its victims still in place do not cover (what
 it takes from the room free now, which placement must leave alone).
 
+What is a model's own is held as the model gives it: `QueueState.props` and
+`PartitionState.settings` come from its configuration (`document`, kept so that a restore can
+parse it again), `PartitionState.model_state` from its own decisions.
+
 Dicts used as ordered sets (`dict[str, None]`) keep insertion order: the log order, or after a
 configuration change the order of submission, the same on every replay, so every iteration is
 deterministic.
@@ -17,10 +21,11 @@ deterministic.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
-from preemptd.events import PartitionConfig, QueueProps, default_partition_config
+
+from preemptd.events import LogEvent
 
 __all__ = [
     "AppState",
@@ -42,7 +47,7 @@ class LogRecord(msgspec.Struct, frozen=True):
 
     seq: int
     received: int
-    event: object
+    event: LogEvent
 
 
 class QueueState(msgspec.Struct, kw_only=True):
@@ -52,7 +57,7 @@ class QueueState(msgspec.Struct, kw_only=True):
     leaf: bool
     guaranteed: dict[str, int]
     max: dict[str, int] | None
-    props: QueueProps = QueueProps()
+    props: Any = None  # the model's settings for this queue
     allocated: dict[str, int] = {}  # running and preempting tasks of the subtree
     preempting: dict[str, int] = {}  # victims in flight in the subtree
     reserved: dict[str, int] = {}  # asks of the subtree waiting on a reserved node
@@ -125,8 +130,10 @@ class PriorityClass(msgspec.Struct, frozen=True, kw_only=True):
 
 class PartitionState(msgspec.Struct, kw_only=True):
     name: str
-    model: str = "yunikorn"
-    config: PartitionConfig = msgspec.field(default_factory=default_partition_config)
+    model: str  # the scheduling model's name, from the registry
+    document: dict[str, Any] = {}  # the model's configuration as applied ({}: its default)
+    settings: Any = None  # the model's partition-wide settings, parsed from `document`
+    model_state: Any = None  # what the model keeps besides its configuration, if anything
     queues: dict[str, QueueState] = {}
     nodes: dict[str, NodeState] = {}
     apps: dict[str, AppState] = {}

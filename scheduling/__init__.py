@@ -1,9 +1,19 @@
-"""The pure decision core: a scheduling cycle per partition, a model per partition (YuniKorn
-now; Kueue and Volcano behind the same interface), explanations on every decision, and the
-offline drivers (scenario simulation and replay). No I/O, no clock, no randomness."""
+"""The pure decision core: a wing per scheduling model (`yunikorn/`), the registry that maps a
+model's name to its wing, the fold bound to that registry, the cycle driver and its pacing, and
+the offline drivers (scenario simulation and replay). No I/O, no clock, no randomness."""
 
-from ._cycle import Cycle as Cycle, decision_id as decision_id, is_daemon_id as is_daemon_id, tick_record as tick_record
-from ._engine import MODELS as MODELS, Model as Model, next_wakeup as next_wakeup, run_cycle as run_cycle
+from ._engine import is_daemon_id as is_daemon_id, next_wakeup as next_wakeup, run_cycle as run_cycle, tick_record as tick_record
+from ._model import Cycle as Cycle, Model as Model, decision_id as decision_id
+from ._pacing import Cadence as Cadence, Pacer as Pacer
+from ._registry import (
+    DEFAULT_MODEL as DEFAULT_MODEL,
+    MODELS as MODELS,
+    PROJECTION as PROJECTION,
+    apply as apply,
+    fold as fold,
+    model_named as model_named,
+    restore as restore,
+)
 from ._replay import (
     Change as Change,
     Divergence as Divergence,
@@ -16,6 +26,5 @@ from ._simulation import (
     ScenarioError as ScenarioError,
     SimulationResult as SimulationResult,
     check as check,
-    needs_cycle as needs_cycle,
     simulate as simulate,
 )

@@ -1,34 +1,42 @@
-"""The engine: one scheduling cycle of a partition, whatever its model.
+"""The engine: one scheduling cycle of a partition, whatever its model, as log records.
 
-`run_cycle` is called right after a tick is folded. The partition's model decides through
-`Cycle.emit` (see `_cycle`), which folds each decision at once, so the state after the cycle is
-exactly what folding the stored decisions gives on a replay.
+The daemon, `simulate`, `replay` and the benchmarks all run cycles through `run_cycle`: it folds
+the tick, lets the partition's model decide, and returns the tick and the decisions numbered as
+the log records that follow it. The decisions are already folded, so the state after the cycle
+is exactly what folding the stored records gives on a replay.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import NamedTuple
+from preemptd.events import Tick
+from preemptd.projections import ClusterState, LogRecord
 
-from preemptd.events import Decision
-from preemptd.projections import ClusterState, LogRecord, PartitionState
+from ._model import Cycle
+from ._registry import MODELS, apply
 
-from . import _yunikorn
-from ._cycle import Cycle
-
-__all__ = ["MODELS", "Model", "next_wakeup", "run_cycle"]
+__all__ = ["is_daemon_id", "next_wakeup", "run_cycle", "tick_record"]
 
 
-class Model(NamedTuple):
-    """What a scheduling model provides: its cycle, and the next time its decisions could
-    change with nothing happening in between (a delay running out), or None."""
+def tick_record(state: ClusterState, now: int, partition: str) -> LogRecord:
+    """The next log record: a tick of `partition` at `now`, named `<log>:<seq>` like the
+    decisions of its cycle (`<log>:<seq>.<n>`)."""
+    seq = state.seq + 1
+    return LogRecord(seq, now, Tick(id=f"{state.log_id}:{seq}", ts=now, partition=partition))
 
-    schedule: Callable[[Cycle], None]
-    next_wakeup: Callable[[PartitionState, int], int | None]
+
+def is_daemon_id(log_id: str, event_id: str) -> bool:
+    """Ids starting with `<log>:` belong to the daemon's own records (ticks and decisions)."""
+    return event_id.startswith(f"{log_id}:")
 
 
-#: The scheduling model of each `config.applied` `model` value.
-MODELS: dict[str, Model] = {"yunikorn": Model(_yunikorn.schedule, _yunikorn.next_wakeup)}
+def run_cycle(state: ClusterState, tick: LogRecord) -> list[LogRecord]:
+    """Fold `tick` (made by `tick_record`, or read from a log) and run the cycle it starts;
+    return the tick and the cycle's decisions, as the log records they are."""
+    apply(state, tick)
+    partition = state.partitions[tick.event.partition]
+    cycle = Cycle(state, partition, tick, apply, [])
+    MODELS[partition.model].schedule(cycle)
+    return [tick, *cycle.records]
 
 
 def next_wakeup(state: ClusterState, partition: str, now: int) -> int | None:
@@ -36,14 +44,3 @@ def next_wakeup(state: ClusterState, partition: str, now: int) -> int | None:
     came in between; None if only an event can change its decisions."""
     p = state.partitions[partition]
     return MODELS[p.model].next_wakeup(p, now)
-
-
-def run_cycle(state: ClusterState, tick: LogRecord) -> list[Decision]:
-    """Run the cycle that `tick` (already folded into `state`) starts; return its decisions.
-
-    The decisions are folded as they are made and take the log positions right after the tick.
-    """
-    partition = state.partitions[tick.event.partition]
-    cycle = Cycle(state, partition, tick)
-    MODELS[partition.model].schedule(cycle)
-    return cycle.decisions

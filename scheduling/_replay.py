@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
+
 from preemptd.events import ConfigApplied, Decision, Tick, to_builtins
-from preemptd.projections import ClusterState, LogRecord, Rejected, apply
+from preemptd.projections import ClusterState, LogRecord, Rejected
 
 from ._engine import run_cycle
+from ._registry import apply
 
 __all__ = ["Change", "Divergence", "ReplayReport", "Replayer", "decision_key", "replay"]
 
@@ -123,7 +125,6 @@ class Replayer:
         if not self._close_cycle(record.seq):
             return False
         if isinstance(event, Tick):
-            self._fold(record)
             self._cycle(record)
         else:
             self.report.events += 1
@@ -155,7 +156,7 @@ class Replayer:
     def _cycle(self, tick: LogRecord) -> None:
         self.report.cycles += 1
         self.cycle = tick.seq
-        decisions = run_cycle(self.report.state, tick)
+        decisions = [record.event for record in run_cycle(self.report.state, tick)[1:]]
         self.report.new_decisions += len(decisions)
         self.expected.extend(decisions)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
+
 from preemptd.events import (
     Allocated,
     ClusterEvent,
@@ -34,12 +35,13 @@ from preemptd.events import (
     parse_duration,
     to_builtins,
 )
-from preemptd.projections import ClusterState, LogRecord, Rejected, apply, partition_view
+from preemptd.projections import ClusterState, LogRecord, Rejected, partition_view
 
-from ._cycle import tick_record
-from ._engine import run_cycle
+from ._engine import run_cycle, tick_record
+from ._pacing import Cadence, Pacer
+from ._registry import apply
 
-__all__ = ["ScenarioError", "SimulationResult", "check", "needs_cycle", "simulate"]
+__all__ = ["ScenarioError", "SimulationResult", "check", "simulate"]
 
 
 class ScenarioError(PreemptdError, ValueError):
@@ -61,12 +63,6 @@ class SimulationResult:
         for task_id, last in self.known.items():
             view["tasks"].setdefault(task_id, {**last, "status": "released", "reserved_node": None})
         return view
-
-
-def needs_cycle(state: ClusterState, partition: str) -> bool:
-    """A cycle can only decide something for a partition with pending tasks."""
-    p = state.partitions.get(partition)
-    return p is not None and p.pending_count > 0
 
 
 def _duration(value: Any, what: str) -> int:
@@ -102,24 +98,25 @@ class _Simulator:
         self.partition = scenario.partition
         self.result = SimulationResult(state=ClusterState(log_id=log_id))
         self.grace = _duration(scenario.shim.grace_period, "shim.grace_period")
+        self.tick, self.until = _duration(scenario.tick, "tick"), _duration(scenario.until, "until")
+        if self.tick <= 0:
+            raise ScenarioError("tick must be greater than 0s")
+        self.pacer = Pacer(Cadence(tick=self.tick, idle_tick=self.tick))  # simulated cycles take no time
         self.reactions: list[tuple[int, int, ClusterEvent]] = []
         self.specs: dict[str, TaskSubmitted | TaskBound] = {}
         self.counter = 0
 
     def run(self) -> SimulationResult:
-        tick, until = _duration(self.scenario.tick, "tick"), _duration(self.scenario.until, "until")
-        if tick <= 0:
-            raise ScenarioError("tick must be greater than 0s")
         scripted = self._scripted()
         now = 0
-        while now <= until:
+        while now <= self.until:
             while scripted and scripted[0][0] <= now:
                 self.append(heapq.heappop(scripted)[2])
             self._react(now)
-            if needs_cycle(self.result.state, self.partition):
+            if self.partition in self.pacer.due(self.result.state, now):
                 self._cycle(now)
                 self._react(now)
-            now += tick
+            now += self.tick
         return self.result
 
     # -- input --
@@ -160,19 +157,19 @@ class _Simulator:
             self.result.rejected.append((event, exc.reason))
             return False
         self.result.records.append(record)
+        self.pacer.touched(event.partition)
         self._remember(event)
         return True
 
     def _cycle(self, now: int) -> None:
         state = self.result.state
-        self.append(tick_record(state, now, self.partition).event)
-        decisions = run_cycle(state, self.result.records[-1])
-        first = self.result.records[-1].seq + 1
-        self.result.records.extend(LogRecord(first + i, now, d) for i, d in enumerate(decisions))
-        self.result.decisions.extend(decisions)
-        for decision in decisions:
-            self._remember(decision)
-            self._plan_reactions(decision, now)
+        tick, *made = run_cycle(state, tick_record(state, now, self.partition))
+        self.pacer.ran(state, self.partition, now, 0, len(made))
+        self.result.records += [tick, *made]
+        for record in made:
+            self.result.decisions.append(record.event)
+            self._remember(record.event)
+            self._plan_reactions(record.event, now)
 
     def _remember(self, event: Any) -> None:
         """Keep what the final view shows of tasks that are gone, and the specs to re-create them."""

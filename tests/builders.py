@@ -6,7 +6,8 @@ import itertools
 from typing import Any
 
 from preemptd import events as ev
-from preemptd.projections import ClusterState, LogRecord, apply
+from preemptd.projections import ClusterState, LogRecord
+from preemptd.scheduling import apply
 
 _ids = itertools.count(1)
 

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from preemptd.daemon.embedded import EmbeddedNats
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -89,7 +89,7 @@ def _required_node(preemptor: TaskState, victims: list[TaskState]) -> list[str]:
 def _generic(p: PartitionState, preemptor: TaskState, victims: list[TaskState], now: int) -> list[str]:
     found = []
     path = _lineage(p, preemptor.queue)
-    if not p.config.preemption.enabled:
+    if not p.settings.enabled:
         found.append("generic preemption while the partition disables it")
     if now < preemptor.submitted_at + p.queues[preemptor.queue].props.preemption_delay:
         found.append("preempted before preemption.delay")

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import msgspec
+
 from preemptd.events import Scenario, encode
 from preemptd.scheduling import simulate
 

@@ -4,7 +4,9 @@ preemptd does not use reported once, invalid trees refused with the reason."""
 from __future__ import annotations
 
 import pytest
-from preemptd.events import ConfigError, parse_yunikorn_config
+
+from preemptd.events import ConfigError
+from preemptd.scheduling.yunikorn import parse_config as parse_yunikorn_config
 
 FULL = {
     "partitions": [
@@ -38,7 +40,7 @@ FULL = {
 
 def test_yunikorn_properties_with_their_defaults_and_inheritance() -> None:
     parsed = parse_yunikorn_config(FULL, "default")
-    root = parsed.config.root
+    root = parsed.root
     tenant, later = root.children
     (x,) = tenant.children
     assert root.props.preemption_delay == 10_000 and root.props.preemption_policy == "fence"
@@ -48,7 +50,7 @@ def test_yunikorn_properties_with_their_defaults_and_inheritance() -> None:
     assert x.props.priority_policy == "fence" and tenant.props.priority_policy == "default"
     assert tenant.guaranteed.amounts == {"memory": 10 * 2**30, "vcore": 10_000}
     assert later.is_parent and not later.leaf and x.leaf
-    assert parsed.config.preemption.max_victims_per_cycle == 5
+    assert parsed.settings.max_victims_per_cycle == 5
 
 
 def test_fields_preemptd_does_not_use_are_reported_once_as_ignored() -> None:
@@ -87,19 +89,19 @@ def test_an_unknown_property_is_ignored_with_a_hint_since_properties_are_free_fo
 @pytest.mark.parametrize("delay", ["abc", "0s", "-5s", 10])
 def test_an_invalid_or_non_positive_delay_becomes_30s_with_a_warning(delay: object) -> None:
     parsed = parse_yunikorn_config({"queues": [{"name": "root", "queues": [{"name": "a", "properties": {"preemption.delay": delay}}]}]}, "default")
-    assert parsed.config.root.children[0].props.preemption_delay == 30_000
+    assert parsed.root.children[0].props.preemption_delay == 30_000
     assert any("preemption.delay" in w and "using 30s" in w for w in parsed.warnings)
 
 
 def test_unknown_policy_values_fall_back_with_a_warning() -> None:
     parsed = parse_yunikorn_config({"queues": [{"name": "a", "properties": {"preemption.policy": "sometimes", "priority.offset": "high"}}]}, "default")
-    (a,) = parsed.config.root.children
+    (a,) = parsed.root.children
     assert a.props.preemption_policy == "default" and a.props.priority_offset == 0
     assert len(parsed.warnings) == 2
 
 
 def test_a_queue_list_without_root_gets_one() -> None:
-    root = parse_yunikorn_config({"queues": [{"name": "a"}, {"name": "b"}]}, "default").config.root
+    root = parse_yunikorn_config({"queues": [{"name": "a"}, {"name": "b"}]}, "default").root
     assert root.path == "root" and [c.path for c in root.children] == ["root.a", "root.b"]
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import anyio
 import pytest
 from conftest import ROOT, preemptd
+
 from preemptd.daemon.embedded import EmbeddedNats
 from preemptd.daemon.errors import BusError
 from preemptd.daemon.nats_source import (

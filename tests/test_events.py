@@ -7,6 +7,7 @@ import jsonschema
 import msgspec
 import pytest
 from hypothesis import given, strategies as st
+
 from preemptd import events as ev
 from preemptd.events import (
     CLUSTER_EVENT_TYPES,

@@ -6,6 +6,7 @@ import ast
 from pathlib import Path
 
 import pytest
+
 from preemptd import events, projections, scheduling
 
 SURFACE = {
@@ -13,10 +14,13 @@ SURFACE = {
         "ClusterEvent", "DecisionEvent", "LogEvent", "ConfigApplied", "NodeUpserted", "TaskSubmitted", "TaskBound",
         "TaskReleased", "Tick", "Allocated", "Preempted", "Blocked", "Unreserved", "Victim", "Resources", "Scenario",
         "decode_cluster_event", "decode_log_event", "decode_decision", "encode", "json_schema", "parse_quantity",
-        "parse_duration", "parse_yunikorn_config", "DecodeError", "QuantityError", "ConfigError",
+        "parse_duration", "DecodeError", "QuantityError", "ConfigError", "PreemptdError",
     },
-    projections: {"ClusterState", "PartitionState", "LogRecord", "Rejected", "apply", "fold", "snapshot", "restore", "partition_view"},
-    scheduling: {"run_cycle", "next_wakeup", "tick_record", "decision_id", "MODELS", "simulate", "check", "replay", "Replayer"},
+    projections: {"ClusterState", "PartitionState", "LogRecord", "Rejected", "Projection", "ModelFold", "snapshot", "partition_view"},
+    scheduling: {
+        "apply", "fold", "restore", "run_cycle", "next_wakeup", "tick_record", "decision_id", "MODELS", "DEFAULT_MODEL", "Model",
+        "Pacer", "simulate", "check", "replay", "Replayer",
+    },
 }
 
 

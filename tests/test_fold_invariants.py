@@ -5,8 +5,10 @@ moved, preempted and released in any order. A rejected event changes nothing."""
 from __future__ import annotations
 
 from hypothesis import HealthCheck, event, given, settings, strategies as st
+
 from preemptd import events as ev
-from preemptd.projections import ClusterState, LogRecord, PartitionState, Rejected, add, apply, reservation_claim, snapshot
+from preemptd.projections import ClusterState, LogRecord, PartitionState, Rejected, add, reservation_claim, snapshot
+from preemptd.scheduling import apply
 
 TREES = [
     [{"name": "a", "resources": {"guaranteed": {"vcore": 4}}, "queues": [{"name": "a1"}, {"name": "a2"}]}, {"name": "b"}],

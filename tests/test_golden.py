@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -32,3 +33,16 @@ def test_a_daemon_log_of_an_earlier_version_replays(tmp_path: Path) -> None:
     replay = preemptd("replay", "--db", str(log), "--quiet")
     assert replay.returncode == 0, replay.stdout + replay.stderr
     assert "all 13 decisions reproduced" in replay.stdout
+
+
+def test_a_daemon_log_of_an_earlier_version_passes_over_its_snapshot_and_shows_its_state(tmp_path: Path) -> None:
+    """Its snapshot has the state layout of 0.1.0: it is not misread but passed over, and the
+    whole log folded instead."""
+    log = tmp_path / "daemon-log.db"
+    shutil.copyfile(Path(__file__).parent / "fixtures" / "daemon-log-0.1.0.db", log)
+    shown = preemptd("state", "--db", str(log), "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert "snapshot not used; folding the log from the start" in shown.stderr and "this version reads format 2" in shown.stderr
+    queues = json.loads(shown.stdout)["queues"]
+    assert queues["root.team-a"]["allocated"] == {"vcore": 4, "memory": 8 * 2**30}
+    assert queues["root.team-b"]["pending"] == {"vcore": 2}

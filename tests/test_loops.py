@@ -27,6 +27,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+
 from preemptd.events import Preempted, Scenario, TaskSubmitted, parse_duration
 from preemptd.scheduling import SimulationResult, replay, simulate
 

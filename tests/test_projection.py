@@ -9,6 +9,7 @@ import msgspec
 import pytest
 from builders import R, bound, config, fold_events, node, released, task
 from hypothesis import given, settings, strategies as st
+
 from preemptd import events as ev
 from preemptd.projections import (
     SNAPSHOT_FORMAT,
@@ -16,12 +17,9 @@ from preemptd.projections import (
     LogRecord,
     Rejected,
     SnapshotError,
-    apply,
-    fold,
-    restore,
     snapshot,
 )
-from preemptd.scheduling import simulate
+from preemptd.scheduling import apply, fold, restore, simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 TREE = [

@@ -13,9 +13,10 @@ from typing import Any
 
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 from laws import violations
+
 from preemptd.events import Preempted, PriorityClassSpec, Resources, Scenario, ShimSettings, Victim
-from preemptd.projections import ClusterState, apply
-from preemptd.scheduling import replay, simulate
+from preemptd.projections import ClusterState
+from preemptd.scheduling import apply, replay, simulate
 
 RUN_SECONDS = 240
 QUIET_SECONDS = 60

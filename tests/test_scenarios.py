@@ -7,6 +7,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+
 from preemptd.events import Scenario
 from preemptd.scheduling import check, replay, simulate
 

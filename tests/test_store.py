@@ -8,12 +8,13 @@ from pathlib import Path
 import msgspec
 import pytest
 from conftest import ROOT
+
 from preemptd.daemon.errors import StoreError
 from preemptd.daemon.history import load_state, to_row
 from preemptd.daemon.store import Batch, DeadLetter, LogRow, OutboxRow, Store
 from preemptd.events import Scenario
-from preemptd.projections import ClusterState, fold, snapshot
-from preemptd.scheduling import simulate
+from preemptd.projections import ClusterState, snapshot
+from preemptd.scheduling import fold, simulate
 
 pytestmark = pytest.mark.anyio
 

@@ -1,11 +1,11 @@
-"""The YuniKorn model: hierarchical queues, allocation by queue priority and fairness, and
-preemption by the seven laws (see `_preemption`).
+"""The YuniKorn model's cycle: hierarchical queues, allocation by queue priority and fairness,
+and preemption by the seven laws (see `_preemption`).
 
 A cycle has three phases:
 
 1. Reservations land: a preemptor whose reserved node now has room is allocated there.
 2. Allocation: pending tasks in queue order (`_ordering`) go to the first node with room,
-   within every queue max up the tree (`_allocation`).
+   within every queue max up the tree (`_placement`).
 3. Preemption: for each task left unplaced, in the same order, find victims (required-node
    tasks on their node, the others for their queue's guarantee), within the cycle's pace budget.
    A task that may not preempt gets a `decision.blocked` when its reasons change, at most
@@ -15,21 +15,14 @@ A cycle has three phases:
 
 from __future__ import annotations
 
-from preemptd.events import (
-    Allocated,
-    Blocked,
-    Preempted,
-    PreemptionSettings,
-    Resources,
-    Unreserved,
-    Victim,
-)
+from preemptd.events import Allocated, Blocked, Preempted, Resources, Unreserved, Victim
 from preemptd.projections import NodeState, PartitionState, TaskState
 
-from ._allocation import Placement, fits_node, queue_blocker
-from ._cycle import Cycle
-from ._explain import amounts
+from .._explain import amounts
+from .._model import Cycle
+from ._config import PreemptionSettings
 from ._ordering import QueueOrder
+from ._placement import Placement, fits_node, queue_blocker
 from ._preemption import (
     Plan,
     Refusal,
@@ -138,7 +131,7 @@ def _preempt(cycle: Cycle) -> None:
     """Try preemption for the tasks still pending, in queue order; a queue that got room by
     preemption is ranked again, as after an allocation, so equals take turns."""
     p = cycle.partition
-    budget = _Budget(p.config.preemption, p.capacity)
+    budget = _Budget(p.settings, p.capacity)
     refusals: dict[tuple, Refusal] = {}
     draining = [node for node in p.nodes.values() if node.preempting and frees_unclaimed_room(node)]
     blocked = 0
@@ -209,7 +202,7 @@ def _emit_preempted(cycle: Cycle, task: TaskState, plan: Plan) -> None:
         node=plan.node.name,
         resources=Resources(task.resources),
         victims=victims,
-        model="yunikorn",
+        model=cycle.partition.model,
         reason=plan.reason,
         explanation=tuple(plan.explanation),
     )

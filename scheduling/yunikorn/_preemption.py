@@ -37,7 +37,7 @@ from preemptd.projections import (
     shares_type,
 )
 
-from ._explain import amounts, listing, plural
+from .._explain import amounts, listing, plural
 from ._ordering import effective_priority
 
 __all__ = ["Plan", "Refusal", "frees_unclaimed_room", "plan_for_guarantee", "plan_for_required_node"]
@@ -161,7 +161,7 @@ def plan_for_guarantee(p: PartitionState, task: TaskState, now: int, draining: l
 
 
 def _preconditions(p: PartitionState, task: TaskState, now: int) -> Refusal | None:
-    if not p.config.preemption.enabled:
+    if not p.settings.enabled:
         return Refusal((f"preemption is disabled in partition {p.name} (preemption.enabled: false)",))
     if not task.may_preempt:
         return Refusal(("the task's preemption policy is Never: it may not trigger preemption",))

@@ -1,6 +1,9 @@
-"""YuniKorn's `queues.yaml`, the configuration shape of the `yunikorn` model.
+"""YuniKorn's `queues.yaml`, the configuration shape of the YuniKorn model.
 
-`parse_yunikorn_config` turns the document of a `config.applied` event into a typed queue tree.
+`parse_config` turns the document of a `config.applied` event into the queue tree, with
+YuniKorn's queue properties as each queue's `props` and its partition `preemption` section as
+the partition's `settings`.
+
 Fields of YuniKorn's that preemptd does not use (ACLs, placement rules, limits, ...) are accepted
 and listed once as ignored; a field YuniKorn does not know either is refused (with the closest
 known name), as YuniKorn refuses it; values YuniKorn would replace by a default (an invalid `preemption.delay`) are replaced
@@ -11,25 +14,19 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
 import msgspec
 
-from ._duration import DurationError, parse_duration
-from ._errors import ConfigError
-from ._quantity import QuantityError, Resources, format_human
+from preemptd.events import ConfigError, DurationError, QuantityError, Resources, format_human, parse_duration
+from preemptd.projections import ParsedConfig, QueueConfig
 
 __all__ = [
     "DEFAULT_PREEMPTION_DELAY_MS",
-    "ConfigError",
-    "ParsedConfig",
-    "PartitionConfig",
     "PreemptionSettings",
-    "QueueConfig",
     "QueueProps",
-    "default_partition_config",
-    "parse_yunikorn_config",
+    "configured_partitions",
+    "parse_config",
 ]
 
 DEFAULT_PREEMPTION_DELAY_MS = 30_000
@@ -57,28 +54,6 @@ class QueueProps(msgspec.Struct, frozen=True, kw_only=True):
     priority_policy: Literal["default", "fence"] = "default"
 
 
-class QueueConfig(msgspec.Struct, frozen=True, kw_only=True):
-    """One queue of the tree; `path` is the dotted name from the root (`root.a.b`)."""
-
-    name: str
-    path: str
-    guaranteed: Resources = Resources()
-    max: Resources | None = None
-    props: QueueProps = QueueProps()
-    children: tuple[QueueConfig, ...] = ()
-    is_parent: bool = False
-
-    @property
-    def leaf(self) -> bool:
-        return not self.children and not self.is_parent
-
-    def walk(self) -> Iterable[QueueConfig]:
-        """This queue and its descendants, parents before children, in configuration order."""
-        yield self
-        for child in self.children:
-            yield from child.walk()
-
-
 class PreemptionSettings(msgspec.Struct, frozen=True, kw_only=True):
     """Partition-level switches: YuniKorn's `enabled`, and preemptd's pace control."""
 
@@ -87,30 +62,29 @@ class PreemptionSettings(msgspec.Struct, frozen=True, kw_only=True):
     max_share_per_cycle: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.1
 
 
-class PartitionConfig(msgspec.Struct, frozen=True, kw_only=True):
-    root: QueueConfig
-    preemption: PreemptionSettings = PreemptionSettings()
-
-
-class ParsedConfig(msgspec.Struct, frozen=True, kw_only=True):
-    config: PartitionConfig
-    warnings: tuple[str, ...] = ()
-
-
-def default_partition_config() -> PartitionConfig:
+def _default_root() -> QueueConfig:
     """What a partition runs with before any `config.applied`: `root` with one leaf, `default`."""
-    return PartitionConfig(root=QueueConfig(name="root", path="root", children=(QueueConfig(name="default", path="root.default"),)))
+    return QueueConfig(name="root", path="root", props=QueueProps(), children=(QueueConfig(name="default", path="root.default", props=QueueProps()),))
 
 
-def parse_yunikorn_config(raw: dict[str, Any], partition: str) -> ParsedConfig:
-    """Parse a `queues.yaml` document (or one partition's body) for `partition`."""
+def parse_config(raw: dict[str, Any], partition: str) -> ParsedConfig:
+    """Parse a `queues.yaml` document (or one partition's body; `{}` for the default) for
+    `partition`."""
     warnings: list[str] = []
     body = _select_partition(raw, partition, warnings)
     _note_ignored(body, _PARTITION_KEYS, _YUNIKORN_PARTITION_KEYS, f"partition {partition}", warnings)
     preemption = _parse_preemption(body.get("preemption"), warnings)
     root = _parse_root(body.get("queues"), warnings)
     _validate_tree(root)
-    return ParsedConfig(config=PartitionConfig(root=root, preemption=preemption), warnings=tuple(warnings))
+    return ParsedConfig(root=root, settings=preemption, warnings=tuple(warnings))
+
+
+def configured_partitions(raw: dict[str, Any]) -> list[str]:
+    """The partitions a `queues.yaml` document configures: those it lists, else `default`."""
+    partitions = raw.get("partitions")
+    if not isinstance(partitions, list):
+        return ["default"]
+    return [p.get("name", "default") if isinstance(p, dict) else "default" for p in partitions]
 
 
 def _select_partition(raw: dict[str, Any], partition: str, warnings: list[str]) -> dict[str, Any]:
@@ -164,7 +138,7 @@ def _parse_preemption(raw: Any, warnings: list[str]) -> PreemptionSettings:
 
 def _parse_root(queues: Any, warnings: list[str]) -> QueueConfig:
     if queues is None:
-        return default_partition_config().root
+        return _default_root()
     if not isinstance(queues, list):
         raise ConfigError("`queues` must be a list of queues")
     if len(queues) == 1 and isinstance(queues[0], dict) and str(queues[0].get("name", "")).lower() == "root":

@@ -1,0 +1,74 @@
+"""What the fold needs of a scheduling model, and the generic shape of a model's configuration.
+
+The fold keeps the same aggregates for every model (a queue tree with guarantees and maxes,
+nodes, applications, tasks); a model adds its own settings, per queue (`props`) and per
+partition (`settings`), a state of its own if it needs one, and decisions only it makes. The
+registry of models lives in `scheduling`, which hands it to `Projection`: this package never
+names a model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+import msgspec
+
+from preemptd.events import DecisionEvent, Resources
+
+from ._state import PartitionState
+
+__all__ = ["ModelFold", "ParsedConfig", "QueueConfig"]
+
+
+class QueueConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """One queue of a partition's tree; `path` is the dotted name from the root (`root.a.b`).
+    `props` are the model's own settings for the queue (YuniKorn's queue properties, say)."""
+
+    name: str
+    path: str
+    guaranteed: Resources = Resources()
+    max: Resources | None = None
+    props: Any = None
+    children: tuple[QueueConfig, ...] = ()
+    is_parent: bool = False
+
+    @property
+    def leaf(self) -> bool:
+        return not self.children and not self.is_parent
+
+    def walk(self) -> Iterable[QueueConfig]:
+        """This queue and its descendants, parents before children, in configuration order."""
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+
+class ParsedConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """A model's configuration of one partition: its queue tree, its partition-wide settings,
+    and warnings worth reporting once (fields it ignores, values it replaced by defaults)."""
+
+    root: QueueConfig
+    settings: Any = None
+    warnings: tuple[str, ...] = ()
+
+    def same_as(self, other: ParsedConfig) -> bool:
+        """Both configure the partition alike (warnings aside)."""
+        return (self.root, self.settings) == (other.root, other.settings)
+
+
+class ModelFold(Protocol):
+    """A scheduling model, as the fold sees it.
+
+    - `parse_config(document, partition)`: the model's native configuration (the `config` of
+      `config.applied`; `{}` means the model's default) for `partition`; raises `ConfigError`.
+    - `fold_decision(partition, decision)`: fold a decision type the generic fold leaves to the
+      model; raises `Rejected` for decisions the model does not make.
+    - `state_type`: a msgspec Struct holding what the model keeps per partition besides its
+      configuration (made empty when a partition takes the model, kept in snapshots), or None.
+    """
+
+    name: str
+    parse_config: Callable[[dict[str, Any], str], ParsedConfig]
+    fold_decision: Callable[[PartitionState, DecisionEvent], None]
+    state_type: type[msgspec.Struct] | None

@@ -1,0 +1,91 @@
+"""What a scheduling model provides (`Model`, one registry entry) and the cycle context it
+decides through (`Cycle`).
+
+A model is a wing of `scheduling` (`yunikorn/`, ...): it parses its native configuration into
+the queue tree and its own settings, runs its cycle, says when a cycle could decide anything new
+with nothing happening in between, and folds any decision type only it makes. `Cycle.emit`
+stamps each decision with its id and log position and folds it at once, so a model always sees
+the effect of its own earlier decisions in the same cycle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from preemptd.events import Decision, DecisionEvent
+from preemptd.projections import ClusterState, LogRecord, ParsedConfig, PartitionState, refuse_decision
+
+__all__ = ["Cycle", "Model", "decision_id", "one_partition"]
+
+
+def decision_id(log_id: str, cycle: int, index: int) -> str:
+    """Decisions are named by the log, the tick that ran their cycle and their rank in it."""
+    return f"{log_id}:{cycle}.{index}"
+
+
+def one_partition(document: dict[str, Any]) -> list[str]:
+    """`Model.partitions` of a model whose configuration documents name no partitions."""
+    return ["default"]
+
+
+@dataclass(frozen=True)
+class Cycle:
+    """What a model sees during one cycle: the partition, the time, and a way to decide.
+
+    `fold` folds a record into the state (the registry's fold); `records` are the decisions
+    made so far, as the log records that follow the tick."""
+
+    state: ClusterState
+    partition: PartitionState
+    tick: LogRecord
+    fold: Callable[[ClusterState, LogRecord], object]
+    records: list[LogRecord]
+
+    @property
+    def now(self) -> int:
+        return self.tick.event.ts
+
+    def emit(self, kind: type[Decision], **fields: Any) -> Decision:
+        """Make a decision of type `kind`, fold it into the state and record it."""
+        index = len(self.records)
+        decision = kind(
+            id=decision_id(self.state.log_id, self.tick.seq, index),
+            ts=self.now,
+            partition=self.partition.name,
+            cycle=self.tick.seq,
+            **fields,
+        )
+        record = LogRecord(self.tick.seq + 1 + index, self.now, decision)
+        self.fold(self.state, record)
+        self.records.append(record)
+        return decision
+
+
+@dataclass(frozen=True)
+class Model:
+    """A scheduling model: what the registry maps its name to.
+
+    - `parse_config(document, partition)`: its native configuration for one partition (`{}`
+      for its default), as `ParsedConfig`; raises `ConfigError` with a reason for the user.
+    - `partitions(document)`: the partitions a configuration document sets up (a config file
+      applies it to each).
+    - `schedule(cycle)`: one cycle of a partition; decides through `cycle.emit`.
+    - `next_wakeup(partition, now)`: the earliest time after `now` at which a cycle could decide
+      differently with no event in between (a delay running out), or None.
+    - `fold_decision(partition, decision)`: folds a decision type only this model makes
+      (`decision.admitted`, `decision.evicted`); the default refuses them.
+    - `state_type`: a msgspec Struct for what the model keeps per partition besides its
+      configuration, or None (see `projections.ModelFold`).
+    """
+
+    name: str
+    parse_config: Callable[[dict[str, Any], str], ParsedConfig]
+    schedule: Callable[[Cycle], None]
+    next_wakeup: Callable[[PartitionState, int], int | None]
+    partitions: Callable[[dict[str, Any]], list[str]] = one_partition
+    fold_decision: Callable[[PartitionState, DecisionEvent], None] = refuse_decision
+    state_type: type[msgspec.Struct] | None = None

@@ -1,0 +1,87 @@
+"""When a partition's next cycle is due: one rule for the daemon (on its clock) and the
+simulator (on simulated time, where cycles take no time).
+
+A cycle can only decide something for a partition with pending tasks. For one that has some:
+
+- after events: at once, but at most every `min_gap` and no more than half the time in cycles
+  (after a cycle of 0.4 s, the next one waits until 0.8 s after its start), so that a long
+  backlog leaves room to ingest;
+- while cycles are deciding: every `tick`;
+- once a cycle decided nothing and nothing happened since, another could only decide again once
+  a delay runs out (`next_wakeup`): then, or every `idle_tick`.
+
+Times are integer milliseconds on the caller's clock, which only has to move forward; a model's
+wake-up (in the log's time) is turned into a distance from the tick that asked for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from preemptd.projections import ClusterState
+
+from ._engine import next_wakeup
+
+__all__ = ["Cadence", "Pacer"]
+
+
+@dataclass(frozen=True)
+class Cadence:
+    """How often cycles run, in milliseconds (see the module docstring)."""
+
+    tick: int
+    idle_tick: int
+    min_gap: int = 0
+
+
+@dataclass
+class _Pace:
+    last: int | None = None  # when the last cycle started
+    took: int = 0  # how long it took
+    dirty: bool = True  # events since
+    idle: bool = False  # it decided nothing
+    wakeup: int | None = None  # when a delay runs out, after an idle cycle
+
+
+@dataclass
+class Pacer:
+    """The pace of every partition's cycles."""
+
+    cadence: Cadence
+    _paces: dict[str, _Pace] = field(default_factory=dict)
+
+    def touched(self, partition: str) -> None:
+        """Events changed `partition`."""
+        self._pace(partition).dirty = True
+
+    def due(self, state: ClusterState, now: int) -> list[str]:
+        """The partitions whose cycle is due at `now`, in name order."""
+        return [name for name in sorted(state.partitions) if self._due(state, name, now)]
+
+    def ran(self, state: ClusterState, partition: str, started: int, took: int, decisions: int) -> None:
+        """A cycle of `partition` started at `started` (the tick it folded is the partition's
+        last), took `took` and made `decisions`."""
+        pace = self._pace(partition)
+        pace.last, pace.took, pace.dirty, pace.idle = started, took, False, not decisions
+        pace.wakeup = None
+        if pace.idle:
+            tick_ts = state.partitions[partition].last_tick
+            wakeup = next_wakeup(state, partition, tick_ts)
+            pace.wakeup = None if wakeup is None else started + wakeup - tick_ts
+
+    def _pace(self, partition: str) -> _Pace:
+        return self._paces.setdefault(partition, _Pace())
+
+    def _due(self, state: ClusterState, partition: str, now: int) -> bool:
+        pace = self._pace(partition)
+        if not state.partitions[partition].pending_count:
+            pace.dirty = False
+            return False
+        if pace.last is None:
+            return True
+        elapsed = now - pace.last
+        if pace.dirty:
+            return elapsed >= max(self.cadence.min_gap, 2 * pace.took)
+        if not pace.idle:
+            return elapsed >= self.cadence.tick
+        return (pace.wakeup is not None and now >= pace.wakeup) or elapsed >= self.cadence.idle_tick

@@ -1,0 +1,30 @@
+"""The YuniKorn model: hierarchical queues with guarantees and maxes, allocation by queue
+priority and fairness, and preemption by YuniKorn's seven laws with fences, delays, priority
+offsets, opt-outs, required-node (DaemonSet) preemption and node reservations.
+
+- `_config`: YuniKorn's `queues.yaml`, with its queue properties and partition settings.
+- `_cycle`: the cycle's three phases (reservations, allocation, preemption) and pace control.
+- `_ordering`: the order pending tasks are tried in; priorities through offsets and fences.
+- `_placement`: whether a task fits a node and its queues' maxes, and first-fit node choice.
+- `_preemption`: the victim search by the seven laws, and DaemonSet preemption.
+
+README.md beside this file describes the model for users, and where it departs from YuniKorn.
+"""
+
+from .._model import Model
+from ._config import (
+    DEFAULT_PREEMPTION_DELAY_MS as DEFAULT_PREEMPTION_DELAY_MS,
+    PreemptionSettings as PreemptionSettings,
+    QueueProps as QueueProps,
+    configured_partitions,
+    parse_config as parse_config,
+)
+from ._cycle import BLOCKED_PER_CYCLE as BLOCKED_PER_CYCLE, next_wakeup, schedule
+
+MODEL = Model(
+    name="yunikorn",
+    parse_config=parse_config,
+    schedule=schedule,
+    next_wakeup=next_wakeup,
+    partitions=configured_partitions,
+)

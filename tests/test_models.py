@@ -1,0 +1,208 @@
+"""A model is a wing of `scheduling` and one line in the registry; nothing else names it.
+
+A stub model, registered by this test only, proves the recipe: the fold takes its
+configuration, keeps its settings and state (through snapshots too) and folds its own decisions;
+scenario files, replay and the daemon's configuration files reach it through the registry. It
+decides nothing: its cycle runs and makes no decision.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from builders import R, node, task
+
+from preemptd import events as ev
+from preemptd.daemon.errors import UsageError
+from preemptd.daemon.runtime import config_events
+from preemptd.events import ConfigError, Scenario
+from preemptd.projections import ClusterState, LogRecord, ParsedConfig, PartitionState, QueueConfig, Rejected, snapshot
+from preemptd.scheduling import MODELS, Model, Replayer, apply, restore, simulate
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class StubProps(msgspec.Struct, frozen=True):
+    weight: int = 1
+
+
+class StubSettings(msgspec.Struct, frozen=True):
+    strict: bool = False
+
+
+class StubState(msgspec.Struct):
+    admitted: list[str] = []
+
+
+def parse_stub(document: dict[str, Any], partition: str) -> ParsedConfig:
+    """`{queues: {name: {weight, guaranteed}}, strict}`: one level of queues under the root."""
+    queues = document.get("queues", {"default": {}})
+    if not isinstance(queues, dict) or not queues:
+        raise ConfigError("stub: `queues` must map names to queues")
+    children = tuple(
+        QueueConfig(name=name, path=f"root.{name}", guaranteed=R(**spec.get("guaranteed", {})), props=StubProps(spec.get("weight", 1)))
+        for name, spec in queues.items()
+    )
+    settings = StubSettings(strict=bool(document.get("strict", False)))
+    return ParsedConfig(root=QueueConfig(name="root", path="root", children=children), settings=settings, warnings=("stub: weights are ignored",))
+
+
+def fold_stub_decision(p: PartitionState, decision: ev.DecisionEvent) -> None:
+    if not isinstance(decision, ev.Admitted):
+        raise Rejected(f"the stub model does not make {decision.__struct_config__.tag}")
+    p.model_state.admitted.append(decision.app)
+
+
+STUB = Model(
+    name="stub",
+    parse_config=parse_stub,
+    schedule=lambda cycle: None,
+    next_wakeup=lambda partition, now: None,
+    partitions=lambda document: document.get("partitions", ["default"]),
+    fold_decision=fold_stub_decision,
+    state_type=StubState,
+)
+
+
+@pytest.fixture
+def stub(monkeypatch: pytest.MonkeyPatch) -> Model:
+    monkeypatch.setitem(MODELS, STUB.name, STUB)
+    return STUB
+
+
+def stub_config(**document: Any) -> ev.ConfigApplied:
+    return ev.ConfigApplied(id="stub-config", ts=0, model="stub", config=document or {"queues": {"a": {"weight": 3, "guaranteed": {"vcore": 2}}, "b": {}}})
+
+
+def folded(*events: Any, state: ClusterState | None = None) -> ClusterState:
+    state = state if state is not None else ClusterState()
+    for event in events:
+        apply(state, LogRecord(state.seq + 1, event.ts, event))
+    return state
+
+
+def test_the_fold_takes_a_registered_models_configuration(stub: Model) -> None:
+    state = ClusterState()
+    warnings = apply(state, LogRecord(1, 0, stub_config()))
+    p = state.partitions["default"]
+    assert warnings == ("stub: weights are ignored",)
+    assert (p.model, p.settings, p.model_state) == ("stub", StubSettings(), StubState())
+    assert list(p.queues) == ["root", "root.a", "root.b"]
+    assert p.queues["root.a"].props == StubProps(3) and p.queues["root.a"].guaranteed == {"vcore": 2000}
+
+
+def test_a_models_refusal_is_the_reason_of_the_dead_letter(stub: Model) -> None:
+    with pytest.raises(Rejected, match="configuration refused, the previous one stays: stub: `queues` must map names to queues"):
+        folded(stub_config(queues=[]))
+
+
+def test_an_unregistered_model_is_refused_by_name() -> None:
+    with pytest.raises(Rejected, match=r"model 'stub' is not supported by this version \(supported: yunikorn\)"):
+        folded(stub_config())
+
+
+def test_the_model_folds_its_own_decisions_and_refuses_others(stub: Model) -> None:
+    state = folded(stub_config(), node("n1", vcore=4), task("t1", "app-1", "root.a"))
+    admitted = ev.Admitted(id="log:9.0", ts=0, partition="default", cycle=9, app="app-1", queue="root.a")
+    folded(admitted, state=state)
+    assert state.partitions["default"].model_state.admitted == ["app-1"]
+    evicted = ev.Evicted(id="log:9.1", ts=0, partition="default", cycle=9, app="app-1", queue="root.a", reason="InClusterQueue")
+    with pytest.raises(Rejected, match="the stub model does not make decision.evicted"):
+        folded(evicted, state=state)
+
+
+def test_the_default_model_refuses_decisions_it_does_not_make() -> None:
+    admitted = ev.Admitted(id="log:9.0", ts=0, partition="default", cycle=9, app="app-1", queue="root.default")
+    with pytest.raises(Rejected, match="decision.admitted is not produced by the yunikorn model"):
+        folded(admitted)
+
+
+def test_a_snapshot_gives_the_model_back_its_settings_props_and_state(stub: Model) -> None:
+    state = folded(stub_config(strict=True, queues={"a": {"weight": 5}}), node("n1", vcore=4), task("t1", "app-1", "root.a"))
+    state.partitions["default"].model_state.admitted.append("app-1")
+    restored = restore(snapshot(state))
+    p = restored.partitions["default"]
+    assert p.settings == StubSettings(strict=True) and p.queues["root.a"].props == StubProps(5)
+    assert isinstance(p.model_state, StubState) and p.model_state.admitted == ["app-1"]
+    assert restored == state
+
+
+def test_a_partition_changes_model_and_back_keeping_its_tasks(stub: Model) -> None:
+    yunikorn_config = ev.ConfigApplied(id="yk", ts=0, config={"queues": [{"name": "a"}]})
+    state = folded(stub_config(), node("n1", vcore=4), task("t1", "app-1", "root.a"), yunikorn_config)
+    p = state.partitions["default"]
+    assert (p.model, p.model_state, p.queues["root.a"].pending) == ("yunikorn", None, {"vcore": 1000})
+    folded(stub_config(), state=state)
+    assert p.model == "stub" and p.model_state == StubState() and p.pending_count == 1
+
+
+def test_a_scenario_runs_a_registered_model_which_decides_nothing(stub: Model) -> None:
+    scenario = Scenario(
+        name="stub",
+        model="stub",
+        config={"queues": {"a": {}}},
+        events=[
+            {"type": "node.upserted", "node": "n1", "capacity": {"vcore": 4}},
+            {"type": "task.submitted", "task": "t1", "app": "app-1", "queue": "root.a", "resources": {"vcore": 1}},
+        ],
+        until="5s",
+    )
+    result = simulate(scenario)
+    assert result.rejected == [] and result.decisions == []
+    ticks = [r for r in result.records if isinstance(r.event, ev.Tick)]
+    assert len(ticks) == 6, "its cycle ran every second, a task pending"
+    assert result.view("default")["model"] == "stub"
+    replayer = Replayer("sim")
+    for record in result.records:
+        assert replayer.step(record)
+    replayer.finish()
+    assert replayer.report.cycles == 6 and replayer.report.divergence is None
+
+
+def test_a_configuration_file_names_the_model_and_its_partitions(stub: Model, tmp_path: Path) -> None:
+    path = tmp_path / "stub.yaml"
+    path.write_text("model: stub\nconfig:\n  partitions: [east, west]\n  queues: {a: {}}\n")
+    events = config_events(path, now=7)
+    assert [(e.partition, e.model) for e in events] == [("east", "stub"), ("west", "stub")]
+    path.write_text("model: stub\nconfig: {queues: []}\n")
+    with pytest.raises(UsageError, match="stub: `queues` must map names to queues"):
+        config_events(path, now=7)
+
+
+# -- the structure that keeps a model in its wing ------------------------------------------------
+
+PACKAGES = ("events", "projections", "scheduling", "daemon")
+
+
+def sources() -> list[Path]:
+    return sorted(path for package in PACKAGES for path in (ROOT / package).rglob("*.py"))
+
+
+def test_the_model_name_literal_exists_once_in_its_wing() -> None:
+    found = [
+        str(path.relative_to(ROOT))
+        for path in sources()
+        for node_ in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node_, ast.Constant) and node_.value == "yunikorn"
+    ]
+    assert found == ["scheduling/yunikorn/__init__.py"]
+
+
+def test_only_the_registry_imports_a_wing() -> None:
+    importers = []
+    for path in sources():
+        if path.is_relative_to(ROOT / "scheduling" / "yunikorn"):
+            continue
+        for node_ in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node_, ast.ImportFrom):
+                names = [node_.module or ""] + [f"{node_.module or ''}.{a.name}" for a in node_.names]
+            elif isinstance(node_, ast.Import):
+                names = [a.name for a in node_.names]
+            if any(n.split(".")[-1] == "yunikorn" or ".yunikorn." in n for n in names):
+                importers.append(str(path.relative_to(ROOT)))
+    assert importers == ["scheduling/_registry.py"]
