@@ -46,11 +46,13 @@ from preemptd.projections import partition_view
 from preemptd.scheduling import MODELS, Replayer, ScenarioError, check, simulate
 
 from . import render
+from .clock import wall_ms
+from .config_file import config_events
 from .errors import UsageError
 from .history import load_state, outbox_rows, records, to_record, to_row
 from .logs import configure
 from .nats_source import Bus, Outbound, cluster_subject
-from .runtime import Settings, config_events, run, wall_ms
+from .runtime import Settings, run
 from .store import Batch, Store
 
 __all__ = ["main"]
@@ -89,8 +91,8 @@ async def cmd_run(args: argparse.Namespace) -> int:
         nats_url=args.nats_url or os.environ.get("PREEMPTD_NATS_URL"),
         nats_port=args.nats_port,
         config=Path(args.config) if args.config else None,
-        tick=_duration(args.tick, "--tick") / 1000,
-        idle_tick=_duration(args.idle_tick, "--idle-tick") / 1000,
+        tick=_duration(args.tick, "--tick"),
+        idle_tick=_duration(args.idle_tick, "--idle-tick"),
         batch=args.batch,
         snapshot_every=args.snapshot_every,
         synchronous=args.sqlite_synchronous,

@@ -22,10 +22,12 @@ import time
 from pathlib import Path
 from typing import IO
 
+import anyio
+
 from .errors import EmbeddedNatsError
 from .logs import log
 
-__all__ = ["EmbeddedNats", "find_nats_server", "free_port", "port_is_free"]
+__all__ = ["EmbeddedNats", "find_nats_server", "free_port", "keep_running", "port_is_free"]
 
 
 def find_nats_server() -> str:
@@ -159,6 +161,26 @@ class EmbeddedNats:
 
     def __exit__(self, *_exc: object) -> None:
         self.stop()
+
+
+async def keep_running(server: EmbeddedNats) -> None:
+    """Start the embedded server again, on the same port and data, if it exits under a running
+    daemon; the client reconnects to it as after any outage."""
+    failures = 0
+    while True:
+        await anyio.sleep(1.0)
+        code = server.exit_code()
+        if code is None:
+            failures = 0
+            continue
+        if not failures:
+            log("the embedded nats-server exited; starting it again", logging.ERROR, exit_code=code, port=server.port)
+        try:
+            await anyio.to_thread.run_sync(server.start)
+        except (EmbeddedNatsError, OSError) as exc:
+            failures += 1
+            if failures in (1, 10) or failures % 60 == 0:
+                log("the embedded nats-server did not start again; retrying every second", logging.ERROR, error=str(exc), attempts=failures)
 
 
 def _read_from(log: Path, offset: int) -> list[str]:

@@ -17,8 +17,8 @@ import pytest
 from builders import R, node, task
 
 from preemptd import events as ev
+from preemptd.daemon.config_file import config_events
 from preemptd.daemon.errors import UsageError
-from preemptd.daemon.runtime import config_events
 from preemptd.events import ConfigError, Scenario
 from preemptd.projections import ClusterState, LogRecord, ParsedConfig, PartitionState, QueueConfig, Rejected, snapshot
 from preemptd.scheduling import MODELS, Model, Replayer, apply, restore, simulate

@@ -1,0 +1,161 @@
+"""The ingest decision, apart from its I/O: which delivered messages continue the log, which of
+them become log records and which dead letters (with a reason a shim author can act on), and
+which partitions they touched. Plain functions of their inputs, tested without a server; the
+runtime only moves data between NATS, these functions and the log.
+
+    continuing(messages, position) -> Continuation   gap check, redeliveries
+    decode(messages, received)      -> Decoded        JSON and schema, subject vs partition
+    fold(decoded, known, state)     -> Ingested       reserved and duplicate ids, the fold
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from preemptd.events import ClusterEvent, DecodeError, decode_cluster_event
+from preemptd.projections import ClusterState, LogRecord, Rejected
+from preemptd.scheduling import apply, is_daemon_id
+
+from .history import to_row
+from .nats_source import Inbound
+from .store import DeadLetter, LogRow
+
+__all__ = ["Continuation", "Decoded", "Ingested", "Position", "continuing", "dead_letter", "decode", "fold", "subject_partition"]
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where the log stands in the cluster stream, and which consumer delivers it."""
+
+    committed: int  # the last stream sequence committed to the log
+    generation: int  # the consumer whose messages count (older ones' are stale)
+    resumed_at: int  # the stream sequence that consumer started at
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """What to do with a delivery.
+
+    `fresh`: the messages that follow the committed position in stream order, to commit.
+    `redelivered`: messages already committed (ack them so they stop coming).
+    `resume`: where the consumer must read again after a gap (a fetch lost in a reconnect).
+    `gone`: (first sequence, how many) messages that expired or were deleted before they were
+    read: a sequence still missing right after resuming exactly there."""
+
+    fresh: list[Inbound]
+    redelivered: list[Inbound]
+    resume: int | None = None
+    gone: tuple[int, int] | None = None
+
+
+def continuing(messages: list[Inbound], position: Position) -> Continuation:
+    """Sort a delivery against the log's position (see `Continuation`)."""
+    current = [m for m in messages if m.generation == position.generation]
+    redelivered = [m for m in current if m.stream_seq <= position.committed]
+    by_seq = {m.stream_seq: m for m in current if m.stream_seq > position.committed}
+    if not by_seq:
+        return Continuation([], redelivered)
+    expected, gone = position.committed + 1, None
+    if expected not in by_seq:
+        if position.resumed_at != expected:
+            return Continuation([], redelivered, resume=expected)
+        gone = (expected, min(by_seq) - expected)
+        expected = min(by_seq)
+    fresh = []
+    while expected in by_seq:
+        fresh.append(by_seq[expected])
+        expected += 1
+    return Continuation(fresh, redelivered, resume=expected if len(fresh) < len(by_seq) else None, gone=gone)
+
+
+@dataclass
+class Decoded:
+    """Messages decoded into events, and the dead letters of those that could not be."""
+
+    received: int
+    events: list[tuple[Inbound, ClusterEvent]] = field(default_factory=list)
+    dead: list[DeadLetter] = field(default_factory=list)
+
+    @property
+    def ids(self) -> list[str]:
+        return [event.id for _, event in self.events]
+
+
+def decode(messages: list[Inbound], received: int) -> Decoded:
+    """Decode each message; one that is not a valid event, or whose partition differs from its
+    subject's, becomes a dead letter."""
+    out = Decoded(received)
+    for message in messages:
+        try:
+            event = decode_cluster_event(message.data)
+        except DecodeError as exc:
+            out.dead.append(dead_letter(message, received, exc.reason, event_type=exc.event_type, event_id=exc.event_id))
+            continue
+        if subject_partition(message.subject) != event.partition:
+            reason = f"published on {message.subject} but the event's partition is {event.partition!r}: publish on preemptd.cluster.{event.partition}.<kind>"
+            out.dead.append(dead_letter(message, received, reason, event))
+            continue
+        out.events.append((message, event))
+    return out
+
+
+@dataclass
+class Ingested:
+    """What one delivery adds to the log: records (folded into the state already), dead
+    letters, the partitions it touched, and configuration warnings worth logging."""
+
+    rows: list[LogRow] = field(default_factory=list)
+    dead: list[DeadLetter] = field(default_factory=list)
+    touched: set[str] = field(default_factory=set)
+    warnings: list[tuple[str, str]] = field(default_factory=list)  # (partition, warning)
+
+
+def fold(decoded: Decoded, known: Mapping[str, int], state: ClusterState) -> Ingested:
+    """Fold the decoded events into `state`, in order. `known` maps the ids already in the log
+    to their positions. An event with a reserved or reused id, or one the fold rejects, becomes
+    a dead letter and changes nothing."""
+    out = Ingested(dead=list(decoded.dead))
+    seen: dict[str, int] = {}
+    received = decoded.received
+    for message, event in decoded.events:
+        first = known.get(event.id) or seen.get(event.id)
+        if is_daemon_id(state.log_id, event.id):
+            reason = f"event ids starting with {state.log_id + ':'!r} are reserved for the daemon's ticks and decisions; choose another id"
+        elif first is not None:
+            reason = f"duplicate id {event.id!r}: already in the log at seq {first}; ids must be unique per event"
+        else:
+            record = LogRecord(state.seq + 1, received, event)
+            try:
+                out.warnings += [(event.partition, warning) for warning in apply(state, record)]
+            except Rejected as exc:
+                reason = exc.reason
+            else:
+                seen[event.id] = record.seq
+                out.rows.append(to_row(record, payload=message.data, stream_seq=message.stream_seq))
+                out.touched.add(event.partition)
+                continue
+        out.dead.append(dead_letter(message, received, reason, event))
+    return out
+
+
+def subject_partition(subject: str) -> str | None:
+    """The partition a cluster subject names: `preemptd.cluster.<partition>.<kind>`."""
+    parts = subject.split(".")
+    return parts[2] if len(parts) >= 3 else None
+
+
+def dead_letter(
+    message: Inbound, received: int, reason: str, event: ClusterEvent | None = None, *, event_type: str | None = None, event_id: str | None = None
+) -> DeadLetter:
+    return DeadLetter(
+        received=received,
+        subject=message.subject,
+        reason=reason,
+        raw=message.data,
+        stream_seq=message.stream_seq,
+        partition=event.partition if event is not None else subject_partition(message.subject),
+        event_type=event.__struct_config__.tag if event is not None else event_type,
+        event_id=event.id if event is not None else event_id,
+    )
+

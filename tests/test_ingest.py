@@ -1,0 +1,122 @@
+"""The ingest decision, without NATS or SQL: which delivered messages continue the log, which
+become records and which dead letters (and why), and which partitions they touched."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from preemptd.daemon.ingest import Position, continuing, decode, fold
+from preemptd.daemon.nats_source import Inbound
+from preemptd.projections import ClusterState
+
+
+def message(seq: int, data: dict | bytes, *, partition: str = "default", generation: int = 1) -> Inbound:
+    raw = data if isinstance(data, bytes) else json.dumps(data).encode()
+    kind = data.get("type", "x").split(".")[0] if isinstance(data, dict) else "x"
+    return Inbound(f"preemptd.cluster.{partition}.{kind}", raw, seq, handle=None, generation=generation)
+
+
+def node(seq: int, event_id: str | None = None, *, generation: int = 1) -> Inbound:
+    return message(seq, {"type": "node.upserted", "id": event_id or f"n{seq}", "ts": 1, "node": f"n{seq}", "capacity": {"vcore": 4}}, generation=generation)
+
+
+def seqs(messages: list[Inbound]) -> list[int]:
+    return [m.stream_seq for m in messages]
+
+
+# -- which messages continue the log -----------------------------------------------------------
+
+
+def test_messages_after_the_committed_position_continue_it_in_stream_order() -> None:
+    delivery = continuing([node(7), node(5), node(6)], Position(committed=4, generation=1, resumed_at=1))
+    assert seqs(delivery.fresh) == [5, 6, 7] and delivery.resume is None and delivery.gone is None
+
+
+def test_messages_already_committed_are_redeliveries_to_acknowledge() -> None:
+    delivery = continuing([node(3), node(4), node(5)], Position(committed=4, generation=1, resumed_at=1))
+    assert seqs(delivery.fresh) == [5] and seqs(delivery.redelivered) == [3, 4]
+
+
+def test_messages_of_an_earlier_consumer_are_ignored() -> None:
+    delivery = continuing([node(5, generation=1), node(6, generation=2)], Position(committed=4, generation=2, resumed_at=1))
+    assert delivery.fresh == [] and delivery.redelivered == [] and delivery.resume == 5
+
+
+def test_a_gap_before_the_first_message_reads_again_from_the_committed_position() -> None:
+    delivery = continuing([node(6), node(7)], Position(committed=4, generation=1, resumed_at=1))
+    assert delivery.fresh == [] and delivery.resume == 5
+
+
+def test_a_gap_inside_a_delivery_commits_what_precedes_it_and_reads_again_after() -> None:
+    delivery = continuing([node(5), node(6), node(8)], Position(committed=4, generation=1, resumed_at=1))
+    assert seqs(delivery.fresh) == [5, 6] and delivery.resume == 7
+
+
+def test_a_sequence_still_missing_right_after_resuming_there_is_gone_from_the_stream() -> None:
+    delivery = continuing([node(8), node(9)], Position(committed=4, generation=1, resumed_at=5))
+    assert seqs(delivery.fresh) == [8, 9] and delivery.gone == (5, 3) and delivery.resume is None
+
+
+# -- decoding ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("inbound", "reason"),
+    [
+        (message(1, b'{"type": "node.upserted", "id": '), "malformed JSON"),
+        (message(1, {"type": "task.exploded", "id": "x", "ts": 1}), "unknown event type 'task.exploded'"),
+        (message(1, {"type": "node.upserted", "id": "x", "ts": 1, "node": "n1", "capacity": {"vcore": "lots"}}), "node.upserted: vcore: 'lots' is not a quantity"),
+        (message(1, {"type": "node.upserted", "id": "x", "ts": 1, "node": "n1", "capacity": {}, "partition": "east"}), "published on preemptd.cluster.default.node but the event's partition is 'east'"),
+    ],
+    ids=["malformed", "unknown type", "schema", "partition"],
+)
+def test_a_message_that_is_not_a_valid_event_for_its_subject_is_a_dead_letter(inbound: Inbound, reason: str) -> None:
+    decoded = decode([inbound, node(2)], received=99)
+    [dead] = decoded.dead
+    assert dead.reason.startswith(reason) and dead.raw == inbound.data and dead.stream_seq == 1 and dead.received == 99
+    assert [event.id for _, event in decoded.events] == ["n2"], "the next message is decoded as usual"
+
+
+# -- folding -------------------------------------------------------------------------------------
+
+
+def test_events_become_records_numbered_after_the_state_with_their_bytes() -> None:
+    state = ClusterState(log_id="abc")
+    ingested = fold(decode([node(1), node(2)], received=50), known={}, state=state)
+    assert [(row.seq, row.event_id, row.stream_seq, row.received) for row in ingested.rows] == [(1, "n1", 1, 50), (2, "n2", 2, 50)]
+    assert ingested.rows[0].payload == node(1).data
+    assert ingested.touched == {"default"} and ingested.dead == []
+    assert state.seq == 2 and set(state.partitions["default"].nodes) == {"n1", "n2"}
+
+
+def test_a_reused_id_is_a_dead_letter_naming_where_it_was_first() -> None:
+    state = ClusterState(log_id="abc")
+    ingested = fold(decode([node(1, "old"), node(2, "twice"), node(3, "twice")], received=50), known={"old": 17}, state=state)
+    assert [row.event_id for row in ingested.rows] == ["twice"]
+    assert [dead.reason for dead in ingested.dead] == [
+        "duplicate id 'old': already in the log at seq 17; ids must be unique per event",
+        "duplicate id 'twice': already in the log at seq 1; ids must be unique per event",
+    ]
+
+
+def test_ids_of_the_daemons_own_records_are_refused_from_shims() -> None:
+    ingested = fold(decode([node(1, "abc:7.0")], received=50), known={}, state=ClusterState(log_id="abc"))
+    assert ingested.rows == [] and "reserved for the daemon's ticks and decisions" in ingested.dead[0].reason
+
+
+def test_an_event_the_fold_rejects_is_a_dead_letter_and_changes_nothing() -> None:
+    state = ClusterState(log_id="abc")
+    release = message(2, {"type": "task.released", "id": "r", "ts": 1, "task": "ghost"})
+    ingested = fold(decode([node(1), release, node(3)], received=50), known={}, state=state)
+    assert [row.seq for row in ingested.rows] == [1, 2], "no hole in the log where the rejected event was"
+    assert ingested.dead[0].reason == "unknown task 'ghost' in partition default" and ingested.dead[0].event_id == "r"
+    assert state.seq == 2
+
+
+def test_configuration_warnings_are_returned_with_their_partition() -> None:
+    config = message(1, {"type": "config.applied", "id": "c", "ts": 1, "partition": "east", "config": {"queues": [{"name": "a", "maxapplications": 3}]}}, partition="east")
+    ingested = fold(decode([config], received=50), known={}, state=ClusterState())
+    assert ingested.touched == {"east"}
+    assert ingested.warnings == [("east", "ignored (not used by preemptd): queue root.a: maxapplications")]

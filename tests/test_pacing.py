@@ -1,0 +1,74 @@
+"""When a partition's cycle is due: the one rule the daemon (on its clock) and the simulator
+(on simulated time) share."""
+
+from __future__ import annotations
+
+from builders import R, config, fold_events, node, task
+
+from preemptd.projections import ClusterState
+from preemptd.scheduling import Cadence, Pacer, run_cycle, tick_record
+
+CADENCE = Cadence(tick=1000, idle_tick=30_000, min_gap=100)
+
+
+def pending_partition(delay: str = "30s") -> ClusterState:
+    """One task that cannot be placed (no node) under a preemption.delay of `delay`."""
+    return fold_events(config([{"name": "a", "properties": {"preemption.delay": delay}}]), task("t1", "app", "root.a", ts=0))
+
+
+def cycle(state: ClusterState, pacer: Pacer, now: int, took: int = 0) -> int:
+    """Run the partition's cycle at `now` (the log's time too); the decisions it made."""
+    made = len(run_cycle(state, tick_record(state, now, "default"))) - 1
+    pacer.ran(state, "default", now, took, made)
+    return made
+
+
+def test_a_partition_with_nothing_pending_has_no_cycle() -> None:
+    state = fold_events(config([{"name": "a"}]), node("n1", vcore=4))
+    assert Pacer(CADENCE).due(state, 0) == []
+
+
+def test_the_first_cycle_of_a_partition_with_pending_tasks_is_due_at_once() -> None:
+    assert Pacer(CADENCE).due(pending_partition(), 0) == ["default"]
+
+
+def test_after_events_a_cycle_comes_at_once_but_no_more_than_half_the_time() -> None:
+    state, pacer = pending_partition(), Pacer(CADENCE)
+    cycle(state, pacer, 0, took=400)
+    pacer.touched("default")
+    assert pacer.due(state, 799) == [], "a cycle of 0.4 s is followed by 0.4 s for ingest"
+    assert pacer.due(state, 800) == ["default"]
+    cycle(state, pacer, 800, took=10)
+    pacer.touched("default")
+    assert pacer.due(state, 899) == [] and pacer.due(state, 900) == ["default"], "at most every min_gap"
+
+
+def test_while_cycles_decide_one_comes_every_tick() -> None:
+    small, big = task("small", "app", "root.a"), task("big", "app", "root.a", resources=R(vcore=8))
+    state, pacer = fold_events(config([{"name": "a"}]), node("n1", vcore=4), small, big), Pacer(CADENCE)
+    assert cycle(state, pacer, 0) == 1, "small is allocated; big fits no node and waits"
+    assert pacer.due(state, 999) == [] and pacer.due(state, 1000) == ["default"]
+
+
+def test_an_idle_partition_waits_for_the_idle_tick_or_the_end_of_a_delay() -> None:
+    state, pacer = pending_partition(delay="5s"), Pacer(CADENCE)
+    assert cycle(state, pacer, 1_000) == 0, "no node: nothing to decide"
+    assert pacer.due(state, 1_000 + 3_999) == [], "the task's delay runs out at 5 s in the log's time"
+    assert pacer.due(state, 5_000) == ["default"]
+    assert cycle(state, pacer, 5_000) == 1, "the delay is over: the task is refused preemption (decision.blocked)"
+    assert cycle(state, pacer, 6_000) == 0, "the same refusal is not sent again"
+    assert pacer.due(state, 6_000 + 29_999) == [] and pacer.due(state, 36_000) == ["default"], "no delay left: every idle tick"
+
+
+def test_a_wakeup_is_a_distance_from_the_tick_so_the_pacing_clock_may_differ_from_the_logs() -> None:
+    state, pacer = pending_partition(delay="5s"), Pacer(CADENCE)
+    run_cycle(state, tick_record(state, 1_000, "default"))
+    pacer.ran(state, "default", started=70_000, took=0, decisions=0)  # a monotonic clock far from the log's
+    assert pacer.due(state, 73_999) == [] and pacer.due(state, 74_000) == ["default"]
+
+
+def test_the_simulators_cadence_gives_a_cycle_every_tick_while_tasks_are_pending() -> None:
+    state, pacer = pending_partition(), Pacer(Cadence(tick=1000, idle_tick=1000))
+    for now in range(0, 10_000, 1000):
+        assert pacer.due(state, now) == ["default"]
+        cycle(state, pacer, now)
