@@ -1,0 +1,60 @@
+"""preemptd installs under one name, `preemptd`, so that it lives beside other distributions:
+python-daemon provides `import daemon` and Events `import events`, the names of two of the
+repository's folders."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FOLDERS = ("events", "projections", "scheduling", "daemon", "migrations")
+
+
+def run(*command: str | Path, cwd: Path | None = None) -> str:
+    done = subprocess.run([str(c) for c in command], capture_output=True, text=True, cwd=cwd, timeout=600)
+    assert done.returncode == 0, f"{' '.join(map(str, command))}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", out, ROOT)
+    [built] = out.glob("preemptd-*.whl")
+    return built
+
+
+def test_the_wheel_has_preemptd_as_its_only_top_level_name(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")} == {"preemptd"}
+
+
+def test_every_package_of_the_repository_is_in_the_wheel(wheel: Path) -> None:
+    """A new wing (a folder under scheduling/) is found without being listed anywhere."""
+    packages = {str(init.parent.relative_to(ROOT)) for folder in FOLDERS for init in (ROOT / folder).rglob("__init__.py")}
+    assert "scheduling/yunikorn" in packages
+    shipped = set(zipfile.ZipFile(wheel).namelist())
+    assert sorted(p for p in packages if f"preemptd/{p}/__init__.py" not in shipped) == []
+    assert "preemptd/migrations/script.py.mako" in shipped
+
+
+@pytest.mark.slow
+def test_preemptd_installs_beside_python_daemon_and_events_and_all_three_work(wheel: Path, tmp_path: Path) -> None:
+    env = tmp_path / "venv"
+    venv.create(env, with_pip=True)
+    python, pip = env / "bin" / "python", (env / "bin" / "python", "-m", "pip", "--quiet", "--disable-pip-version-check")
+    run(*pip, "install", "python-daemon", "Events", wheel)
+    # Away from the checkout, whose folders `daemon` and `events` would shadow the installed ones.
+    run(python, "-c", "import daemon, events; daemon.DaemonContext; events.Events().on_change += print", cwd=tmp_path)
+    checked = run(env / "bin" / "preemptd", "simulate", ROOT / "examples" / "general.yaml", "--check", "--quiet", cwd=tmp_path)
+    assert checked == ""
+    assert "preemptd 0." in run(env / "bin" / "preemptd", "--version", cwd=tmp_path)
+    run(*pip, "uninstall", "--yes", "Events")
+    run(env / "bin" / "preemptd", "simulate", ROOT / "examples" / "general.yaml", "--check", "--quiet", cwd=tmp_path)
+    run(python, "-c", "import daemon; daemon.DaemonContext", cwd=tmp_path)
