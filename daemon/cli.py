@@ -43,7 +43,7 @@ from preemptd.events import (
     to_builtins,
 )
 from preemptd.projections import partition_view
-from preemptd.scheduling import MODELS, Replayer, ScenarioError, check, simulate
+from preemptd.scheduling import DEFAULT_MODEL, MODELS, Replayer, ScenarioError, check, simulate
 
 from . import render
 from .clock import wall_ms
@@ -396,7 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p, db=True)
     p.add_argument("--nats-url", help="use this NATS server instead of starting the bundled one (default: $PREEMPTD_NATS_URL)")
     p.add_argument("--nats-port", type=_port, default=0, help="port for the bundled nats-server; refused if in use (default: the previous one if free, else a free one)")
-    p.add_argument("--config", help="a YuniKorn queues.yaml (or {model, config}) applied at start when it differs")
+    p.add_argument("--config", help=f"a configuration file, {{model, config}} or the {DEFAULT_MODEL} model's alone, applied at start where it differs")
     p.add_argument("--tick", default="1s", help="time between scheduling cycles of a partition with pending tasks (default: 1s)")
     p.add_argument(
         "--idle-tick",

@@ -34,7 +34,7 @@ def run_cycle(state: ClusterState, tick: LogRecord) -> list[LogRecord]:
     return the tick and the cycle's decisions, as the log records they are."""
     apply(state, tick)
     partition = state.partitions[tick.event.partition]
-    cycle = Cycle(state, partition, tick, apply, [])
+    cycle = Cycle(state, partition, tick, apply)
     MODELS[partition.model].schedule(cycle)
     return [tick, *cycle.records]
 

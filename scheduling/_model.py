@@ -32,22 +32,17 @@ def one_partition(document: dict[str, Any]) -> list[str]:
     return ["default"]
 
 
-@dataclass(frozen=True)
 class Cycle:
-    """What a model sees during one cycle: the partition, the time, and a way to decide.
+    """What a model sees during one cycle: the partition, the time (`now`, the tick's), and a
+    way to decide. `fold` folds a record into the state (the registry's fold); `records` are the
+    decisions made so far, as the log records that follow the tick."""
 
-    `fold` folds a record into the state (the registry's fold); `records` are the decisions
-    made so far, as the log records that follow the tick."""
+    __slots__ = ("fold", "now", "partition", "records", "state", "tick")
 
-    state: ClusterState
-    partition: PartitionState
-    tick: LogRecord
-    fold: Callable[[ClusterState, LogRecord], object]
-    records: list[LogRecord]
-
-    @property
-    def now(self) -> int:
-        return self.tick.event.ts
+    def __init__(self, state: ClusterState, partition: PartitionState, tick: LogRecord, fold: Callable[[ClusterState, LogRecord], object]) -> None:
+        self.state, self.partition, self.tick, self.fold = state, partition, tick, fold
+        self.now: int = tick.event.ts
+        self.records: list[LogRecord] = []
 
     def emit(self, kind: type[Decision], **fields: Any) -> Decision:
         """Make a decision of type `kind`, fold it into the state and record it."""
