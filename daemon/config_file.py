@@ -57,7 +57,7 @@ def changed(state: ClusterState, event: ConfigApplied) -> bool:
     model = model_named(event.model)
     if current is None or current.model != model.name:
         return True
-    wanted, applied = (model.parse_config(document, event.partition) for document in (event.config, current.document))
+    wanted, applied = (model.parse_config(document, event.partition) for document in (event.config, current.applied_config()))
     return not wanted.same_as(applied)
 
 

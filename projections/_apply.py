@@ -36,6 +36,7 @@ from preemptd.events import (
     TaskSubmitted,
     Tick,
     Unreserved,
+    encode,
     format_human,
 )
 
@@ -119,7 +120,7 @@ class Projection:
         for p in state.partitions.values():
             try:
                 model = self.model(p.model)
-                parsed = model.parse_config(p.document, p.name)
+                parsed = model.parse_config(p.applied_config(), p.name)
             except ConfigError as exc:
                 raise SnapshotError(f"partition {p.name}: {exc}") from None
             p.settings = parsed.settings
@@ -216,7 +217,7 @@ def _configure(p: PartitionState, model: ModelFold, document: dict, parsed: Pars
             )
     if p.model != model.name or p.model_state is None:
         p.model_state = model.state_type() if model.state_type else None
-    p.model, p.document, p.settings, p.queues = model.name, document, parsed.settings, queues
+    p.model, p.document, p.settings, p.queues = model.name, encode(document), parsed.settings, queues
     p.pending_count = 0  # counted again below, with every queue aggregate
     for task in p.tasks.values():
         _count_task(p, task, +1)

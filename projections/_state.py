@@ -11,8 +11,9 @@ preemption reasons about), `claimed` only the part its victims still in place do
 it takes from the room free now, which placement must leave alone).
 
 What is a model's own is held as the model gives it: `QueueState.props` and
-`PartitionState.settings` come from its configuration (`document`, kept so that a restore can
-parse it again), `PartitionState.model_state` from its own decisions.
+`PartitionState.settings` come from its configuration (`document`, kept as JSON so that a
+restore can parse it again, whatever a shim put in fields the model ignores),
+`PartitionState.model_state` from its own decisions.
 
 Dicts used as ordered sets (`dict[str, None]`) keep insertion order: the log order, or after a
 configuration change the order of submission, the same on every replay, so every iteration is
@@ -131,7 +132,7 @@ class PriorityClass(msgspec.Struct, frozen=True, kw_only=True):
 class PartitionState(msgspec.Struct, kw_only=True):
     name: str
     model: str  # the scheduling model's name, from the registry
-    document: dict[str, Any] = {}  # the model's configuration as applied ({}: its default)
+    document: bytes = b"{}"  # the model's configuration as applied, as JSON ({}: its default)
     settings: Any = None  # the model's partition-wide settings, parsed from `document`
     model_state: Any = None  # what the model keeps besides its configuration, if anything
     queues: dict[str, QueueState] = {}
@@ -142,6 +143,10 @@ class PartitionState(msgspec.Struct, kw_only=True):
     capacity: dict[str, int] = {}  # schedulable nodes only
     pending_count: int = 0
     last_tick: int = 0
+
+    def applied_config(self) -> dict[str, Any]:
+        """The configuration in force, as the `config` of the `config.applied` that set it."""
+        return msgspec.json.decode(self.document)
 
 
 class ClusterState(msgspec.Struct, kw_only=True):

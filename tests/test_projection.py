@@ -117,3 +117,12 @@ def test_a_snapshot_of_another_format_or_cut_short_is_refused_not_misread() -> N
         restore(other_format)
     with pytest.raises(SnapshotError, match="unreadable snapshot"):
         restore(data[:100])
+
+
+def test_a_configuration_with_any_json_number_in_a_field_the_model_ignores_snapshots_and_restores() -> None:
+    """The applied configuration is kept (a restore parses it again), whatever a shim put in the
+    fields the model does not read: an integer beyond 64 bits must not make snapshots fail."""
+    raw = b'{"type": "config.applied", "id": "c", "ts": 1, "config": {"queues": [{"name": "a", "maxapplications": 100000000000000000000000000000}]}}'
+    state = fold_events(ev.decode_cluster_event(raw), task("t1", "app", "root.a"))
+    restored = restore(snapshot(state))
+    assert restored == state and list(restored.partitions["default"].queues) == ["root", "root.a"]
