@@ -35,6 +35,8 @@ def config_events(path: Path, now: int) -> list[ConfigApplied]:
     if not isinstance(document, dict):
         raise UsageError(f"{path}: expected a configuration document ({DEFAULT_MODEL}'s, or {{model, config}})")
     name, config = (document.get("model"), document.get("config")) if "model" in document else (DEFAULT_MODEL, document)
+    if not isinstance(name, str):
+        raise UsageError(f"{path}: `model` must be a model's name, such as {DEFAULT_MODEL}; got {name!r}")
     try:
         model = model_named(name)
     except ConfigError as exc:

@@ -171,6 +171,9 @@ def test_a_configuration_file_names_the_model_and_its_partitions(stub: Model, tm
     path.write_text("model: stub\nconfig: {queues: []}\n")
     with pytest.raises(UsageError, match="stub: `queues` must map names to queues"):
         config_events(path, now=7)
+    path.write_text("model: [stub]\nconfig: {}\n")
+    with pytest.raises(UsageError, match=r"`model` must be a model's name, such as yunikorn; got \['stub'\]"):
+        config_events(path, now=7)
 
 
 # -- the structure that keeps a model in its wing ------------------------------------------------
