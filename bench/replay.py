@@ -30,7 +30,7 @@ from preemptd import events as ev
 from preemptd.daemon.history import outbox_rows, to_row
 from preemptd.daemon.store import Batch, Store
 from preemptd.projections import ClusterState, LogRecord
-from preemptd.scheduling import apply, run_cycle, tick_record
+from preemptd.scheduling import Cadence, Pacer, apply, run_cycle, tick_record
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -62,16 +62,18 @@ async def make_log(db: Path, count: int) -> int:
         pending.append(record)
         events += 1
 
+    pacer = Pacer(Cadence(tick=1000, idle_tick=1000))  # a cycle after each 1,000 events (1 s of log time), when due
     try:
         source = cluster_events()
         while events < count:
             for _ in range(1000):
                 append(next(source))
-            if not state.partitions["default"].pending_count:
+            if "default" not in pacer.due(state, events):
                 continue
             cycle = run_cycle(state, tick_record(state, events, "default"))
-            pending += cycle
-            for decision in (record.event for record in cycle[1:]):
+            pacer.ran(state, "default", events, 0, len(cycle.decided))
+            pending += cycle.records
+            for decision in cycle.decisions:
                 if isinstance(decision, ev.Allocated):
                     append(ev.TaskBound(id=f"b-{decision.task}", ts=events, task=decision.task, node=decision.node))
             if len(pending) >= 20_000:

@@ -60,7 +60,7 @@ class Builder:
         apply(self.state, LogRecord(self.state.seq + 1, event.ts, event))
 
     def tick(self, now: int) -> list:
-        return [record.event for record in run_cycle(self.state, tick_record(self.state, now, "default"))[1:]]
+        return run_cycle(self.state, tick_record(self.state, now, "default")).decisions
 
 
 def bench_allocation(nodes: int = 5000, running: int = 100_000, pending: int = 10_000) -> float:

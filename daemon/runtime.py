@@ -29,8 +29,8 @@ import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
 from preemptd.events import DecisionEvent
-from preemptd.projections import ClusterState, snapshot
-from preemptd.scheduling import Cadence, Pacer, run_cycle, tick_record
+from preemptd.projections import ClusterState
+from preemptd.scheduling import Cadence, Pacer, run_cycle, snapshot, tick_record
 
 from . import ingest
 from .clock import monotonic_ms, wall_ms
@@ -272,25 +272,24 @@ class Daemon:
             log("ack failed; the batch will be redelivered and skipped", logging.WARNING, error=str(exc))
 
     async def _run_due_cycles(self) -> None:
-        now = monotonic_ms()
-        for partition in self.pacer.due(self.state, now):
-            started = time.monotonic()
+        for partition in self.pacer.due(self.state, monotonic_ms()):
+            started = monotonic_ms()  # when this cycle's tick is stamped: its wake-up is counted from here
             decisions = await self._cycle(partition)
-            self.pacer.ran(self.state, partition, now, took=round((time.monotonic() - started) * 1000), decisions=len(decisions))
+            self.pacer.ran(self.state, partition, started, took=monotonic_ms() - started, decisions=len(decisions))
 
     async def _cycle(self, partition: str) -> list[DecisionEvent]:
         self.last_tick_ts = ts = max(wall_ms(), self.last_tick_ts)  # ticks never go back in the log
         with anyio.CancelScope(shield=True):
             self.consistent = False
             started = time.perf_counter()
-            records = run_cycle(self.state, tick_record(self.state, ts, partition))
+            cycle = run_cycle(self.state, tick_record(self.state, ts, partition))
             took_ms = round((time.perf_counter() - started) * 1000, 1)
-            await self.store.commit(Batch(rows=[to_row(r) for r in records], outbox=outbox_rows(records)))
+            await self.store.commit(Batch(rows=[to_row(r) for r in cycle.records], outbox=outbox_rows(cycle.decided)))
             self.consistent = True
-        decisions = [record.event for record in records[1:]]
+        decisions = cycle.decisions
         if decisions:
             self.publisher.wake()
-        _log_cycle(partition, records[0].seq, decisions, pending=self.state.partitions[partition].pending_count, took_ms=took_ms)
+        _log_cycle(partition, cycle.tick.seq, decisions, pending=self.state.partitions[partition].pending_count, took_ms=took_ms)
         return decisions
 
     async def _snapshot(self, *, reason: str) -> None:

@@ -42,7 +42,7 @@ PartitionName = Annotated[
 Timestamp = Annotated[int, msgspec.Meta(ge=0, description="milliseconds since the epoch")]
 PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
 ReleaseReason = Literal["completed", "preempted", "failed", "deleted"]
-ModelName = Annotated[str, msgspec.Meta(min_length=1, max_length=64, description="a scheduling model (`preemptd schema` lists them); none: the default one")]
+ModelName = Annotated[str, msgspec.Meta(min_length=1, max_length=64, description="a scheduling model (`preemptd schema` lists them); left out: the default one")]
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag_field="type"):
@@ -54,12 +54,11 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag_f
 
 
 class ConfigApplied(Event, tag="config.applied", kw_only=True):
-    """The whole queue configuration of a partition, in the chosen model's own shape (YuniKorn's
-    `queues.yaml` for the default model: the full document with a `partitions` list, whose entry
-    named like the event's partition is used, or one partition's body). A model this version
-    does not have makes the event a dead letter."""
+    """The whole queue configuration of a partition, in the chosen model's own shape (each
+    model's documentation describes it). Without `model`, the default model's; a model this
+    version does not have makes the event a dead letter."""
 
-    model: ModelName | None = None
+    model: ModelName | msgspec.UnsetType = msgspec.UNSET
     config: dict[str, Any]
 
 

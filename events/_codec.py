@@ -156,5 +156,5 @@ def json_schema(kind: str = "cluster", models: Sequence[str] = ()) -> dict[str, 
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     config = schema["$defs"].get("ConfigApplied")
     if config is not None and models:
-        config["properties"]["model"]["anyOf"][0]["enum"] = list(models)
+        config["properties"]["model"]["enum"] = list(models)
     return schema

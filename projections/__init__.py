@@ -3,7 +3,7 @@ classes, reservations and victims in flight. No I/O, no clock.
 
 `Projection` is the fold; it asks the scheduling models it is given about what is theirs.
 `preemptd.scheduling` binds it to the registry of every model (`scheduling.apply`, `fold`,
-`restore`): use those.
+`snapshot`, `restore`): use those.
 """
 
 from ._apply import (
@@ -22,11 +22,7 @@ from ._resources import (
     shares_type as shares_type,
     subtract as subtract,
 )
-from ._snapshot import (
-    SNAPSHOT_FORMAT as SNAPSHOT_FORMAT,
-    SnapshotError as SnapshotError,
-    snapshot as snapshot,
-)
+from ._snapshot import SNAPSHOT_FORMAT as SNAPSHOT_FORMAT, SnapshotError as SnapshotError
 from ._state import (
     AppState as AppState,
     ClusterState as ClusterState,

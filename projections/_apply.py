@@ -9,6 +9,7 @@ from the registry it was given (`scheduling` gives it the registry of every mode
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
 from typing import assert_never
 
@@ -42,7 +43,7 @@ from preemptd.events import (
 
 from ._models import ModelFold, ParsedConfig, QueueConfig
 from ._resources import add, subtract
-from ._snapshot import SnapshotError, decode_snapshot
+from ._snapshot import SnapshotError, decode_snapshot, encode_snapshot
 from ._state import (
     AppState,
     ClusterState,
@@ -99,35 +100,52 @@ class Projection:
         state.seq = record.seq
         return warnings
 
-    def model(self, name: str | None) -> ModelFold:
-        """The model called `name` (None: the default one); `ConfigError` if there is none."""
-        model = self.models.get(name or self.default)
+    def model(self, name: str | msgspec.UnsetType | None) -> ModelFold:
+        """The model called `name` (left out: the default one); `ConfigError` if there is none."""
+        model = self.models.get(self.default if name is None or name is msgspec.UNSET else name)
         if model is None:
             raise ConfigError(f"model {name!r} is not supported by this version (supported: {', '.join(sorted(self.models))})")
         return model
 
     def new_partition(self, name: str) -> PartitionState:
         """A partition before any `config.applied`: the default model, configured by default."""
-        model = self.model(None)
+        model = self.models[self.default]
         partition = PartitionState(name=name, model=model.name)
         _configure(partition, model, {}, model.parse_config({}, name))
         return partition
 
+    @property
+    def layout(self) -> str:
+        """A fingerprint of every model's own state type: snapshots hold states of this shape."""
+        types = {name: msgspec.json.schema(model.state_type) for name, model in sorted(self.models.items()) if model.state_type}
+        return hashlib.sha256(msgspec.json.encode(types)).hexdigest()[:16] if types else ""
+
+    def snapshot(self, state: ClusterState) -> bytes:
+        """The whole state as bytes, for `restore`."""
+        return encode_snapshot(state, self.layout)
+
     def restore(self, data: bytes) -> ClusterState:
         """The state a snapshot holds; each model's parts are rebuilt from the configuration
-        the partition applied. Raises `SnapshotError`."""
-        state = decode_snapshot(data)
+        the partition applied. Raises `SnapshotError`, and the caller folds the log instead."""
+        state = decode_snapshot(data, self.layout)
         for p in state.partitions.values():
             try:
-                model = self.model(p.model)
-                parsed = model.parse_config(p.applied_config(), p.name)
-            except ConfigError as exc:
+                self._give_back(p)
+            except (ConfigError, msgspec.DecodeError, msgspec.ValidationError) as exc:
                 raise SnapshotError(f"partition {p.name}: {exc}") from None
-            p.settings = parsed.settings
-            for queue in parsed.root.walk():
-                p.queues[queue.path].props = queue.props
-            p.model_state = msgspec.convert(p.model_state, model.state_type) if model.state_type else None
         return state
+
+    def _give_back(self, p: PartitionState) -> None:
+        """Make the model's parts of a restored partition the model's own again."""
+        model = self.model(p.model)
+        parsed = model.parse_config(p.applied_config(), p.name)
+        queues = list(parsed.root.walk())
+        if [queue.path for queue in queues] != list(p.queues):
+            raise SnapshotError(f"partition {p.name}: its configuration no longer gives the queues it holds")
+        for queue in queues:
+            p.queues[queue.path].props = queue.props
+        p.settings = parsed.settings
+        p.model_state = msgspec.convert(p.model_state, model.state_type) if model.state_type else None
 
     def _apply_event(self, p: PartitionState, event: LogEvent, record: LogRecord) -> tuple[str, ...]:
         match event:

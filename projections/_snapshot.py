@@ -5,8 +5,9 @@ Dict order survives the round trip, which keeps every later iteration identical 
 A snapshot starts with its format number: one written by a version with another state layout is
 refused (`SnapshotError`) rather than misread, and the caller folds the log instead.
 
-A model's parts of the state come back as plain data; `Projection.restore` makes them the
-model's own again.
+Inside, a snapshot names the layout of the models' own state types (`Projection.layout`): one
+taken while a model kept its state in another shape is refused too. A model's parts of the state
+come back as plain data; `Projection.restore` makes them the model's own again.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from preemptd.events import PreemptdError, Resources
 
 from ._state import ClusterState
 
-__all__ = ["SNAPSHOT_FORMAT", "SnapshotError", "decode_snapshot", "snapshot"]
+__all__ = ["SNAPSHOT_FORMAT", "SnapshotError", "decode_snapshot", "encode_snapshot"]
 
 SNAPSHOT_FORMAT = 2  # bump when ClusterState's layout changes (2: models hold their own parts)
 
@@ -42,22 +43,25 @@ def _dec_hook(type_: type, obj: Any) -> Any:
 
 _encoder = msgspec.msgpack.Encoder(enc_hook=_enc_hook)
 _header_decoder = msgspec.msgpack.Decoder(tuple[int, msgspec.Raw])
+_body_decoder = msgspec.msgpack.Decoder(tuple[str, msgspec.Raw])
 _decoder = msgspec.msgpack.Decoder(ClusterState, dec_hook=_dec_hook)
 
 
-def snapshot(state: ClusterState) -> bytes:
-    return _encoder.encode((SNAPSHOT_FORMAT, msgspec.Raw(_encoder.encode(state))))
+def encode_snapshot(state: ClusterState, layout: str) -> bytes:
+    """`state` as bytes; `layout` names the shape of the models' own states."""
+    body = _encoder.encode((layout, msgspec.Raw(_encoder.encode(state))))
+    return _encoder.encode((SNAPSHOT_FORMAT, msgspec.Raw(body)))
 
 
-def decode_snapshot(data: bytes) -> ClusterState:
-    """The state in a snapshot, the models' parts as plain data."""
+def decode_snapshot(data: bytes, layout: str) -> ClusterState:
+    """The state in a snapshot taken with the same `layout`, the models' parts as plain data."""
     try:
-        version, state = _header_decoder.decode(data)
-    except msgspec.DecodeError as exc:
-        raise SnapshotError(f"unreadable snapshot: {exc}") from None
-    if version != SNAPSHOT_FORMAT:
-        raise SnapshotError(f"snapshot format {version}; this version reads format {SNAPSHOT_FORMAT}")
-    try:
+        version, body = _header_decoder.decode(data)
+        if version != SNAPSHOT_FORMAT:
+            raise SnapshotError(f"snapshot format {version}; this version reads format {SNAPSHOT_FORMAT}")
+        taken, state = _body_decoder.decode(body)
+        if taken != layout:
+            raise SnapshotError("snapshot of models whose state had another shape")
         return _decoder.decode(state)
     except msgspec.DecodeError as exc:
         raise SnapshotError(f"unreadable snapshot: {exc}") from None

@@ -2,7 +2,7 @@
 model's name to its wing, the fold bound to that registry, the cycle driver and its pacing, and
 the offline drivers (scenario simulation and replay). No I/O, no clock, no randomness."""
 
-from ._engine import is_daemon_id as is_daemon_id, next_wakeup as next_wakeup, run_cycle as run_cycle, tick_record as tick_record
+from ._engine import CycleRecords as CycleRecords, is_daemon_id as is_daemon_id, next_wakeup as next_wakeup, run_cycle as run_cycle, tick_record as tick_record
 from ._model import Cycle as Cycle, Model as Model, decision_id as decision_id
 from ._pacing import Cadence as Cadence, Pacer as Pacer
 from ._registry import (
@@ -13,6 +13,7 @@ from ._registry import (
     fold as fold,
     model_named as model_named,
     restore as restore,
+    snapshot as snapshot,
 )
 from ._replay import (
     Change as Change,

@@ -8,13 +8,30 @@ is exactly what folding the stored records gives on a replay.
 
 from __future__ import annotations
 
-from preemptd.events import Tick
+from typing import NamedTuple
+
+from preemptd.events import DecisionEvent, Tick
 from preemptd.projections import ClusterState, LogRecord
 
 from ._model import Cycle
 from ._registry import MODELS, apply
 
-__all__ = ["is_daemon_id", "next_wakeup", "run_cycle", "tick_record"]
+__all__ = ["CycleRecords", "is_daemon_id", "next_wakeup", "run_cycle", "tick_record"]
+
+
+class CycleRecords(NamedTuple):
+    """What a cycle adds to the log: its tick, then its decisions, each a numbered record."""
+
+    tick: LogRecord
+    decided: list[LogRecord]
+
+    @property
+    def records(self) -> list[LogRecord]:
+        return [self.tick, *self.decided]
+
+    @property
+    def decisions(self) -> list[DecisionEvent]:
+        return [record.event for record in self.decided]
 
 
 def tick_record(state: ClusterState, now: int, partition: str) -> LogRecord:
@@ -29,14 +46,14 @@ def is_daemon_id(log_id: str, event_id: str) -> bool:
     return event_id.startswith(f"{log_id}:")
 
 
-def run_cycle(state: ClusterState, tick: LogRecord) -> list[LogRecord]:
+def run_cycle(state: ClusterState, tick: LogRecord) -> CycleRecords:
     """Fold `tick` (made by `tick_record`, or read from a log) and run the cycle it starts;
     return the tick and the cycle's decisions, as the log records they are."""
     apply(state, tick)
     partition = state.partitions[tick.event.partition]
     cycle = Cycle(state, partition, tick, apply)
     MODELS[partition.model].schedule(cycle)
-    return [tick, *cycle.records]
+    return CycleRecords(tick, cycle.records)
 
 
 def next_wakeup(state: ClusterState, partition: str, now: int) -> int | None:

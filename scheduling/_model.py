@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 
 from preemptd.events import Decision, DecisionEvent
-from preemptd.projections import ClusterState, LogRecord, ParsedConfig, PartitionState, refuse_decision
+from preemptd.projections import ClusterState, LogRecord, ParsedConfig, PartitionState, Rejected, refuse_decision
 
 __all__ = ["Cycle", "Model", "decision_id", "one_partition"]
 
@@ -55,7 +55,10 @@ class Cycle:
             **fields,
         )
         record = LogRecord(self.tick.seq + 1 + index, self.now, decision)
-        self.fold(self.state, record)
+        try:
+            self.fold(self.state, record)
+        except Rejected as exc:  # not the input's fault: the model decided what cannot be
+            raise RuntimeError(f"the {self.partition.model} model made a decision the fold refuses, a bug: {exc.reason}") from exc
         self.records.append(record)
         return decision
 

@@ -8,13 +8,14 @@ model: the fold, the daemon's `--config`, `schema`, `simulate` and `replay` all 
 
 from __future__ import annotations
 
-from preemptd.events import ConfigError
+from typing import cast
+
 from preemptd.projections import Projection
 
 from . import yunikorn
 from ._model import Model
 
-__all__ = ["DEFAULT_MODEL", "MODELS", "PROJECTION", "apply", "fold", "model_named", "restore"]
+__all__ = ["DEFAULT_MODEL", "MODELS", "PROJECTION", "apply", "fold", "model_named", "restore", "snapshot"]
 
 MODELS: dict[str, Model] = {
     model.name: model
@@ -30,12 +31,10 @@ DEFAULT_MODEL = yunikorn.MODEL.name
 PROJECTION = Projection(MODELS, DEFAULT_MODEL)
 apply = PROJECTION.apply
 fold = PROJECTION.fold
+snapshot = PROJECTION.snapshot
 restore = PROJECTION.restore
 
 
 def model_named(name: str | None) -> Model:
     """The model called `name` (None: the default); `ConfigError` naming the known ones."""
-    model = MODELS.get(name or DEFAULT_MODEL)
-    if model is None:
-        raise ConfigError(f"model {name!r} is not supported by this version (supported: {', '.join(sorted(MODELS))})")
-    return model
+    return cast(Model, PROJECTION.model(name))

@@ -156,7 +156,7 @@ class Replayer:
     def _cycle(self, tick: LogRecord) -> None:
         self.report.cycles += 1
         self.cycle = tick.seq
-        decisions = [record.event for record in run_cycle(self.report.state, tick)[1:]]
+        decisions = run_cycle(self.report.state, tick).decisions
         self.report.new_decisions += len(decisions)
         self.expected.extend(decisions)
 

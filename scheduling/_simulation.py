@@ -123,7 +123,8 @@ class _Simulator:
 
     def _scripted(self) -> list[tuple[int, int, ClusterEvent]]:
         s = self.scenario
-        raw: list[dict[str, Any]] = [{"at": 0, "id": "config", "type": "config.applied", "model": s.model, "config": s.config}]
+        model = {} if s.model is None else {"model": s.model}
+        raw: list[dict[str, Any]] = [{"at": 0, "id": "config", "type": "config.applied", **model, "config": s.config}]
         raw += [{"at": 0, "id": f"priorityclass-{pc.name}", "type": PriorityClassUpserted.__struct_config__.tag, **msgspec.to_builtins(pc)} for pc in s.priority_classes]
         raw += [copy for entry in s.events for copy in _expand(entry)]
         scripted = [self._event(index, entry) for index, entry in enumerate(raw)]
@@ -163,13 +164,13 @@ class _Simulator:
 
     def _cycle(self, now: int) -> None:
         state = self.result.state
-        tick, *made = run_cycle(state, tick_record(state, now, self.partition))
-        self.pacer.ran(state, self.partition, now, 0, len(made))
-        self.result.records += [tick, *made]
-        for record in made:
-            self.result.decisions.append(record.event)
-            self._remember(record.event)
-            self._plan_reactions(record.event, now)
+        cycle = run_cycle(state, tick_record(state, now, self.partition))
+        self.pacer.ran(state, self.partition, now, 0, len(cycle.decided))
+        self.result.records += cycle.records
+        for decision in cycle.decisions:
+            self.result.decisions.append(decision)
+            self._remember(decision)
+            self._plan_reactions(decision, now)
 
     def _remember(self, event: Any) -> None:
         """Keep what the final view shows of tasks that are gone, and the specs to re-create them."""

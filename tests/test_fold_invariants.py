@@ -7,8 +7,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 from preemptd import events as ev
-from preemptd.projections import ClusterState, LogRecord, PartitionState, Rejected, add, reservation_claim, snapshot
-from preemptd.scheduling import apply
+from preemptd.projections import ClusterState, LogRecord, PartitionState, Rejected, add, reservation_claim
+from preemptd.scheduling import apply, snapshot
 
 TREES = [
     [{"name": "a", "resources": {"guaranteed": {"vcore": 4}}, "queues": [{"name": "a1"}, {"name": "a2"}]}, {"name": "b"}],

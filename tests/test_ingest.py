@@ -10,6 +10,7 @@ import pytest
 from preemptd.daemon.ingest import Position, continuing, decode, fold
 from preemptd.daemon.nats_source import Inbound
 from preemptd.projections import ClusterState
+from preemptd.scheduling import snapshot
 
 
 def message(seq: int, data: dict | bytes, *, partition: str = "default", generation: int = 1) -> Inbound:
@@ -108,11 +109,15 @@ def test_ids_of_the_daemons_own_records_are_refused_from_shims() -> None:
 
 def test_an_event_the_fold_rejects_is_a_dead_letter_and_changes_nothing() -> None:
     state = ClusterState(log_id="abc")
+    fold(decode([node(1)], received=50), known={}, state=state)
+    before = snapshot(state)
     release = message(2, {"type": "task.released", "id": "r", "ts": 1, "task": "ghost"})
-    ingested = fold(decode([node(1), release, node(3)], received=50), known={}, state=state)
-    assert [row.seq for row in ingested.rows] == [1, 2], "no hole in the log where the rejected event was"
+    ingested = fold(decode([release], received=50), known={}, state=state)
+    assert ingested.rows == [] and ingested.touched == set()
     assert ingested.dead[0].reason == "unknown task 'ghost' in partition default" and ingested.dead[0].event_id == "r"
-    assert state.seq == 2
+    assert snapshot(state) == before
+    after = fold(decode([node(3)], received=50), known={}, state=state)
+    assert [row.seq for row in after.rows] == [2], "no hole in the log where the rejected event was"
 
 
 def test_configuration_warnings_are_returned_with_their_partition() -> None:

@@ -9,6 +9,7 @@ decides nothing: its cycle runs and makes no decision.
 from __future__ import annotations
 
 import ast
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,8 @@ from preemptd import events as ev
 from preemptd.daemon.config_file import config_events
 from preemptd.daemon.errors import UsageError
 from preemptd.events import ConfigError, Scenario
-from preemptd.projections import ClusterState, LogRecord, ParsedConfig, PartitionState, QueueConfig, Rejected, snapshot
-from preemptd.scheduling import MODELS, Model, Replayer, apply, restore, simulate
+from preemptd.projections import ClusterState, LogRecord, ParsedConfig, PartitionState, QueueConfig, Rejected, SnapshotError
+from preemptd.scheduling import MODELS, Cycle, Model, Replayer, apply, restore, run_cycle, simulate, snapshot, tick_record
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -131,6 +132,30 @@ def test_a_snapshot_gives_the_model_back_its_settings_props_and_state(stub: Mode
     assert restored == state
 
 
+class StubStateWithMore(msgspec.Struct):
+    admitted: list[str] = []
+    evicted: list[str] = []
+
+
+def test_a_snapshot_is_not_restored_into_a_model_state_of_another_shape(stub: Model, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = snapshot(folded(stub_config()))
+    monkeypatch.setitem(MODELS, "stub", dataclasses.replace(stub, state_type=StubStateWithMore))
+    with pytest.raises(SnapshotError, match="snapshot of models whose state had another shape"):
+        restore(data)
+
+
+def test_a_snapshot_whose_model_parts_cannot_be_given_back_is_refused_not_half_restored(stub: Model, monkeypatch: pytest.MonkeyPatch) -> None:
+    state = folded(stub_config())
+    state.partitions["default"].model_state = {"admitted": 5}
+    with pytest.raises(SnapshotError, match="partition default: Expected `array`, got `int`"):
+        restore(snapshot(state))
+    monkeypatch.setitem(MODELS, "stub", dataclasses.replace(stub, state_type=None))
+    data = snapshot(folded(stub_config()))
+    monkeypatch.delitem(MODELS, "stub")
+    with pytest.raises(SnapshotError, match="partition default: model 'stub' is not supported by this version"):
+        restore(data)
+
+
 def test_a_partition_changes_model_and_back_keeping_its_tasks(stub: Model) -> None:
     yunikorn_config = ev.ConfigApplied(id="yk", ts=0, config={"queues": [{"name": "a"}]})
     state = folded(stub_config(), node("n1", vcore=4), task("t1", "app-1", "root.a"), yunikorn_config)
@@ -174,6 +199,16 @@ def test_a_configuration_file_names_the_model_and_its_partitions(stub: Model, tm
     path.write_text("model: [stub]\nconfig: {}\n")
     with pytest.raises(UsageError, match=r"`model` must be a model's name, such as yunikorn; got \['stub'\]"):
         config_events(path, now=7)
+
+
+def test_a_decision_the_fold_refuses_is_reported_as_the_models_bug_not_as_bad_input(stub: Model, monkeypatch: pytest.MonkeyPatch) -> None:
+    def allocate_a_ghost(cycle: Cycle) -> None:
+        cycle.emit(ev.Allocated, task="ghost", app="app", queue="root.a", node="n1", resources=R(vcore=1))
+
+    monkeypatch.setitem(MODELS, "stub", dataclasses.replace(stub, schedule=allocate_a_ghost))
+    state = folded(stub_config(), node("n1", vcore=4), task("t1", "app-1", "root.a"))
+    with pytest.raises(RuntimeError, match="the stub model made a decision the fold refuses, a bug: unknown task 'ghost'"):
+        run_cycle(state, tick_record(state, 1000, "default"))
 
 
 # -- the structure that keeps a model in its wing ------------------------------------------------

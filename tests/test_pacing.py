@@ -18,7 +18,7 @@ def pending_partition(delay: str = "30s") -> ClusterState:
 
 def cycle(state: ClusterState, pacer: Pacer, now: int, took: int = 0) -> int:
     """Run the partition's cycle at `now` (the log's time too); the decisions it made."""
-    made = len(run_cycle(state, tick_record(state, now, "default"))) - 1
+    made = len(run_cycle(state, tick_record(state, now, "default")).decided)
     pacer.ran(state, "default", now, took, made)
     return made
 

@@ -17,9 +17,8 @@ from preemptd.projections import (
     LogRecord,
     Rejected,
     SnapshotError,
-    snapshot,
 )
-from preemptd.scheduling import apply, fold, restore, simulate
+from preemptd.scheduling import apply, fold, restore, simulate, snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 TREE = [

@@ -13,8 +13,8 @@ from preemptd.daemon.errors import StoreError
 from preemptd.daemon.history import load_state, to_row
 from preemptd.daemon.store import Batch, DeadLetter, LogRow, OutboxRow, Store
 from preemptd.events import Scenario
-from preemptd.projections import ClusterState, snapshot
-from preemptd.scheduling import fold, simulate
+from preemptd.projections import ClusterState
+from preemptd.scheduling import fold, simulate, snapshot
 
 pytestmark = pytest.mark.anyio
 
