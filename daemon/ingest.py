@@ -92,6 +92,9 @@ def decode(messages: list[Inbound], received: int) -> Decoded:
         except DecodeError as exc:
             out.dead.append(dead_letter(message, received, exc.reason, event_type=exc.event_type, event_id=exc.event_id))
             continue
+        except Exception as exc:  # whatever a message does to the decoder, it stops there
+            out.dead.append(dead_letter(message, received, f"cannot be decoded ({_describe(exc)}); please report this message"))
+            continue
         if subject_partition(message.subject) != event.partition:
             reason = f"published on {message.subject} but the event's partition is {event.partition!r}: publish on preemptd.cluster.{event.partition}.<kind>"
             out.dead.append(dead_letter(message, received, reason, event))
@@ -103,12 +106,17 @@ def decode(messages: list[Inbound], received: int) -> Decoded:
 @dataclass
 class Ingested:
     """What one delivery adds to the log: records (folded into the state already), dead
-    letters, the partitions it touched, and configuration warnings worth logging."""
+    letters, the partitions it touched, and configuration warnings worth logging.
+
+    `stopped`: the message whose fold failed with an error of ours (not a rejection). It is a
+    dead letter and the batch ends with it: the state may be half-changed, so the caller
+    rebuilds it from the log, and the messages after it are read again."""
 
     rows: list[LogRow] = field(default_factory=list)
     dead: list[DeadLetter] = field(default_factory=list)
     touched: set[str] = field(default_factory=set)
     warnings: list[tuple[str, str]] = field(default_factory=list)  # (partition, warning)
+    stopped: Inbound | None = None
 
 
 def fold(decoded: Decoded, known: Mapping[str, int], state: ClusterState) -> Ingested:
@@ -130,6 +138,11 @@ def fold(decoded: Decoded, known: Mapping[str, int], state: ClusterState) -> Ing
                 out.warnings += [(event.partition, warning) for warning in apply(state, record)]
             except Rejected as exc:
                 reason = exc.reason
+            except Exception as exc:  # a bug of ours must not stop ingest
+                out.dead = [d for d in out.dead if (d.stream_seq or 0) < message.stream_seq]
+                out.dead.append(dead_letter(message, received, f"an error of preemptd's while folding it ({_describe(exc)}); please report it", event))
+                out.stopped = message
+                return out
             else:
                 seen[event.id] = record.seq
                 out.rows.append(to_row(record, payload=message.data, stream_seq=message.stream_seq))
@@ -137,6 +150,10 @@ def fold(decoded: Decoded, known: Mapping[str, int], state: ClusterState) -> Ing
                 continue
         out.dead.append(dead_letter(message, received, reason, event))
     return out
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:500]
 
 
 def subject_partition(subject: str) -> str | None:

@@ -256,14 +256,24 @@ class Daemon:
             self.consistent = False
             decoded = ingest.decode(fresh, wall_ms())
             ingested = ingest.fold(decoded, await self.store.known_event_ids(decoded.ids), self.state)
-            await self.store.commit(Batch(rows=ingested.rows, dead=ingested.dead, tracking=(self.source, fresh[-1].stream_seq)))
+            last = ingested.stopped or fresh[-1]
+            await self.store.commit(Batch(rows=ingested.rows, dead=ingested.dead, tracking=(self.source, last.stream_seq)))
+            if ingested.stopped is not None:
+                await self._rebuild(ingested.dead[-1].reason)
             self.consistent = True
-            self.tracking = fresh[-1].stream_seq
-            await self._ack(fresh[-1])
+            self.tracking = last.stream_seq
+            await self._ack(last)
+        if ingested.stopped is not None:
+            self.bus.resume_from(last.stream_seq + 1)  # the messages after it come again, to a sound state
         for partition in ingested.touched:
             self.pacer.touched(partition)
         _report(ingested, redelivered)
         await publish_rejections(self.bus, ingested.dead)
+
+    async def _rebuild(self, reason: str) -> None:
+        """Fold the state again from the log, after an error of ours left it in doubt."""
+        log("rebuilding the state from the log after an error of preemptd's", logging.ERROR, reason=reason)
+        self.state = await load_state(self.store)
 
     async def _ack(self, message: Inbound) -> None:
         try:
@@ -295,7 +305,12 @@ class Daemon:
     async def _snapshot(self, *, reason: str) -> None:
         if not self.consistent or self.state.seq == self.last_snapshot:
             return
-        payload = await anyio.to_thread.run_sync(snapshot, self.state)
+        try:
+            payload = await anyio.to_thread.run_sync(snapshot, self.state)
+        except Exception as exc:  # the log holds everything: a snapshot only saves time at start
+            log("snapshot failed; the daemon goes on (please report it)", logging.ERROR, error=f"{type(exc).__name__}: {exc}", seq=self.state.seq)
+            self.last_snapshot = self.state.seq
+            return
         await self.store.save_snapshot(self.state.seq, payload, wall_ms())
         self.last_snapshot = self.state.seq
         log("snapshot", reason=reason, seq=self.state.seq, bytes=len(payload))

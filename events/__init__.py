@@ -48,6 +48,19 @@ from ._duration import (
     parse_duration as parse_duration,
 )
 from ._errors import ConfigError as ConfigError, PreemptdError as PreemptdError
+from ._limits import (
+    INT32 as INT32,
+    MAX_DEPTH as MAX_DEPTH,
+    MAX_LABEL_KEY as MAX_LABEL_KEY,
+    MAX_LABEL_VALUE as MAX_LABEL_VALUE,
+    MAX_LABELS as MAX_LABELS,
+    MAX_MESSAGE_BYTES as MAX_MESSAGE_BYTES,
+    MAX_QUANTITY as MAX_QUANTITY,
+    MAX_RESOURCE_NAME as MAX_RESOURCE_NAME,
+    MAX_RESOURCE_NAMES as MAX_RESOURCE_NAMES,
+    MAX_TIMESTAMP as MAX_TIMESTAMP,
+    MAX_TOTAL as MAX_TOTAL,
+)
 from ._quantity import (
     MILLI_RESOURCES as MILLI_RESOURCES,
     QuantityError as QuantityError,

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from ._limits import INT32, MAX_LABEL_KEY, MAX_LABEL_VALUE, MAX_LABELS, MAX_TIMESTAMP
 from ._quantity import Resources
 
 __all__ = [
@@ -39,7 +40,12 @@ PartitionName = Annotated[
     str,
     msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{1,64}$", description="a NATS subject token: letters, digits, _ and -"),
 ]
-Timestamp = Annotated[int, msgspec.Meta(ge=0, description="milliseconds since the epoch")]
+Timestamp = Annotated[int, msgspec.Meta(ge=0, le=MAX_TIMESTAMP, description="milliseconds since the epoch")]
+Priority = Annotated[int, msgspec.Meta(ge=INT32[0], le=INT32[1], description="a 32-bit integer, as in Kubernetes")]
+Labels = Annotated[
+    dict[Annotated[str, msgspec.Meta(max_length=MAX_LABEL_KEY)], Annotated[str, msgspec.Meta(max_length=MAX_LABEL_VALUE)]],
+    msgspec.Meta(max_length=MAX_LABELS),
+]
 PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
 ReleaseReason = Literal["completed", "preempted", "failed", "deleted"]
 ModelName = Annotated[str, msgspec.Meta(min_length=1, max_length=64, description="a scheduling model (`preemptd schema` lists them); left out: the default one")]
@@ -66,7 +72,7 @@ class PriorityClassUpserted(Event, tag="priorityclass.upserted", kw_only=True):
     """A Kubernetes PriorityClass, with YuniKorn's allow-preemption annotation."""
 
     name: Name
-    value: int
+    value: Priority
     preemption_policy: PreemptionPolicy = "PreemptLowerPriority"
     allow_preemption: bool = True
 
@@ -82,7 +88,7 @@ class NodeUpserted(Event, tag="node.upserted", kw_only=True):
 
     node: Name
     capacity: Resources
-    labels: dict[str, str] = {}
+    labels: Labels = {}
     schedulable: bool = True
 
 
@@ -97,9 +103,9 @@ class AppSubmitted(Event, tag="app.submitted", kw_only=True):
 
     app: Name
     queue: Name
-    priority: int | None = None
+    priority: Priority | None = None
     priority_class: Name | None = None
-    min_available: Annotated[int, msgspec.Meta(ge=0)] = 0
+    min_available: Annotated[int, msgspec.Meta(ge=0, le=INT32[1])] = 0
 
 
 class AppFinished(Event, tag="app.finished", kw_only=True):
@@ -112,13 +118,13 @@ class _TaskSpec(Event, kw_only=True):
     """What describes a task besides its name, its application and its resources."""
 
     queue: Name | None = None
-    priority: int | None = None
+    priority: Priority | None = None
     priority_class: Name | None = None
     allow_preemption: bool | None = None
     preemption_policy: PreemptionPolicy | None = None
     originator: bool = False
     required_node: Name | None = None
-    task_priority: int = 0
+    task_priority: Priority = 0
     preemptable: bool | None = None
 
 

@@ -6,6 +6,7 @@ Decoders are built once at import. A decode error names the event type and the f
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,6 +15,7 @@ import msgspec
 from ._cluster import ClusterEvent, Tick
 from ._decisions import DecisionEvent
 from ._errors import PreemptdError
+from ._limits import MAX_DEPTH, MAX_MESSAGE_BYTES, depth_beyond_limit
 from ._quantity import QuantityError, Resources
 
 __all__ = [
@@ -89,6 +91,8 @@ def _explain(exc: msgspec.DecodeError, raw: bytes, expected: tuple[str, ...]) ->
         document = msgspec.json.decode(raw)
     except msgspec.DecodeError as malformed:
         return DecodeError(f"malformed JSON: {malformed}")
+    except UnicodeDecodeError as exc:
+        return _not_utf8(exc)
     if not isinstance(document, dict):
         return DecodeError(f"expected a JSON object with a `type` field, got a JSON {type(document).__name__}")
     event_id = document["id"] if isinstance(document.get("id"), str) else None
@@ -107,11 +111,35 @@ def _explain(exc: msgspec.DecodeError, raw: bytes, expected: tuple[str, ...]) ->
 
 
 def decode_cluster_event(raw: bytes) -> ClusterEvent:
-    """Decode what a shim published; raise `DecodeError` with an actionable reason."""
+    """Decode what a shim published; raise `DecodeError` with an actionable reason. A message
+    beyond the size or nesting limits is refused before it is parsed."""
+    _check_limits(raw)
     try:
         return _cluster_decoder.decode(raw)
     except msgspec.DecodeError as exc:
         raise _explain(exc, raw, CLUSTER_EVENT_TYPES) from None
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(exc) from None
+
+
+def _not_utf8(exc: UnicodeDecodeError) -> DecodeError:
+    """msgspec's error for bytes in a string that are not UTF-8, as a reason."""
+    return DecodeError(f"not UTF-8: byte {exc.object[exc.start : exc.start + 1]!r} in a string ({exc.reason}); messages are UTF-8 JSON")
+
+
+# The `type` and `id` of a message too big or too deep to parse, so that a shim author can find it.
+_PEEK = re.compile(rb'"(type|id)"\s*:\s*"([^"\\]{1,256})"')
+
+
+def _check_limits(raw: bytes) -> None:
+    if len(raw) > MAX_MESSAGE_BYTES:
+        reason = f"message of {len(raw):,} bytes; the limit is {MAX_MESSAGE_BYTES:,} bytes"
+    elif (depth := depth_beyond_limit(raw)) is not None:
+        reason = f"objects and arrays nested {depth:,} levels deep; the limit is {MAX_DEPTH}"
+    else:
+        return
+    seen = {key.decode(): value.decode(errors="replace") for key, value in _PEEK.findall(raw[:4096])}
+    raise DecodeError(reason, seen.get("type"), seen.get("id"))
 
 
 def decode_log_event(raw: bytes) -> LogEvent:

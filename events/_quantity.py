@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from decimal import Decimal
 
 from ._errors import PreemptdError
+from ._limits import MAX_QUANTITY, MAX_RESOURCE_NAME, MAX_RESOURCE_NAMES
 
 __all__ = ["MILLI_RESOURCES", "QuantityError", "Resources", "format_human", "parse_quantity"]
 
@@ -63,7 +64,7 @@ def _as_decimal(text: str) -> Decimal:
 
 def parse_quantity(resource: str, value: object) -> int:
     """Return `value` for `resource` as an exact non-negative integer in canonical units."""
-    if type(value) is int and value >= 0:  # the common case, without Decimal
+    if type(value) is int and 0 <= value * _unit(resource) <= MAX_QUANTITY:  # the common case, without Decimal
         return value * _unit(resource)
     if type(value) is str:  # shims repeat the same few quantities: parse each once
         return _parse_text(resource, value)
@@ -87,6 +88,10 @@ def _parse(resource: str, value: object) -> int:
     if amount != amount.to_integral_value():
         finest = "1m" if resource in MILLI_RESOURCES else "1"
         raise QuantityError(f"{resource}: {value!r} is finer than the smallest unit ({finest})")
+    if amount > MAX_QUANTITY:
+        unit = "millicores" if resource in MILLI_RESOURCES else "units (bytes, counts)"
+        shown = f"{amount:,.0f}" if amount < 10**24 else f"{amount:.3e}"
+        raise QuantityError(f"{resource}: {value!r} is {shown} {unit}; the limit is {MAX_QUANTITY:,} (2^60)")
     return int(amount)
 
 
@@ -126,11 +131,15 @@ class Resources(Mapping[str, int]):
     def parse(cls, raw: object) -> Resources:
         """Resources from wire notation: `{"cpu": "500m", "memory": "2Gi"}`."""
         if not isinstance(raw, dict):
-            raise QuantityError(f"expected an object of resource name to quantity, got {raw!r}")
+            raise QuantityError(f"expected an object of resource name to quantity, got {raw!r}"[:300])
+        if len(raw) > MAX_RESOURCE_NAMES:
+            raise QuantityError(f"{len(raw):,} resource names; the limit is {MAX_RESOURCE_NAMES}")
         parsed = {}
         for name in sorted(raw):
             if not isinstance(name, str) or not name:
                 raise QuantityError(f"resource names must be non-empty strings, got {name!r}")
+            if len(name) > MAX_RESOURCE_NAME:
+                raise QuantityError(f"a resource name of {len(name):,} characters; the limit is {MAX_RESOURCE_NAME}")
             parsed[name] = parse_quantity(name, raw[name])
         resources = cls.__new__(cls)  # already in order: skip the sort in __init__
         object.__setattr__(resources, "amounts", parsed)

@@ -16,6 +16,7 @@ from typing import assert_never
 import msgspec
 
 from preemptd.events import (
+    MAX_TOTAL,
     Admitted,
     Allocated,
     AppFinished,
@@ -264,6 +265,9 @@ def _priority_class_deleted(p: PartitionState, event: PriorityClassDeleted) -> N
 
 def _node_upserted(p: PartitionState, event: NodeUpserted) -> None:
     node = p.nodes.get(event.node)
+    before = node.capacity if node is not None and node.schedulable else {}
+    after = event.capacity.amounts if event.schedulable else {}
+    _check_total(f"node {event.node!r}", f"the capacity of partition {p.name}", p.capacity, before, after)
     if node is None:
         node = p.nodes[event.node] = NodeState(name=event.node, capacity={}, schedulable=False)
     if node.schedulable:
@@ -342,6 +346,9 @@ def _new_task(p: PartitionState, event: TaskSubmitted | TaskBound, record: LogRe
     if event.task in p.tasks:
         raise Rejected(f"task {event.task!r} already exists ({p.tasks[event.task].status} in {p.tasks[event.task].queue})")
     app = _app_for(p, event, record)
+    root = p.queues[p.queues[app.queue].lineage[-1]]
+    held = {name: root.allocated.get(name, 0) + root.pending.get(name, 0) for name in event.resources.amounts}
+    _check_total(f"task {event.task!r}", f"what the tasks of partition {p.name} hold and ask", held, {}, event.resources.amounts)
     if isinstance(event, TaskSubmitted):  # a bound task runs whatever the max says: record it
         _check_within_max(p, p.queues[app.queue], event.task, event.resources.amounts)
     if event.required_node is not None and event.required_node not in p.nodes:
@@ -376,6 +383,15 @@ def _app_for(p: PartitionState, event: TaskSubmitted | TaskBound, record: LogRec
     if event.queue is not None and event.queue != app.queue:
         raise Rejected(f"task {event.task!r} names queue {event.queue} but its application {app.id!r} is in {app.queue}")
     return app
+
+
+def _check_total(who: str, what: str, totals: dict[str, int], before: dict[str, int], after: dict[str, int]) -> None:
+    """Refuse a change that would bring a sum the state keeps beyond `MAX_TOTAL`: each
+    aggregate (capacity, a queue's or a node's usage) is at most one of these sums."""
+    for name, amount in after.items():
+        total = totals.get(name, 0) - before.get(name, 0) + amount
+        if total > MAX_TOTAL:
+            raise Rejected(f"{who} would bring {what} in {name} to {total:,}; the limit is {MAX_TOTAL:,} (2^62)")
 
 
 def _check_within_max(p: PartitionState, queue: QueueState, task_id: str, ask: dict[str, int]) -> None:

@@ -66,7 +66,7 @@ def test_bad_quantities_say_what_is_wrong(resource: str, value: object, message:
         parse_quantity(resource, value)
 
 
-@given(st.sampled_from(["cpu", "vcore", "memory", "pods", "nvidia.com/gpu"]), st.integers(min_value=0, max_value=2**62))
+@given(st.sampled_from(["cpu", "vcore", "memory", "pods", "nvidia.com/gpu"]), st.integers(min_value=0, max_value=ev.MAX_QUANTITY))
 def test_resources_round_trip_through_wire_notation(name: str, amount: int) -> None:
     resources = Resources({name: amount})
     assert Resources.parse(resources.to_wire()) == resources

@@ -10,7 +10,7 @@ import pytest
 from preemptd.daemon.ingest import Position, continuing, decode, fold
 from preemptd.daemon.nats_source import Inbound
 from preemptd.projections import ClusterState
-from preemptd.scheduling import snapshot
+from preemptd.scheduling import apply, snapshot
 
 
 def message(seq: int, data: dict | bytes, *, partition: str = "default", generation: int = 1) -> Inbound:
@@ -125,3 +125,34 @@ def test_configuration_warnings_are_returned_with_their_partition() -> None:
     ingested = fold(decode([config], received=50), known={}, state=ClusterState())
     assert ingested.touched == {"east"}
     assert ingested.warnings == [("east", "ignored (not used by preemptd): queue root.a: maxapplications")]
+
+
+def test_an_error_of_ours_while_folding_ends_the_batch_at_that_event_as_a_dead_letter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug met while folding one event (not a rejection) must not stop ingest: the event is a
+    dead letter saying so, and the batch ends there, since the state may be half-changed (the
+    daemon rebuilds it from the log and reads the rest again)."""
+    from preemptd.daemon import ingest
+
+    def fold_with_a_bug(state: ClusterState, record) -> tuple[str, ...]:
+        if record.event.id == "n2":
+            raise ZeroDivisionError("division by zero")
+        return apply(state, record)
+
+    monkeypatch.setattr(ingest, "apply", fold_with_a_bug)
+    bad = message(4, b'{"type": "node.upserted", "id": ')
+    ingested = fold(decode([node(1), node(2), node(3), bad], received=50), known={}, state=ClusterState(log_id="abc"))
+    assert [row.event_id for row in ingested.rows] == ["n1"]
+    assert ingested.stopped is not None and ingested.stopped.stream_seq == 2
+    assert [(dead.stream_seq, dead.event_id) for dead in ingested.dead] == [(2, "n2")], "nothing after it, even what failed to decode"
+    assert ingested.dead[0].reason == "an error of preemptd's while folding it (ZeroDivisionError: division by zero); please report it"
+
+
+def test_whatever_the_decoder_raises_makes_a_dead_letter(monkeypatch: pytest.MonkeyPatch) -> None:
+    from preemptd.daemon import ingest
+
+    def decoder_with_a_bug(raw: bytes):
+        raise MemoryError("out of memory")
+
+    monkeypatch.setattr(ingest, "decode_cluster_event", decoder_with_a_bug)
+    decoded = decode([node(1)], received=50)
+    assert decoded.events == [] and decoded.dead[0].reason == "cannot be decoded (MemoryError: out of memory); please report this message"
