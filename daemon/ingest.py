@@ -18,7 +18,7 @@ from preemptd.projections import ClusterState, LogRecord, Rejected
 from preemptd.scheduling import apply, is_daemon_id
 
 from .history import to_row
-from .nats_source import Inbound
+from .nats_source import Inbound, cluster_subject
 from .store import DeadLetter, LogRow
 
 __all__ = ["Continuation", "Decoded", "Ingested", "Position", "continuing", "dead_letter", "decode", "fold", "subject_partition"]
@@ -95,8 +95,8 @@ def decode(messages: list[Inbound], received: int) -> Decoded:
         except Exception as exc:  # whatever a message does to the decoder, it stops there
             out.dead.append(dead_letter(message, received, f"cannot be decoded ({_describe(exc)}); please report this message"))
             continue
-        if subject_partition(message.subject) != event.partition:
-            reason = f"published on {message.subject} but the event's partition is {event.partition!r}: publish on preemptd.cluster.{event.partition}.<kind>"
+        reason = _misplaced(message.subject, event)
+        if reason is not None:
             out.dead.append(dead_letter(message, received, reason, event))
             continue
         out.events.append((message, event))
@@ -150,6 +150,16 @@ def fold(decoded: Decoded, known: Mapping[str, int], state: ClusterState) -> Ing
                 continue
         out.dead.append(dead_letter(message, received, reason, event))
     return out
+
+
+def _misplaced(subject: str, event: ClusterEvent) -> str | None:
+    """Why `event` does not belong on `subject` (`preemptd.cluster.<partition>.<kind>`), if so."""
+    expected = cluster_subject(event.partition, event.__struct_config__.tag)
+    if subject == expected:
+        return None
+    if subject_partition(subject) != event.partition:
+        return f"published on {subject} but the event's partition is {event.partition!r}: publish it on {expected}"
+    return f"published on {subject} but a {event.__struct_config__.tag} event goes on {expected}"
 
 
 def _describe(exc: BaseException) -> str:

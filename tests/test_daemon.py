@@ -276,7 +276,7 @@ def test_publish_reads_json_lines_from_stdin_and_a_wrong_subject_is_a_dead_lette
     anyio.run(publish, nats_server.url, [event("node.removed", f"{log_id}:99", node="n1")])
     wait_for(lambda: cluster_events(db) + count(db, "dead_letters") == 4, what="four messages handled")
     listed = preemptd("dead-letters", "--db", str(db))
-    assert "published on preemptd.cluster.gpu.node but the event's partition is 'default'" in listed.stdout
+    assert "published on preemptd.cluster.gpu.node but the event's partition is 'default': publish it on preemptd.cluster.default.node" in listed.stdout
     assert f"event ids starting with '{log_id}:' are reserved for the daemon" in listed.stdout
     state = json.loads(preemptd("state", "--db", str(db), "--partition", "gpu", "--json").stdout)
     assert list(state["nodes"]) == ["n2"], "the gpu partition kept its node"

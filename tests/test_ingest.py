@@ -71,13 +71,28 @@ def test_a_sequence_still_missing_right_after_resuming_there_is_gone_from_the_st
         (message(1, {"type": "node.upserted", "id": "x", "ts": 1, "node": "n1", "capacity": {"vcore": "lots"}}), "node.upserted: vcore: 'lots' is not a quantity"),
         (message(1, {"type": "node.upserted", "id": "x", "ts": 1, "node": "n1", "capacity": {}, "partition": "east"}), "published on preemptd.cluster.default.node but the event's partition is 'east'"),
     ],
-    ids=["malformed", "unknown type", "schema", "partition"],
+    ids=["malformed", "unknown type", "schema", "partition"],  # the subject's kind: below
 )
 def test_a_message_that_is_not_a_valid_event_for_its_subject_is_a_dead_letter(inbound: Inbound, reason: str) -> None:
     decoded = decode([inbound, node(2)], received=99)
     [dead] = decoded.dead
     assert dead.reason.startswith(reason) and dead.raw == inbound.data and dead.stream_seq == 1 and dead.received == 99
     assert [event.id for _, event in decoded.events] == ["n2"], "the next message is decoded as usual"
+
+
+@pytest.mark.parametrize(
+    ("subject", "reason"),
+    [
+        ("preemptd.cluster.default.task", "published on preemptd.cluster.default.task but a node.upserted event goes on preemptd.cluster.default.node"),
+        ("preemptd.cluster.default.node.extra", "published on preemptd.cluster.default.node.extra but a node.upserted event goes on preemptd.cluster.default.node"),
+        ("preemptd.cluster.east.node", "published on preemptd.cluster.east.node but the event's partition is 'default': publish it on preemptd.cluster.default.node"),
+    ],
+)
+def test_an_event_whose_subject_disagrees_with_it_is_a_dead_letter(subject: str, reason: str) -> None:
+    wrong = Inbound(subject, node(1).data, 1, handle=None)
+    decoded = decode([wrong, node(2)], received=99)
+    assert [dead.reason for dead in decoded.dead] == [reason]
+    assert [event.id for _, event in decoded.events] == ["n2"]
 
 
 # -- folding -------------------------------------------------------------------------------------
