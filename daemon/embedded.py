@@ -19,6 +19,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
@@ -63,12 +64,14 @@ def port_is_free(host: str, port: int) -> bool:
 class EmbeddedNats:
     """A nats-server child process with JetStream."""
 
-    def __init__(self, data_dir: Path, *, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, data_dir: Path, *, host: str = "127.0.0.1", port: int = 0, options: Sequence[str] = ()) -> None:
         """`port`: this one or fail; else the port this data had last time, if it is free, so
-        that shims and tails that kept the URL find a restarted daemon; else any free port."""
+        that shims and tails that kept the URL find a restarted daemon; else any free port.
+        `options`: more nats-server arguments (tests: `-c server.conf`)."""
         self.data_dir = data_dir
         self.host = host
         self.port = port
+        self.options = tuple(options)
         self._process: subprocess.Popen | None = None
         self._lock: IO[str] | None = None  # held while this object owns the data directory
 
@@ -90,7 +93,7 @@ class EmbeddedNats:
         server_log = self.data_dir / "nats-server.log"
         start = server_log.stat().st_size if server_log.exists() else 0
         jetstream = str((self.data_dir / "jetstream").resolve())
-        command = [find_nats_server(), "-a", self.host, "-p", str(self.port), "-js", "-sd", jetstream, "-P", str(pid_file)]
+        command = [find_nats_server(), "-a", self.host, "-p", str(self.port), "-js", "-sd", jetstream, "-P", str(pid_file), *self.options]
         with server_log.open("ab") as output:
             # its own session: a Ctrl-C in the terminal is for the daemon, which stops the server
             self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output, stderr=output, start_new_session=True)

@@ -83,6 +83,10 @@ def _describe(exc: BaseException) -> str:
     return str(exc).strip() or {"TimeoutError": "timed out"}.get(type(exc).__name__, type(exc).__name__)
 
 
+def _headers(message: Outbound) -> dict[str, str] | None:
+    return {"Nats-Msg-Id": message.msg_id} if message.msg_id else None
+
+
 def _stream_sequence(reply: str) -> int:
     """The stream sequence in a JetStream ack subject, without building nats-py's whole
     metadata object (a third of the fetch cost): `$JS.ACK.<stream>.<consumer>.<delivered>.
@@ -266,18 +270,52 @@ class Bus:
 
     # -- publishing --
 
+    @property
+    def max_payload(self) -> int:
+        """The largest message the server takes, headers included (its `max_payload`)."""
+        return self._nc.max_payload
+
     async def publish(self, messages: Sequence[Outbound], timeout: float = 10.0) -> int:
         """Publish to JetStream and wait for every acknowledgement; all or `BusError`. Returns
         how many JetStream dropped as duplicates of a `Nats-Msg-Id` it has seen recently."""
+        acks = await self._acknowledged(messages, timeout)
+        failed = [ack for ack in acks if isinstance(ack, BaseException)]
+        if failed:
+            raise BusError(f"publish failed: {_describe(failed[0])}") from failed[0]
+        return sum(1 for ack in acks if ack.duplicate)
+
+    async def publish_each(self, messages: Sequence[Outbound], timeout: float = 10.0) -> list[str | None]:
+        """Publish to JetStream: for each message None once JetStream has it, or why the server
+        refused it. `BusError` when NATS does not answer. A message whose acknowledgement did not
+        come is sent again alone, since nats-py loses JetStream's refusals of `publish_async`."""
+        acks = await self._acknowledged(messages, timeout)
+        return [None if not isinstance(ack, BaseException) else await self._publish_alone(m) for m, ack in zip(messages, acks)]
+
+    async def _acknowledged(self, messages: Sequence[Outbound], timeout: float) -> list[Any]:
+        """Publish all and wait for the acknowledgements: each an ack, or the exception in its
+        place. A future that did not complete in time is cancelled, which frees its slot in
+        nats-py's count of publishes in flight (it would stall all publishing once full)."""
+        futures: list[asyncio.Future] = []
         try:
-            futures = [
-                await self._js.publish_async(m.subject, m.data, headers={"Nats-Msg-Id": m.msg_id} if m.msg_id else None)
-                for m in messages
-            ]
-            acks = await asyncio.wait_for(asyncio.gather(*futures), timeout) if futures else []
+            for m in messages:
+                futures.append(await self._js.publish_async(m.subject, m.data, headers=_headers(m)))
+            if futures:
+                await asyncio.wait(futures, timeout=timeout)
         except _NATS_ERRORS as exc:
             raise BusError(f"publish failed: {_describe(exc)}") from exc
-        return sum(1 for ack in acks if ack.duplicate)
+        finally:
+            for future in futures:
+                future.cancel()  # a no-op for those done
+        return [asyncio.TimeoutError() if f.cancelled() else f.exception() or f.result() for f in futures]
+
+    async def _publish_alone(self, message: Outbound) -> str | None:
+        try:
+            await self._js.publish(message.subject, message.data, timeout=2.0, headers=_headers(message))
+        except nats.js.errors.APIError as exc:
+            return f"JetStream refused it: {exc.description or exc}"
+        except _NATS_ERRORS as exc:
+            raise BusError(f"publish failed: {_describe(exc)}") from exc
+        return None
 
     # -- reading decisions (tail) and streams (tests, tools) --
 

@@ -54,6 +54,9 @@ _outbox = sa.Table(
     sa.Column("decision_id", sa.String(256)),
     sa.Column("subject", sa.String(256)),
     sa.Column("published_at", sa.BigInteger),
+    sa.Column("attempts", sa.Integer),
+    sa.Column("passed_over_at", sa.BigInteger),
+    sa.Column("problem", sa.Text),
 )
 _dead = sa.Table(
     "dead_letters",
@@ -227,6 +230,12 @@ class Store:
         if seqs:
             await self._run(_mark_published, list(seqs), at)
 
+    async def refused(self, problems: dict[int, str], at: int, *, pass_over_after: int) -> list[int]:
+        """Record that NATS refused these decisions (by log position, with why); those refused
+        `pass_over_after` times are passed over: they stay in the log and are not sent again.
+        Returns the positions passed over now."""
+        return await self._run(_refused, problems, at, pass_over_after) if problems else []
+
     async def save_snapshot(self, seq: int, payload: bytes, created: int) -> None:
         await self._run(_save_snapshot, seq, payload, created)
 
@@ -376,11 +385,20 @@ async def _unpublished(conn: AsyncConnection, limit: int) -> list[OutboxRow]:
     query = (
         sa.select(_outbox.c.seq, _outbox.c.decision_id, _outbox.c.subject, _log.c.payload)
         .join(_log, _log.c.seq == _outbox.c.seq)
-        .where(_outbox.c.published_at.is_(None))
+        .where(_outbox.c.published_at.is_(None), _outbox.c.passed_over_at.is_(None))
         .order_by(_outbox.c.seq)
         .limit(limit)
     )
     return [OutboxRow(*row) for row in await conn.execute(query)]
+
+
+async def _refused(conn: AsyncConnection, problems: dict[int, str], at: int, pass_over_after: int) -> list[int]:
+    for seq, problem in problems.items():
+        await conn.execute(_outbox.update().where(_outbox.c.seq == seq).values(attempts=_outbox.c.attempts + 1, problem=problem))
+    tried_enough = sa.and_(_outbox.c.seq.in_(list(problems)), _outbox.c.attempts >= pass_over_after)
+    passed = [seq for (seq,) in await conn.execute(sa.select(_outbox.c.seq).where(tried_enough).order_by(_outbox.c.seq))]
+    await conn.execute(_outbox.update().where(tried_enough).values(passed_over_at=at))
+    return passed
 
 
 async def _latest_snapshot(conn: AsyncConnection, at_most: int | None) -> tuple[int, bytes] | None:
@@ -413,6 +431,7 @@ async def _counts(conn: AsyncConnection) -> dict[str, int]:
     counts = {}
     for name, table in (("log", _log), ("dead_letters", _dead), ("snapshots", _snapshots)):
         counts[name] = (await conn.execute(sa.select(sa.func.count()).select_from(table))).scalar_one()
-    unpublished = sa.select(sa.func.count()).select_from(_outbox).where(_outbox.c.published_at.is_(None))
-    counts["unpublished"] = (await conn.execute(unpublished)).scalar_one()
+    waiting = _outbox.c.published_at.is_(None)
+    for name, where in (("unpublished", sa.and_(waiting, _outbox.c.passed_over_at.is_(None))), ("passed_over", _outbox.c.passed_over_at.is_not(None))):
+        counts[name] = (await conn.execute(sa.select(sa.func.count()).select_from(_outbox).where(where))).scalar_one()
     return counts

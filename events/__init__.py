@@ -28,6 +28,7 @@ from ._codec import (
     decode_decision as decode_decision,
     decode_log_event as decode_log_event,
     encode as encode,
+    encode_within as encode_within,
     json_schema as json_schema,
     to_builtins as to_builtins,
 )

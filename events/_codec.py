@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 
 from ._cluster import ClusterEvent, Tick
-from ._decisions import DecisionEvent
+from ._decisions import Blocked, DecisionEvent, Preempted
 from ._errors import PreemptdError
 from ._limits import MAX_DEPTH, MAX_MESSAGE_BYTES, depth_beyond_limit
 from ._quantity import QuantityError, Resources
@@ -27,6 +27,7 @@ __all__ = [
     "decode_decision",
     "decode_log_event",
     "encode",
+    "encode_within",
     "json_schema",
     "to_builtins",
 ]
@@ -155,6 +156,42 @@ def decode_decision(raw: bytes) -> DecisionEvent:
         return _decision_decoder.decode(raw)
     except msgspec.DecodeError as exc:
         raise _explain(exc, raw, DECISION_TYPES) from None
+
+
+# How far `encode_within` cuts, step by step: lines kept per list, characters kept per line.
+_CUTS = ((200, 2000), (50, 1000), (20, 400), (5, 200), (1, 100))
+
+
+def encode_within(decision: DecisionEvent, max_bytes: int) -> bytes | None:
+    """The decision's JSON in at most `max_bytes`: the whole if it fits, else with its
+    explanation, its victims' whys and its blocked reasons cut, each cut saying what it left out
+    (the whole decision stays in the log: `preemptd explain <id>`); None if nothing fits."""
+    data = encode(decision)
+    for lines, chars in _CUTS:
+        if len(data) <= max_bytes:
+            return data
+        data = encode(_cut(decision, lines, chars))
+    return data if len(data) <= max_bytes else None
+
+
+def _cut(decision: DecisionEvent, lines: int, chars: int) -> DecisionEvent:
+    changes: dict[str, Any] = {"explanation": _cut_lines(decision.explanation, lines, chars, decision.id)}
+    if isinstance(decision, Blocked):
+        changes["reasons"] = _cut_lines(decision.reasons, lines, chars, decision.id)
+    if isinstance(decision, Preempted):
+        changes["victims"] = tuple(msgspec.structs.replace(v, why=_cut_text(v.why, chars)) for v in decision.victims)
+    return msgspec.structs.replace(decision, **changes)
+
+
+def _cut_lines(texts: tuple[str, ...], lines: int, chars: int, decision_id: str) -> tuple[str, ...]:
+    kept = tuple(_cut_text(text, chars) for text in texts[:lines])
+    if len(texts) > lines:
+        kept += (f"... {len(texts) - lines:,} more lines: preemptd explain {decision_id}",)
+    return kept
+
+
+def _cut_text(text: str, chars: int) -> str:
+    return text if len(text) <= chars else f"{text[:chars]}... ({len(text) - chars:,} more characters)"
 
 
 _QUANTITY_SCHEMA = {

@@ -229,3 +229,25 @@ def test_a_decode_error_names_the_event_id_when_it_can_be_read(raw: bytes, event
 def test_unknown_fields_are_ignored_so_shims_can_be_newer() -> None:
     event = decode_cluster_event(b'{"type":"node.removed","id":"1","ts":1,"node":"n","color":"blue"}')
     assert event == ev.NodeRemoved(id="1", ts=1, node="n")
+
+
+def test_a_decision_within_the_budget_is_encoded_whole() -> None:
+    decision = DECISION_EXAMPLES[0]
+    assert ev.encode_within(decision, 10_000) == ev.encode(decision)
+
+
+def test_a_decision_beyond_the_budget_is_cut_saying_what_it_left_out_and_where_the_whole_is() -> None:
+    victims = tuple(
+        ev.Victim(task=f"v{i}", app="b", queue="root.b", node="n1", priority=0, resources=ev.Resources({"vcore": 1000}), why="over its guarantee " * 50) for i in range(100)
+    )
+    big = ev.Preempted(
+        id="log:7.0", ts=1, partition="default", cycle=7, preemptor="a-1", app="a", queue="root.a", node="n1",
+        resources=ev.Resources({"vcore": 100_000}), victims=victims, model="yunikorn", reason="guarantee", explanation=("checked " * 100,) * 500,
+    )  # fmt: skip
+    data = ev.encode_within(big, 32_768)
+    assert data is not None and len(ev.encode(big)) > 32_768 >= len(data)
+    cut = ev.decode_decision(data)
+    assert [v.task for v in cut.victims] == [v.task for v in victims], "every victim stays: the shim needs them all"
+    assert cut.explanation[-1] == "... 499 more lines: preemptd explain log:7.0"
+    assert cut.victims[0].why.endswith("more characters)")
+    assert ev.encode_within(big, 2_000) is None, "a hundred victims cannot fit in 2 kB"

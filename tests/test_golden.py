@@ -27,9 +27,20 @@ def test_a_scenario_makes_the_recorded_decisions(scenario: Path) -> None:
     assert made == expected, f"decision {first} differs:\n  made:     {made[first:first + 1]}\n  recorded: {expected[first:first + 1]}"
 
 
-def test_a_daemon_log_of_an_earlier_version_replays(tmp_path: Path) -> None:
+def upgraded_fixture(tmp_path: Path) -> Path:
+    """A copy of the 0.1.0 log, upgraded as a user upgrading preemptd does (reading commands
+    refuse a log of an older schema)."""
     log = tmp_path / "daemon-log.db"
     shutil.copyfile(Path(__file__).parent / "fixtures" / "daemon-log-0.1.0.db", log)
+    refused = preemptd("replay", "--db", str(log), "--quiet")
+    assert refused.returncode == 2 and f"run `preemptd db upgrade --db {log}`" in refused.stderr
+    upgraded = preemptd("db", "upgrade", "--db", str(log))
+    assert upgraded.returncode == 0 and "schema up to date" in upgraded.stdout, upgraded.stderr
+    return log
+
+
+def test_a_daemon_log_of_an_earlier_version_replays(tmp_path: Path) -> None:
+    log = upgraded_fixture(tmp_path)
     replay = preemptd("replay", "--db", str(log), "--quiet")
     assert replay.returncode == 0, replay.stdout + replay.stderr
     assert "all 13 decisions reproduced" in replay.stdout
@@ -38,8 +49,7 @@ def test_a_daemon_log_of_an_earlier_version_replays(tmp_path: Path) -> None:
 def test_a_daemon_log_of_an_earlier_version_passes_over_its_snapshot_and_shows_its_state(tmp_path: Path) -> None:
     """Its snapshot has the state layout of 0.1.0: it is not misread but passed over, and the
     whole log folded instead."""
-    log = tmp_path / "daemon-log.db"
-    shutil.copyfile(Path(__file__).parent / "fixtures" / "daemon-log-0.1.0.db", log)
+    log = upgraded_fixture(tmp_path)
     shown = preemptd("state", "--db", str(log), "--json")
     assert shown.returncode == 0, shown.stderr
     assert "snapshot not used; folding the log from the start" in shown.stderr and "this version reads format 2" in shown.stderr

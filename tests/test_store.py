@@ -30,7 +30,7 @@ async def test_migrations_create_the_schema_and_the_log_keeps_its_name(tmp_path:
     await store.close()
     tables = {r[0] for r in sqlite3.connect(path).execute("select name from sqlite_master where type='table'")}
     assert {"log", "outbox", "dead_letters", "snapshots", "tracking", "meta", "alembic_version"} <= tables
-    assert sqlite3.connect(path).execute("select version_num from alembic_version").fetchone() == ("0001",)
+    assert sqlite3.connect(path).execute("select version_num from alembic_version").fetchone() == ("0002",)
     assert sqlite3.connect(path).execute("pragma journal_mode").fetchone() == ("wal",)
     reopened = await Store.open(str(path))
     assert reopened.log_id == name
@@ -110,7 +110,7 @@ async def test_a_log_from_a_newer_preemptd_is_refused_by_name(tmp_path: Path) ->
     with sqlite3.connect(path) as conn:
         conn.execute("update alembic_version set version_num = '0099'")
     for create in (True, False):
-        with pytest.raises(StoreError, match="written by a newer preemptd .schema 0099; this version knows up to 0001"):
+        with pytest.raises(StoreError, match="written by a newer preemptd .schema 0099; this version knows up to 0002"):
             await Store.open(str(path), create=create)
 
 
