@@ -57,7 +57,8 @@ def violations(p: PartitionState, decision: Preempted, now: int) -> list[str]:
         found.append("the preemptor's policy is Never")
     if preemptor.required_node is not None:
         return found + _required_node(preemptor, victims)
-    return found + _generic(p, preemptor, victims, now)
+    generic = _generic(p, preemptor, victims, now)
+    return found + generic + ([] if generic else _law_1(p, preemptor, victims, now))
 
 
 def _common(p: PartitionState, preemptor: TaskState, victims: list[TaskState], decision: Preempted) -> list[str]:
@@ -112,6 +113,36 @@ def _generic(p: PartitionState, preemptor: TaskState, victims: list[TaskState], 
         if _priority_below(p, victim, shared) > _priority_below(p, preemptor, shared):
             found.append(f"law 6: victim {victim.id} has higher priority below {shared}")
     return found + _law_2(p, preemptor, victims, path)
+
+
+_RANKS = ("ordinary", "an originator", "opted out")
+
+
+def _rank(task: TaskState) -> int:
+    """Law 1's order: ordinary tasks, then originators, then tasks that opted out of preemption."""
+    return 2 if not task.allow_preemption else 1 if task.originator else 0
+
+
+def _law_1(p: PartitionState, preemptor: TaskState, victims: list[TaskState], now: int) -> list[str]:
+    """A victim ranked later is taken only if no task ranked earlier could stand in for it: a
+    running task on the node, under the queue the preemptor and the victim share, freeing at
+    least as much of what the preemptor asks, whose swap breaks no other law."""
+    found, chosen = [], {v.id for v in victims}
+    asked = [name for name, amount in preemptor.resources.items() if amount > 0]
+    for victim in victims:
+        shared = _shared_queue(p, preemptor.queue, victim.queue)
+        for task_id in p.nodes[victim.node].tasks:
+            stand_in = p.tasks[task_id]
+            if stand_in.id in chosen or stand_in.status != "running" or stand_in.required_node or stand_in.app == preemptor.app:
+                continue
+            if _rank(stand_in) >= _rank(victim) or shared not in _lineage(p, stand_in.queue):
+                continue
+            if any(stand_in.resources.get(name, 0) < victim.resources.get(name, 0) for name in asked):
+                continue
+            if not _generic(p, preemptor, [stand_in if v is victim else v for v in victims], now):
+                found.append(f"law 1: victim {victim.id} ({_RANKS[_rank(victim)]}) taken while {stand_in.id} ({_RANKS[_rank(stand_in)]}) could stand in for it")
+                break
+    return found
 
 
 def _law_2(p: PartitionState, preemptor: TaskState, victims: list[TaskState], path: list[str]) -> list[str]:

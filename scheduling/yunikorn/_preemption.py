@@ -15,9 +15,11 @@ For a pending task (the ask) that cannot be placed:
    the queue both share (law 6), whose removal keeps every queue at or above its guarantee
    (laws 5 and 2, checked for the whole victim set, the ask's own arrival counted).
 4. Per node (no cross-node preemption): the fewest candidates that make room for the ask on the
-   node and under its queues' maxes, opted-out tasks and originators only when no node can do
-   without them (law 1). The best node has the fewest such last-resort victims, then the fewest
-   victims, the lowest highest-priority, the youngest oldest victim, then the lowest name.
+   node and under its queues' maxes; originators only when no node can do without them, and
+   opted-out tasks only when no node can do without those either (law 1; YuniKorn orders
+   allow-preemption before the originator flag). The best node has the fewest opted-out victims,
+   then the fewest originators, the fewest victims, the lowest highest-priority, the youngest
+   oldest victim, then the lowest name.
 
 `Refusal.quiet` marks outcomes that are waits, not refusals: the delay has not passed, or
 victims already leaving will make the room.
@@ -59,11 +61,20 @@ class Plan:
     reason: str
 
 
+# How far law 1 lets a candidate be a victim: the higher, the later it is taken.
+ORDINARY, ORIGINATOR, OPTED_OUT = 0, 1, 2  # OPTED_OUT: allow-preemption false, or (required-node) a disabled queue
+_RESORT_WHY = {
+    ORDINARY: "",
+    ORIGINATOR: "; an originator, taken as a last resort (law 1)",
+    OPTED_OUT: "; opted out of preemption, taken as no other set would do (law 1)",
+}
+
+
 @dataclass(slots=True)
 class _Candidate:
     task: TaskState
     priority: int  # as seen from the queue the ask and the victim share
-    last_resort: bool  # opted out (allow-preemption false), an originator, or (required-node only) in a disabled queue
+    resort: int  # ORDINARY, ORIGINATOR or OPTED_OUT
     lineage: list[QueueState]
 
 
@@ -74,10 +85,11 @@ class _Solution:
     key: tuple = ()
 
     def __post_init__(self) -> None:
-        # Best first: fewest last-resort victims, fewest victims, lowest top priority,
-        # youngest oldest victim, then node name (the final tie-break).
+        # Best first: fewest opted-out victims, fewest originators, fewest victims, lowest top
+        # priority, youngest oldest victim, then node name (the final tie-break).
         self.key = (
-            sum(c.last_resort for c in self.victims),
+            sum(c.resort == OPTED_OUT for c in self.victims),
+            sum(c.resort == ORIGINATOR for c in self.victims),
             len(self.victims),
             max(c.priority for c in self.victims),
             -min(c.task.bound_at or 0 for c in self.victims),
@@ -121,14 +133,14 @@ def _too_small(node: NodeState, ask: dict[str, int]) -> list[str]:
 
 
 def _victim_order(candidate: _Candidate) -> tuple:
-    """Preferred victims first: not a last resort (law 1, see `_Candidate.last_resort`), lowest
+    """Preferred victims first: ordinary, then originators, then opted out (law 1), lowest
     priority, youngest (started last, then submitted last), then task id as the final tie-break."""
     task = candidate.task
-    return (candidate.last_resort, candidate.priority, -(task.bound_at or 0), -task.seq, task.id)
+    return (candidate.resort, candidate.priority, -(task.bound_at or 0), -task.seq, task.id)
 
 
-def _is_last_resort(task: TaskState) -> bool:
-    return not task.allow_preemption or task.originator
+def _resort(task: TaskState) -> int:
+    return OPTED_OUT if not task.allow_preemption else ORIGINATOR if task.originator else ORDINARY
 
 
 # -- generic (guarantee) preemption ----------------------------------------------------------
@@ -269,10 +281,11 @@ class _GuaranteeSearch:
 
     def run(self) -> Plan | Refusal:
         by_node = self._candidates()
-        solution, considered = self._best(by_node, last_resort=False)
-        if solution is None:
-            solution, considered = self._best(by_node, last_resort=True)
-        if solution is None:
+        for resort in (ORDINARY, ORIGINATOR, OPTED_OUT):  # law 1: the later resorts only if need be
+            solution, considered = self._best(by_node, resort)
+            if solution is not None:
+                break
+        else:
             return self._refusal(by_node, considered)
         return self._plan(solution, considered, by_node[solution.node.name])
 
@@ -322,7 +335,7 @@ class _GuaranteeSearch:
             if reason:
                 self.excluded[reason] += 1
                 continue
-            by_node.setdefault(task.node, []).append(_Candidate(task, priority, _is_last_resort(task), lineage))
+            by_node.setdefault(task.node, []).append(_Candidate(task, priority, _resort(task), lineage))
 
     def _relation(self, leaf: QueueState) -> tuple[str, bool, int]:
         """The queue shared with the ask, the leaf's queues below it, and the priority shift
@@ -387,11 +400,12 @@ class _GuaranteeSearch:
 
     # -- nodes --
 
-    def _best(self, by_node: dict[str, list[_Candidate]], *, last_resort: bool) -> tuple[_Solution | None, dict[str, str]]:
+    def _best(self, by_node: dict[str, list[_Candidate]], resort: int) -> tuple[_Solution | None, dict[str, str]]:
+        """The best node and its victims, taking candidates up to `resort` (law 1)."""
         best, considered = None, {}
         for name in sorted(by_node):
             node = self.p.nodes[name]
-            outcome = self._solve(node, by_node[name], last_resort)
+            outcome = self._solve(node, by_node[name], resort)
             if isinstance(outcome, str):
                 considered[name] = outcome
                 continue
@@ -414,14 +428,14 @@ class _GuaranteeSearch:
                 need[name] = short
         return need
 
-    def _solve(self, node: NodeState, candidates: list[_Candidate], last_resort: bool) -> _Solution | str:
+    def _solve(self, node: NodeState, candidates: list[_Candidate], resort: int) -> _Solution | str:
         if not node.schedulable:
             return "not schedulable"
         small = _too_small(node, self.ask)
         if small:
             return f"too small for the task: it has {amounts(node.capacity, small)}"
         need = self._need(node)
-        pool = [c for c in candidates if last_resort or not c.last_resort]
+        pool = [c for c in candidates if c.resort <= resort]
         pool.sort(key=_victim_order)
         search = _VictimSearch(self, pool, need)
         chosen = search.run()
@@ -471,10 +485,9 @@ class _GuaranteeSearch:
             over = [name for name in freed if name in queue.guaranteed]
             if over and queue.path not in self.on_path:
                 parts.append(f"{queue.path} is over its guarantee for {listing(over)} ({amounts(landed(queue), over)} of {amounts(queue.guaranteed, over)})")
-        resort = "; opted out of preemption or an originator, taken as a last resort (law 1)" if candidate.last_resort else ""
         return (
             f"{'; '.join(parts)}; every queue stays at or above its guarantee, the task's arrival counted (laws 5, 2); "
-            f"priority {candidate.priority} is not above the task's (law 6){resort}; "
+            f"priority {candidate.priority} is not above the task's (law 6){_RESORT_WHY[candidate.resort]}; "
             "the most preferred set on its node that keeps law 2 (not opted out, lower priority, then younger first)"
         )
 
@@ -636,8 +649,8 @@ def plan_for_required_node(p: PartitionState, task: TaskState) -> Plan | Refusal
     if not need:
         return Refusal(("victims in flight will make room",), quiet=True)
     pool, excluded = _required_node_candidates(p, task, node)
-    for last_resort in (False, True):
-        chosen = _cover([c for c in pool if last_resort or not c.last_resort], need)
+    for resort in (ORDINARY, ORIGINATOR, OPTED_OUT):
+        chosen = _cover([c for c in pool if c.resort <= resort], need)
         if chosen is not None:
             return _required_node_plan(node, chosen, need, excluded)
     return Refusal(
@@ -661,7 +674,7 @@ def _required_node_candidates(p: PartitionState, task: TaskState, node: NodeStat
         elif shares_type(victim.resources, task.resources):
             # A queue with preemption disabled is a policy that law 1 lets break only as a last resort.
             disabled = p.queues[victim.queue].props.preemption_policy == "disabled"
-            pool.append(_Candidate(victim, victim.priority, _is_last_resort(victim) or disabled, []))
+            pool.append(_Candidate(victim, victim.priority, OPTED_OUT if disabled else _resort(victim), []))
     pool.sort(key=_victim_order)
     return pool, excluded
 
@@ -678,10 +691,15 @@ def _cover(pool: list[_Candidate], need: dict[str, int]) -> list[_Candidate] | N
     return None
 
 
+_REQUIRED_NODE_RESORT_WHY = {
+    **_RESORT_WHY,
+    OPTED_OUT: "; opted out of preemption or in a queue with preemption disabled, taken as no other set would do (law 1)",
+}
+
+
 def _required_node_plan(node: NodeState, chosen: list[_Candidate], need: dict[str, int], excluded: Counter[str]) -> Plan:
     whys = {
-        c.task.id: f"runs on the required node with priority {c.priority}"
-        + ("; opted out of preemption, an originator or in a queue with preemption disabled: taken as a last resort (law 1)" if c.last_resort else "")
+        c.task.id: f"runs on the required node with priority {c.priority}{_REQUIRED_NODE_RESORT_WHY[c.resort]}"
         for c in chosen
     }
     explanation = [
