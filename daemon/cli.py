@@ -223,9 +223,9 @@ async def cmd_simulate(args: argparse.Namespace) -> int:
         for decision in result.decisions:
             sys.stdout.write(encode(decision).decode() + "\n")
     for warning in result.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        print(f"warning: {render.printable(warning)}", file=sys.stderr)
     for event, reason in result.rejected:
-        print(f"rejected {event.__struct_config__.tag} {event.id}: {reason}", file=sys.stderr)
+        print(f"rejected {event.__struct_config__.tag} {render.printable(event.id)}: {render.printable(reason)}", file=sys.stderr)
     if args.state:
         print(json.dumps(result.view(scenario.partition), indent=2))
     if args.db:
@@ -477,13 +477,13 @@ def main(argv: list[str] | None = None) -> int:
             return args.func(args)
         return anyio.run(args.func, args, backend="asyncio")
     except PreemptdError as exc:
-        print(f"preemptd: {exc}", file=sys.stderr)
+        print(f"preemptd: {render.printable(str(exc))}", file=sys.stderr)
         return 2
     except BaseExceptionGroup as group:  # from a task group: ours are still one-line errors
         ours, others = group.split(PreemptdError)
         if ours is None or others is not None:
             raise
-        print(f"preemptd: {_first(ours)}", file=sys.stderr)
+        print(f"preemptd: {render.printable(str(_first(ours)))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

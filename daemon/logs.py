@@ -15,8 +15,11 @@ logger = logging.getLogger("preemptd")
 
 
 def _logfmt_value(value: Any) -> str:
+    """The value as logfmt: quoted, with every non-ASCII or control character escaped, when it
+    holds anything but printable ASCII without spaces, quotes or equals signs (shims' names and
+    reasons reach the logs: nothing in them may act on a terminal)."""
     text = str(value)
-    if text == "" or any(c in text for c in ' ="\\'):
+    if text == "" or not (text.isascii() and text.isprintable()) or any(c in text for c in ' ="\\'):
         return json.dumps(text)
     return text
 

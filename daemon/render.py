@@ -1,18 +1,51 @@
 """Text for people: one-line decision summaries (`tail`), full explanations (`explain`), the
-queue table (`state`) and replay reports."""
+queue table (`state`) and replay reports.
+
+Names, reasons and payloads come from shims: everything shown passes through `printable`, so
+that no control character, escape sequence or bidirectional override reaches the terminal raw.
+"""
 
 from __future__ import annotations
 
 import time
+import unicodedata
 from collections.abc import Mapping
+from typing import Any
 
-from preemptd.events import Allocated, Blocked, Decision, Preempted, Unreserved, format_human
+import msgspec
+
+from preemptd.events import Allocated, Blocked, Decision, Preempted, Resources, Unreserved, format_human
 from preemptd.projections import PartitionState, queue_depth
 from preemptd.scheduling import Change, Divergence, ReplayReport
 
 from .store import DeadLetter
 
-__all__ = ["clock", "count", "dead_letter", "explanation", "queue_table", "replay_summary", "summary"]
+__all__ = ["clock", "count", "dead_letter", "explanation", "printable", "queue_table", "replay_summary", "summary"]
+
+# Controls (C0, DEL, C1), format characters (bidirectional overrides and isolates, zero-width
+# characters) and line and paragraph separators: shown as escapes, never sent to the terminal.
+_UNSAFE = {"Cc", "Cf", "Zl", "Zp"}
+
+
+def printable(text: str) -> str:
+    """`text` with every character that could act on a terminal escaped (`\x1b`, `\u202e`)."""
+    if text.isascii() and text.isprintable():
+        return text
+    return "".join(repr(ch)[1:-1] if unicodedata.category(ch) in _UNSAFE else ch for ch in text)
+
+
+def _printable_decision(value: Any) -> Any:
+    """The decision with every string in it (names, reasons, resource names) made printable;
+    rebuilt without validation, since an escaped name may be longer than the contract allows."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, Resources):
+        return Resources({printable(name): amount for name, amount in value.items()})
+    if isinstance(value, tuple):
+        return tuple(map(_printable_decision, value))
+    if isinstance(value, msgspec.Struct):
+        return msgspec.structs.replace(value, **{name: _printable_decision(getattr(value, name)) for name in value.__struct_fields__})
+    return value
 
 
 def count(number: int, noun: str, nouns: str | None = None) -> str:
@@ -27,11 +60,12 @@ def clock(ms: int) -> str:
 def _amounts(values: Mapping[str, int] | None) -> str:
     if values is None:
         return "-"
-    return ", ".join(f"{name} {format_human(name, amount)}" for name, amount in values.items()) or "0"
+    return ", ".join(f"{printable(name)} {format_human(name, amount)}" for name, amount in values.items()) or "0"
 
 
 def summary(decision: Decision) -> str:
     """`allocated  a-1 -> node-1 (root.q)`: what a shim author watching `tail` needs."""
+    decision = _printable_decision(decision)
     kind = decision.__struct_config__.tag.removeprefix("decision.")
     match decision:
         case Allocated():
@@ -50,6 +84,7 @@ def summary(decision: Decision) -> str:
 
 def explanation(decision: Decision, seq: int) -> str:
     """Everything a decision says about itself, laid out for reading."""
+    decision = _printable_decision(decision)
     kind = decision.__struct_config__.tag
     lines = [f"{decision.id}  {kind}", f"  at {clock(decision.ts)}, partition {decision.partition}, cycle {decision.cycle}, log seq {seq}"]
     match decision:
@@ -76,8 +111,9 @@ def explanation(decision: Decision, seq: int) -> str:
 def dead_letter(dead: DeadLetter) -> str:
     """When, where, which event, why, and the start of what was sent."""
     raw = dead.raw.decode(errors="replace")
-    shown = raw if len(raw) <= 200 else raw[:200] + f"... ({len(dead.raw)} bytes)"
-    return f"{clock(dead.received)} {dead.subject} id={dead.event_id or '-'} type={dead.event_type or '-'}\n  {dead.reason}\n  sent: {shown}"
+    shown = printable(raw[:200]) + ("" if len(raw) <= 200 else f"... ({len(dead.raw)} bytes)")
+    where = f"{printable(dead.subject)} id={printable(dead.event_id or '-')} type={printable(dead.event_type or '-')}"
+    return f"{clock(dead.received)} {where}\n  {printable(dead.reason)}\n  sent: {shown}"
 
 
 def queue_table(p: PartitionState, seq: int) -> str:
@@ -85,13 +121,13 @@ def queue_table(p: PartitionState, seq: int) -> str:
     header = ("QUEUE", "ALLOCATED", "PENDING", "PREEMPTING", "GUARANTEED", "MAX", "TASKS")
     rows = [header]
     for queue in p.queues.values():
-        name = "  " * queue_depth(queue.path) + queue.path.rsplit(".", 1)[-1]
+        name = "  " * queue_depth(queue.path) + printable(queue.path.rsplit(".", 1)[-1])
         tasks = f"{len(queue.running)} run / {len(queue.waiting)} wait" if queue.leaf else ""
         rows.append((name, _amounts(queue.allocated), _amounts(queue.pending), _amounts(queue.preempting), _amounts(queue.guaranteed or None), _amounts(queue.max), tasks))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     body = "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
     nodes = f"{count(len(p.nodes), 'node')}, capacity {_amounts(p.capacity)}; {count(len(p.tasks), 'task')} ({p.pending_count} pending)"
-    return f"partition {p.name} (model {p.model}) at log seq {seq}\n{nodes}\n\n{body}"
+    return f"partition {printable(p.name)} (model {printable(p.model)}) at log seq {seq}\n{nodes}\n\n{body}"
 
 
 def replay_summary(report: ReplayReport, *, what_if: bool) -> str:
@@ -129,5 +165,5 @@ def _what_if_total(report: ReplayReport) -> str:
 def _rejections(report: ReplayReport) -> list[str]:
     if not report.rejected:
         return []
-    shown = [f"  seq {seq}: {reason}" for seq, reason in report.rejected[:5]]
+    shown = [f"  seq {seq}: {printable(reason)}" for seq, reason in report.rejected[:5]]
     return [f"{len(report.rejected)} events no longer apply under the new configuration:", *shown]

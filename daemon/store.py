@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
+import msgspec
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
@@ -274,9 +275,12 @@ class Store:
         return rows[0] if rows else None
 
     async def decisions_about(self, task: str, limit: int = 50) -> list[LogRow]:
-        """Decisions whose payload names `task` (as task, preemptor or victim), newest last."""
-        quoted = task.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        mentions = sa.cast(_log.c.payload, sa.Text).like(f'%"{quoted}"%', escape="\\")
+        """Decisions whose payload names `task` (as task, preemptor or victim), newest last. The
+        name is looked for as the log's JSON writes it (quotes, backslashes and control
+        characters escaped)."""
+        as_stored = msgspec.json.encode(task).decode()
+        pattern = as_stored.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        mentions = sa.cast(_log.c.payload, sa.Text).like(f"%{pattern}%", escape="\\")
         query = sa.select(_log).where(_log.c.type.like("decision.%"), mentions).order_by(_log.c.seq.desc()).limit(limit)
         return list(reversed(await self._run(_select_rows, query)))
 
