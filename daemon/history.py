@@ -6,15 +6,18 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Iterable
 
+import anyio
+
 from preemptd.events import Decision, decode_log_event, encode
 from preemptd.projections import ClusterState, LogRecord, Rejected, SnapshotError
-from preemptd.scheduling import apply, restore
+from preemptd.scheduling import apply, restore, snapshot
 
+from .clock import wall_ms
 from .logs import log
 from .nats_source import decision_subject
 from .store import LogRow, OutboxRow, Store
 
-__all__ = ["load_state", "outbox_rows", "records", "to_record", "to_row"]
+__all__ = ["fold_log", "load_state", "outbox_rows", "records", "restored", "save_snapshot", "to_record", "to_row"]
 
 
 def to_record(row: LogRow) -> LogRecord:
@@ -50,7 +53,19 @@ async def records(store: Store, after: int = 0, until: int | None = None) -> Asy
 
 async def load_state(store: Store, until: int | None = None) -> ClusterState:
     """The state as of `until` (default: the end of the log): newest snapshot, then the fold."""
-    state = await _from_snapshot(store, until) or ClusterState(log_id=store.log_id)
+    state = await restored(store, until)
+    await fold_log(store, state, until)
+    return state
+
+
+async def restored(store: Store, until: int | None = None) -> ClusterState:
+    """The newest snapshot's state (at most at `until`), or an empty state."""
+    return await _from_snapshot(store, until) or ClusterState(log_id=store.log_id)
+
+
+async def fold_log(store: Store, state: ClusterState, until: int | None = None) -> None:
+    """Fold the log after `state` into it, up to `until`. Stopped midway, the state is that of
+    the last record folded: each record is folded whole between two reads of the log."""
     folded = 0
     async for record in records(store, after=state.seq, until=until):
         try:
@@ -61,7 +76,13 @@ async def load_state(store: Store, until: int | None = None) -> ClusterState:
         folded += 1
         if folded % 200_000 == 0:
             log("rebuilding state", seq=record.seq, folded=folded)
-    return state
+
+
+async def save_snapshot(store: Store, state: ClusterState) -> int:
+    """Store a snapshot of `state` at its position; returns its size in bytes."""
+    payload = await anyio.to_thread.run_sync(snapshot, state)
+    await store.save_snapshot(state.seq, payload, wall_ms())
+    return len(payload)
 
 
 async def _from_snapshot(store: Store, until: int | None) -> ClusterState | None:

@@ -30,24 +30,24 @@ from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
 from preemptd.events import DecisionEvent
 from preemptd.projections import ClusterState
-from preemptd.scheduling import Cadence, Pacer, run_cycle, snapshot, tick_record
+from preemptd.scheduling import Cadence, Pacer, run_cycle, tick_record
 
 from . import ingest
 from .clock import monotonic_ms, wall_ms
 from .config_file import apply_config_file
 from .embedded import EmbeddedNats, keep_running
 from .errors import BusError, UsageError
-from .history import load_state, outbox_rows, to_row
+from .history import fold_log, load_state, outbox_rows, restored, save_snapshot, to_row
 from .lock import single_writer
 from .logs import log
-from .nats_source import CLUSTER_STREAM, CONSUMER, Bus, Inbound
+from .nats_source import CONSUMER, Bus, Inbound
 from .outbox import Publisher, publish_rejections
+from .position import start_position
 from .store import Batch, Store, database_url
 
 __all__ = ["Heartbeat", "Settings", "run"]
 
 _HEARTBEAT = 0.1  # seconds; also the shortest gap between two cycles of a partition
-_LEGACY_TRACKING = f"{CLUSTER_STREAM}/{CONSUMER}"  # the position's name before streams were told apart
 
 
 @dataclass(frozen=True)
@@ -99,13 +99,13 @@ async def _run(settings: Settings) -> None:
     state = None
     try:
         started = time.monotonic()
-        state = await load_state(store)
+        state = await _rebuilt(store)
         log("state rebuilt", log_id=store.log_id, seq=state.seq, partitions=len(state.partitions), seconds=round(time.monotonic() - started, 3))
         with _nats(settings) as (url, embedded):
             bus = await Bus.connect(url)
             try:
                 await bus.ensure_streams()
-                source, position = await _start_position(store, bus)
+                source, position = await start_position(store, bus)
                 await bus.subscribe_cluster(position + 1, f"{CONSUMER}-{store.log_id}")
                 daemon = Daemon(settings, store, bus, state, source)
                 if settings.config is not None:
@@ -124,35 +124,19 @@ async def _run(settings: Settings) -> None:
         log("stopped", seq=state.seq if state else None)
 
 
-async def _start_position(store: Store, bus: Bus) -> tuple[str, int]:
-    """The cluster stream's name in the log (`source`) and how far this log has read it.
-
-    Positions are kept per stream instance, so that a daemon moved to another NATS, or whose
-    stream was recreated, reads that stream from its start, and finds its place again when it
-    comes back, instead of applying one stream's position to another."""
-    created, end = await bus.cluster_stream()
-    source = f"{CLUSTER_STREAM}@{created}"
-    positions = await store.tracking_positions()
-    if source in positions:
-        position = positions[source]
-    elif set(positions) == {_LEGACY_TRACKING} and positions[_LEGACY_TRACKING] <= end:
-        position = positions[_LEGACY_TRACKING]  # a log from before positions were per stream
-        await bus.remove_consumer(CONSUMER)  # and its consumer, named before consumers were per log
-    else:
-        position = 0
-        if positions:
-            log("this log has not read this cluster stream before (another NATS, or a recreated stream): reading it from its start", logging.WARNING, stream_created=created, stream_end=end)
-    if source not in positions:
-        await store.commit(Batch(tracking=(source, position)))
-    others = await bus.other_consumers(f"{CONSUMER}-{store.log_id}")
-    if others:
-        log(
-            "other preemptd logs consume the cluster stream of this NATS: each daemon will publish its own decisions "
-            "(the consumer of a log no longer used can be removed: nats consumer rm PREEMPTD_CLUSTER <name>)",
-            logging.WARNING,
-            consumers=",".join(others),
-        )
-    return source, position
+async def _rebuilt(store: Store) -> ClusterState:
+    """The state at the end of the log. A stop while the log is folded keeps what was folded in
+    a snapshot, so that the next start goes on from there."""
+    state = await restored(store)
+    since = state.seq
+    try:
+        await fold_log(store, state)
+    except anyio.get_cancelled_exc_class():
+        if state.seq > since:
+            with anyio.move_on_after(30, shield=True):
+                log("snapshot", reason="stopped during start-up", seq=state.seq, bytes=await save_snapshot(store, state))
+        raise
+    return state
 
 
 @contextmanager
@@ -305,15 +289,13 @@ class Daemon:
     async def _snapshot(self, *, reason: str) -> None:
         if not self.consistent or self.state.seq == self.last_snapshot:
             return
+        self.last_snapshot = self.state.seq
         try:
-            payload = await anyio.to_thread.run_sync(snapshot, self.state)
+            size = await save_snapshot(self.store, self.state)
         except Exception as exc:  # the log holds everything: a snapshot only saves time at start
             log("snapshot failed; the daemon goes on (please report it)", logging.ERROR, error=f"{type(exc).__name__}: {exc}", seq=self.state.seq)
-            self.last_snapshot = self.state.seq
             return
-        await self.store.save_snapshot(self.state.seq, payload, wall_ms())
-        self.last_snapshot = self.state.seq
-        log("snapshot", reason=reason, seq=self.state.seq, bytes=len(payload))
+        log("snapshot", reason=reason, seq=self.state.seq, bytes=size)
 
 
 def _report(ingested: ingest.Ingested, redelivered: int) -> None:

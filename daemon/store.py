@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import msgspec
 import sqlalchemy as sa
 from alembic import command
@@ -292,7 +293,8 @@ class Store:
 
     async def read_log(self, after: int = 0, until: int | None = None, page: int = 20_000) -> AsyncIterator[tuple[int, int, bytes]]:
         """(seq, received, payload) of every log row with `after < seq <= until`, in order, a
-        page at a time: all that a fold needs, and the hot path of replays and restarts."""
+        page at a time: all that a fold needs, and the hot path of replays and restarts. A stop
+        comes in between pages (each read is shielded)."""
         position = after
         while True:
             query = sa.select(_log.c.seq, _log.c.received, _log.c.payload).where(_log.c.seq > position).order_by(_log.c.seq).limit(page)
@@ -304,6 +306,7 @@ class Store:
             if len(rows) < page:
                 return
             position = rows[-1][0]
+            await anyio.lowlevel.checkpoint()
 
 
 def _read_only(url: str) -> str:

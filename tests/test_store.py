@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import anyio
 import msgspec
 import pytest
 from conftest import ROOT
@@ -139,3 +140,34 @@ async def test_a_snapshot_that_cannot_be_read_is_passed_over_for_the_whole_log(t
     finally:
         await store.close()
     assert snapshot(state) == snapshot(fold(records, ClusterState(log_id=store.log_id)))
+
+
+async def test_a_stop_while_the_log_is_folded_at_start_keeps_what_was_folded_in_a_snapshot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stopped midway through the start-up fold, the daemon saves a snapshot of what it folded
+    (the log is read a page at a time and each page folded whole), so the next start goes on
+    from there instead of folding everything again."""
+    from preemptd.daemon import history, runtime
+    from preemptd.events import NodeUpserted, Resources, encode
+
+    store = await Store.open(str(tmp_path / "log.db"))
+    try:
+        events = [NodeUpserted(id=f"n{i}", ts=1, node=f"n{i}", capacity=Resources({"vcore": 1000})) for i in range(1, 60_001)]
+        await store.commit(Batch(rows=[LogRow(seq=i, event_id=e.id, type="node.upserted", partition="default", ts=1, received=1, payload=encode(e)) for i, e in enumerate(events, 1)]))
+        stop = anyio.CancelScope()
+        fold = history.apply
+
+        def apply_and_stop_at_25000(state, record):
+            if record.seq == 25_000:
+                stop.cancel()  # takes effect at the next read of the log
+            return fold(state, record)
+
+        monkeypatch.setattr(history, "apply", apply_and_stop_at_25000)
+        with stop:
+            await runtime._rebuilt(store)
+        assert stop.cancelled_caught
+        assert await store.latest_snapshot_seq() == 40_000, "the two pages read were folded whole and kept"
+        monkeypatch.setattr(history, "apply", fold)
+        state = await history.load_state(store)
+        assert state.seq == 60_000 and len(state.partitions["default"].nodes) == 60_000
+    finally:
+        await store.close()
