@@ -1,8 +1,8 @@
 """The `preemptd` command line.
 
     preemptd run            the daemon (embedded nats-server and SQLite log by default)
-    preemptd publish FILE   JSON lines or YAML events to NATS: the simplest shim
-    preemptd tail           follow decisions
+    preemptd publish FILE   JSON lines or YAML events to NATS, checked first: the simplest shim
+    preemptd tail           follow decisions, or rejected events
     preemptd simulate FILE  run a scenario offline
     preemptd replay         recompute every decision of a log, or try another configuration
     preemptd explain ID     why a decision was taken
@@ -15,28 +15,23 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import inspect
 import json
-import math
 import os
-import re
+import signal
 import sys
-import uuid
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import anyio
 import msgspec
-import yaml
 from tqdm import tqdm
 
 from preemptd.events import (
     DurationError,
     PreemptdError,
     Scenario,
-    decode_decision,
     encode,
     json_schema,
     parse_duration,
@@ -45,22 +40,18 @@ from preemptd.events import (
 from preemptd.projections import partition_view
 from preemptd.scheduling import DEFAULT_MODEL, MODELS, Replayer, ScenarioError, check, simulate
 
-from . import render
-from .clock import wall_ms
+from . import client, render
 from .config_file import config_events
+from .entry import early_stops
 from .errors import UsageError
 from .history import load_state, outbox_rows, records, to_record, to_row
 from .logs import configure
-from .nats_source import Bus, Outbound, cluster_subject
 from .runtime import Settings, run
 from .store import Batch, Store
 
 __all__ = ["main"]
 
 DEFAULT_STATE_DIR = "preemptd-state"
-_CLIENT_CONNECT_TIMEOUT = 2.0  # publish and tail: a daemon that is not there is reported fast
-_PARTITION = re.compile(r"[A-Za-z0-9_-]{1,64}")  # the contract's partition name
-_SUBJECT_WORD = re.compile(r"[^\s*>.]+")
 
 
 def _state_dir(args: argparse.Namespace) -> Path:
@@ -113,86 +104,14 @@ def _duration(text: str, option: str) -> int:
     return milliseconds
 
 
-def _read_events(source: str) -> list[dict[str, Any]]:
-    try:
-        text = sys.stdin.read() if source == "-" else Path(source).read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read {source}: {exc}") from None
-    lines = [(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
-    json_error = None
-    if lines and lines[0][1].lstrip().startswith("{"):
-        try:
-            return [json.loads(line) for _, line in lines]
-        except json.JSONDecodeError:
-            json_error = next(filter(None, (_json_line_error(number, line) for number, line in lines)))
-    events: list[dict[str, Any]] = []
-    try:
-        for document in yaml.safe_load_all(text):
-            events += document if isinstance(document, list) else [document] if document is not None else []
-    except yaml.YAMLError as exc:
-        reason = json_error or f"not YAML: {' '.join(str(exc).split())}"
-        raise UsageError(f"{source}: {reason}") from None
-    if len(events) == 1 and isinstance(events[0], dict) and "events" in events[0] and "type" not in events[0]:
-        raise UsageError(f"{source} is a scenario file, not a list of events: run it with `preemptd simulate {source}`")
-    return events
-
-
-def _json_line_error(number: int, line: str) -> str | None:
-    """Why line `number` of a JSON lines file is not JSON, or None."""
-    try:
-        json.loads(line)
-    except json.JSONDecodeError as exc:
-        return f"line {number} is not JSON: {exc.msg} (column {exc.colno})"
-    return None
-
-
-def _prepared(event: Any, now: int, position: int) -> Outbound:
-    """The simplest shim fills `id` and `ts` when missing; anything else goes as written, and
-    the daemon answers bad input with a dead letter."""
-    if isinstance(event, dict):
-        event.setdefault("id", uuid.uuid4().hex)
-        event.setdefault("ts", now)
-        partition, kind = str(event.get("partition", "default")), str(event.get("type", "unknown"))
-        if not _PARTITION.fullmatch(partition):
-            raise UsageError(f"event {position} (id {event['id']}): partition {partition!r} is not 1-64 letters, digits, _ or -")
-        if not _SUBJECT_WORD.match(kind):
-            raise UsageError(f"event {position} (id {event['id']}): type {kind!r} cannot start a NATS subject word (no spaces, '*' or '>')")
-        return Outbound(cluster_subject(partition, kind), json.dumps(event).encode(), str(event["id"]))
-    return Outbound(cluster_subject("default", "unknown"), json.dumps(event).encode())
-
-
 async def cmd_publish(args: argparse.Namespace) -> int:
-    events = _read_events(args.file)
-    now = wall_ms()
-    messages = [_prepared(event, now, position) for position, event in enumerate(events, 1)]
-    bus = await Bus.connect(_nats_url(args), connect_timeout=_CLIENT_CONNECT_TIMEOUT)
-    duplicates = 0
-    try:
-        await bus.ensure_streams()
-        for start in range(0, len(messages), 1000):
-            duplicates += await bus.publish(messages[start : start + 1000])
-    finally:
-        await bus.close()
-    dropped = f"; NATS dropped {duplicates} whose id was published in the last 2 minutes" if duplicates else ""
-    print(f"published {render.count(len(messages), 'event')}{dropped}", file=sys.stderr)
-    return 0
+    return await client.publish(_nats_url(args), args.file, check=not args.no_check, wait=args.timeout if args.wait else None)
 
 
 async def cmd_tail(args: argparse.Namespace) -> int:
-    bus = await Bus.connect(_nats_url(args), connect_timeout=_CLIENT_CONNECT_TIMEOUT)
-    seen = 0
-    try:
-        await bus.ensure_streams()
-        with anyio.move_on_after(args.timeout or math.inf):
-            async with contextlib.aclosing(bus.decisions(args.partition, from_start=args.from_start)) as decisions:
-                async for data in decisions:
-                    print(data.decode() if args.json else render.summary(decode_decision(data)), flush=True)
-                    seen += 1
-                    if args.count and seen >= args.count:
-                        break
-    finally:
-        await bus.close()
-    return 0
+    return await client.tail(
+        _nats_url(args), partition=args.partition, rejected=args.rejected, as_json=args.json, from_start=args.from_start, count=args.count, timeout=args.timeout
+    )
 
 
 def _load_scenario(path: str) -> Scenario:
@@ -333,7 +252,8 @@ async def cmd_dead_letters(args: argparse.Namespace) -> int:
             print(json.dumps({**dead.__dict__, "raw": dead.raw.decode(errors="replace")}))
         else:
             print(render.dead_letter(dead))
-    print(f"{render.count(counts['dead_letters'], 'dead letter')} in all", file=sys.stderr)
+    passed = f"; {render.count(counts['passed_over'], 'decision')} passed over by the publisher (the daemon's log says why)" if counts["passed_over"] else ""
+    print(f"{render.count(counts['dead_letters'], 'dead letter')} in all{passed}", file=sys.stderr)
     return 0
 
 
@@ -348,7 +268,7 @@ async def cmd_db_upgrade(args: argparse.Namespace) -> int:
         counts = await store.counts()
     finally:
         await store.close()
-    print(f"{_db(args)}: schema up to date (log {store.log_id}, {counts['log']} records, {counts['unpublished']} decisions unpublished)")
+    print(f"{_db(args)}: schema up to date (log {store.log_id}, {counts['log']} records, {counts['unpublished']} decisions unpublished, {counts['passed_over']} passed over)")
     return 0
 
 
@@ -411,14 +331,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = commands.add_parser("publish", help="publish events from a file (JSON lines or YAML; - for stdin)")
     p.add_argument("file", help="events as JSON lines, or a YAML list or documents; - reads stdin; `id` and `ts` are filled when missing")
     _common(p, nats=True)
+    p.add_argument("--no-check", action="store_true", help="send events even if they are not valid events of the contract (the daemon will reject them)")
+    p.add_argument("--wait", action="store_true", help="wait for the daemon and print its verdict on each event (accepted or rejected, and why); exit 1 unless all were accepted")
+    p.add_argument("--timeout", type=_at_least(0, float), default=30.0, help="with --wait: how long to wait for the daemon to read them, in seconds (default: 30)")
     p.set_defaults(func=cmd_publish)
 
-    p = commands.add_parser("tail", help="follow decisions")
+    p = commands.add_parser("tail", help="follow decisions, or rejected events")
     _common(p, nats=True)
-    p.add_argument("--json", action="store_true", help="print decisions as JSON lines")
-    p.add_argument("--partition", default="*", help="only this partition's decisions (default: all)")
-    p.add_argument("--from-start", action="store_true", help="begin with the oldest decision the stream keeps")
-    p.add_argument("--count", type=_at_least(0), default=0, help="stop after this many decisions (default: 0, never)")
+    p.add_argument("--rejected", action="store_true", help="follow the notices of rejected events (each with its reason) instead of decisions")
+    p.add_argument("--json", action="store_true", help="print decisions (or notices) as JSON lines")
+    p.add_argument("--partition", default="*", help="only this partition's decisions or rejections (default: all)")
+    p.add_argument("--from-start", action="store_true", help="begin with the oldest the stream keeps (streams keep 7 days)")
+    p.add_argument("--count", type=_at_least(0), default=0, help="stop after this many (default: 0, never)")
     p.add_argument("--timeout", type=_at_least(0, float), default=0, help="stop after this many seconds (default: 0, never)")
     p.set_defaults(func=cmd_tail)
 
@@ -472,18 +396,22 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure(args.log_level, args.log_format)
+    if args.func is not cmd_run:  # `run` handles stop signals itself; the others end at once, as ever
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if early_stops:  # a stop while loading (checked after the above, so none is missed): nothing has started
+        return 0
     try:
         if not _is_async(args.func):
             return args.func(args)
         return anyio.run(args.func, args, backend="asyncio")
     except PreemptdError as exc:
-        print(f"preemptd: {render.printable(str(exc))}", file=sys.stderr)
+        print(f"preemptd: {render.printable_lines(str(exc))}", file=sys.stderr)
         return 2
     except BaseExceptionGroup as group:  # from a task group: ours are still one-line errors
         ours, others = group.split(PreemptdError)
         if ours is None or others is not None:
             raise
-        print(f"preemptd: {render.printable(str(_first(ours)))}", file=sys.stderr)
+        print(f"preemptd: {render.printable_lines(str(_first(ours)))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

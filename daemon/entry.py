@@ -1,37 +1,29 @@
 """The `preemptd` console script. Loading the CLI takes a moment (SQLAlchemy, NATS, the
-engine): a stop signal in that moment, or in any other before a command handles signals itself
-(as `run` does from its first step), ends the program quietly instead of killing it mid-way."""
+engine). A SIGTERM from the first moment is recorded, never raised into whatever code runs
+then (a library may swallow it, or be left half-done): once loaded, a command that has not
+started ends at once, and `run` stops as soon as it handles signals itself, before it starts
+anything. So no moment of a start is unguarded."""
 
 from __future__ import annotations
 
 import signal
 import sys
 
-
-class _Stopped(BaseException):
-    """SIGTERM arrived while no command handled it."""
-
-
-def _stop(signum: int, frame: object) -> None:
-    raise _Stopped
+#: SIGTERMs received before the command handles them.
+early_stops: list[int] = []
 
 
-def _is_stop(exc: BaseException) -> bool:
-    if isinstance(exc, BaseExceptionGroup):
-        return all(_is_stop(inner) for inner in exc.exceptions)
-    return isinstance(exc, (_Stopped, KeyboardInterrupt))
+def _record(signum: int, frame: object) -> None:
+    early_stops.append(signum)
 
 
 def main() -> int:
-    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGTERM, _record)
     try:
         from .cli import main as cli
-
-        return cli()
-    except BaseException as exc:
-        if not _is_stop(exc):
-            raise
-        return 130 if isinstance(exc, KeyboardInterrupt) else 0
+    except KeyboardInterrupt:
+        return 130
+    return cli()
 
 
 if __name__ == "__main__":

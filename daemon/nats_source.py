@@ -13,11 +13,14 @@ import asyncio
 import contextlib
 import datetime
 import logging
+import socket
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
+import anyio
 import nats
 import nats.errors
 import nats.js.errors
@@ -34,9 +37,11 @@ __all__ = [
     "Bus",
     "Inbound",
     "Outbound",
+    "Stored",
     "cluster_subject",
     "creation_stamp",
     "decision_subject",
+    "reachable",
     "rejected_subject",
 ]
 
@@ -78,6 +83,42 @@ def creation_stamp(created: datetime.datetime | str) -> str:
     return f"{seconds[:19]}.{fraction[:6].ljust(6, '0')}Z"
 
 
+_DEFAULT_PORTS = {"nats": 4222, "tls": 4222, "ws": 80, "wss": 443}
+
+
+def nats_address(url: str) -> tuple[str, int]:
+    """The host and port `url` names, read as nats-py reads it (`host:port` means nats://);
+    a `BusError` that says what is wrong with it."""
+    parsed = urlsplit(url if "://" in url else f"nats://{url}")
+    if parsed.scheme not in _DEFAULT_PORTS:
+        raise BusError(f"NATS URL {url!r}: the scheme must be nats://, tls://, ws:// or wss://, not {parsed.scheme}://")
+    bad_port = BusError(f"NATS URL {url!r}: the port must be a number from 1 to 65535")
+    try:
+        port = parsed.port
+    except ValueError:
+        raise bad_port from None
+    if not parsed.hostname:
+        raise BusError(f"NATS URL {url!r} names no host")
+    if port == 0:
+        raise bad_port
+    return parsed.hostname, port or _DEFAULT_PORTS[parsed.scheme]
+
+
+async def reachable(url: str, timeout: float) -> None:
+    """Check that something listens at `url`, so that a wrong URL or a server that is down is
+    reported at once, in its own words (nats-py would retry until its timeout)."""
+    host, port = nats_address(url)
+    try:
+        probe = await anyio.to_thread.run_sync(socket.create_connection, (host, port), timeout, abandon_on_cancel=True)
+    except ConnectionRefusedError:
+        raise BusError(f"cannot connect to NATS at {url}: connection refused at {host}:{port} (is it running?)") from None
+    except TimeoutError:
+        raise BusError(f"cannot connect to NATS at {url}: no answer from {host}:{port} within {timeout:g}s") from None
+    except OSError as exc:  # an unknown host, an unreachable network
+        raise BusError(f"cannot connect to NATS at {url}: {exc.strerror or exc}") from None
+    probe.close()
+
+
 def _describe(exc: BaseException) -> str:
     """The error's text, or its kind when it has none (a timeout)."""
     return str(exc).strip() or {"TimeoutError": "timed out"}.get(type(exc).__name__, type(exc).__name__)
@@ -107,6 +148,14 @@ class Inbound:
 
 
 @dataclass(frozen=True)
+class Stored:
+    """Where JetStream put a published message."""
+
+    seq: int
+    duplicate: bool
+
+
+@dataclass(frozen=True)
 class Outbound:
     subject: str
     data: bytes
@@ -129,19 +178,21 @@ class Bus:
     async def connect(cls, url: str, *, name: str = "preemptd", connect_timeout: float = 5.0) -> Bus:
         """Connect, and keep reconnecting forever if the server goes away later."""
 
+        await reachable(url, connect_timeout)
+
         async def quiet(_exc: Exception) -> None:  # reconnects are logged by the caller's retries
             return None
 
-        connection: list[Any] = []  # filled once connected: a close is not a lost connection
+        nc = nats.NATS()  # made first, so that a connection cut short can still be closed
 
         async def disconnected() -> None:
-            if not (connection and connection[0].is_closed):
+            if not nc.is_closed:  # a close of our own is not a lost connection
                 log("NATS connection lost; reconnecting", logging.WARNING, url=url)
 
         async def reconnected() -> None:
             log("NATS connection back", url=url)
 
-        connecting = nats.connect(
+        connecting = nc.connect(
             url,
             name=name,
             connect_timeout=connect_timeout,
@@ -153,10 +204,14 @@ class Bus:
             reconnected_cb=reconnected,
         )
         try:  # nats-py retries a first connection forever too: bound it
-            nc = await asyncio.wait_for(connecting, connect_timeout * 2)
-            connection.append(nc)
-        except _NATS_ERRORS as exc:
-            raise BusError(f"cannot connect to NATS at {url}: {_describe(exc)} (is it running?)") from exc
+            await asyncio.wait_for(connecting, connect_timeout * 2)
+        except BaseException as exc:
+            # Failed or cancelled (a stop): nats-py's own tasks would outlive it and hold up the exit.
+            with anyio.CancelScope(shield=True), contextlib.suppress(*_NATS_ERRORS):
+                await nc.close()
+            if isinstance(exc, _NATS_ERRORS):
+                raise BusError(f"cannot connect to NATS at {url}: {_describe(exc)} (is it a NATS server?)") from exc
+            raise
         return cls(nc)
 
     @property
@@ -198,12 +253,39 @@ class Bus:
 
     async def other_consumers(self, mine: str) -> list[str]:
         """Durable consumers of other preemptd logs on the cluster stream: other daemons."""
+        return sorted(consumer.name for consumer in await self._daemons() if consumer.name != mine)
+
+    async def read_through(self) -> int:
+        """How far into the cluster stream a daemon has read and committed: the furthest
+        acknowledgement of any preemptd log's consumer (0 while no daemon has read anything)."""
+        return max((consumer.ack_floor.stream_seq for consumer in await self._daemons() if consumer.ack_floor), default=0)
+
+    async def acknowledged(self, consumer: str) -> int | None:
+        """How far `consumer` of the cluster stream has acknowledged; None if it does not exist."""
+        try:
+            info = await self._js.consumer_info(CLUSTER_STREAM, consumer)
+        except nats.js.errors.NotFoundError:
+            return None
+        except _NATS_ERRORS as exc:
+            raise BusError(f"cannot read consumer {consumer} of {CLUSTER_STREAM}: {_describe(exc)}") from exc
+        return info.ack_floor.stream_seq if info.ack_floor else 0
+
+    async def cluster_message(self, seq: int) -> bytes | None:
+        """The message at `seq` in the cluster stream; None if it is gone."""
+        try:
+            return (await self._js.get_msg(CLUSTER_STREAM, seq)).data
+        except nats.js.errors.NotFoundError:
+            return None
+        except _NATS_ERRORS as exc:
+            raise BusError(f"cannot read message {seq} of {CLUSTER_STREAM}: {_describe(exc)}") from exc
+
+    async def _daemons(self) -> list[Any]:
+        """The consumers of the cluster stream that are preemptd logs'."""
         try:
             consumers = await self._js.consumers_info(CLUSTER_STREAM)
         except _NATS_ERRORS as exc:
             raise BusError(f"cannot list the consumers of {CLUSTER_STREAM}: {_describe(exc)}") from exc
-        names = [c.name for c in consumers]
-        return sorted(name for name in names if name.startswith(f"{CONSUMER}-") and name != mine)
+        return [consumer for consumer in consumers if consumer.name.startswith(f"{CONSUMER}-")]
 
     async def remove_consumer(self, name: str) -> None:
         """Delete a durable consumer of the cluster stream, if it exists."""
@@ -275,14 +357,15 @@ class Bus:
         """The largest message the server takes, headers included (its `max_payload`)."""
         return self._nc.max_payload
 
-    async def publish(self, messages: Sequence[Outbound], timeout: float = 10.0) -> int:
-        """Publish to JetStream and wait for every acknowledgement; all or `BusError`. Returns
-        how many JetStream dropped as duplicates of a `Nats-Msg-Id` it has seen recently."""
+    async def publish(self, messages: Sequence[Outbound], timeout: float = 10.0) -> list[Stored]:
+        """Publish to JetStream and wait for every acknowledgement; all or `BusError`. Says
+        where each message is in its stream, and whether JetStream dropped it as a duplicate of
+        a `Nats-Msg-Id` it has seen recently (then the position is the original's)."""
         acks = await self._acknowledged(messages, timeout)
         failed = [ack for ack in acks if isinstance(ack, BaseException)]
         if failed:
             raise BusError(f"publish failed: {_describe(failed[0])}") from failed[0]
-        return sum(1 for ack in acks if ack.duplicate)
+        return [Stored(ack.seq, bool(ack.duplicate)) for ack in acks]
 
     async def publish_each(self, messages: Sequence[Outbound], timeout: float = 10.0) -> list[str | None]:
         """Publish to JetStream: for each message None once JetStream has it, or why the server
@@ -319,19 +402,35 @@ class Bus:
 
     # -- reading decisions (tail) and streams (tests, tools) --
 
-    async def decisions(self, partition: str = "*", *, from_start: bool = False) -> AsyncIterator[bytes]:
-        """Decisions as they are published (or all of them, with `from_start`)."""
-        policy = api.DeliverPolicy.ALL if from_start else api.DeliverPolicy.NEW
+    @contextlib.asynccontextmanager
+    async def follow(self, subject: str, *, after: int | None = None) -> AsyncIterator[AsyncIterator[tuple[int, bytes]]]:
+        """Messages on `subject` as (stream sequence, data): those published from now on, or
+        every one after stream sequence `after` (0: from the oldest kept). Subscribed on entry."""
+        if after is None:
+            policy: dict[str, Any] = {"deliver_policy": api.DeliverPolicy.NEW}
+        else:
+            policy = {"deliver_policy": api.DeliverPolicy.BY_START_SEQUENCE, "config": api.ConsumerConfig(opt_start_seq=after + 1)}
         try:
-            subscription = await self._js.subscribe(f"preemptd.decisions.{partition}.>", ordered_consumer=True, deliver_policy=policy)
+            subscription = await self._js.subscribe(subject, ordered_consumer=True, **policy)
         except _NATS_ERRORS as exc:
-            raise BusError(f"cannot subscribe to decisions: {_describe(exc)}") from exc
-        try:
+            raise BusError(f"cannot subscribe to {subject}: {_describe(exc)}") from exc
+
+        async def messages() -> AsyncIterator[tuple[int, bytes]]:
             async for message in subscription.messages:
-                yield message.data
+                yield _stream_sequence(message.reply), message.data
+
+        try:
+            yield messages()
         finally:
             with contextlib.suppress(*_NATS_ERRORS):
                 await subscription.unsubscribe()
+
+    async def last_sequence(self, stream: str) -> int:
+        """The stream sequence of the newest message in `stream`."""
+        try:
+            return (await self._js.stream_info(stream)).state.last_seq
+        except _NATS_ERRORS as exc:
+            raise BusError(f"cannot read the state of {stream}: {_describe(exc)}") from exc
 
     async def read_stream(self, stream: str, subject: str, *, idle: float = 1.0) -> list[tuple[bytes, dict[str, str]]]:
         """Every message of `stream` on `subject`, with headers, until none arrives for `idle` s."""

@@ -15,11 +15,12 @@ kept in the log. NATS not answering is not a refusal: then everything waits and 
 from __future__ import annotations
 
 import logging
+from typing import Annotated
 
 import anyio
 import msgspec
 
-from preemptd.events import decode_decision, encode_within
+from preemptd.events import MAX_TIMESTAMP, cut_text, decode_decision, encode_within
 
 from .clock import wall_ms
 from .errors import BusError
@@ -27,11 +28,12 @@ from .logs import log
 from .nats_source import Bus, Outbound, rejected_subject
 from .store import DeadLetter, OutboxRow, Store
 
-__all__ = ["Publisher", "notice", "publish_rejections"]
+__all__ = ["Notice", "Publisher", "notice", "publish_rejections", "publish_unacknowledged_rejections"]
 
 _PUBLISH_GRACE = 5.0  # seconds a batch of decisions in flight may hold up a stop
 _BATCH = 250  # small enough that a stop never waits long for the batch in flight
 _TRIES = 3  # refusals by JetStream before a decision is passed over
+_NOTICE_FIELD = 1024  # characters of each text in a rejection notice
 _HEADERS = 512  # bytes kept for the headers (Nats-Msg-Id) within the server's max_payload
 
 
@@ -98,24 +100,66 @@ def _fit(rows: list[OutboxRow], max_bytes: int) -> tuple[list[tuple[OutboxRow, b
 
 
 async def publish_rejections(bus: Bus, dead: list[DeadLetter]) -> None:
-    """Tell shims about their rejected input, on `preemptd.rejected.<partition>`."""
+    """Tell shims about their rejected input, on `preemptd.rejected.<partition>`, before the
+    events are acknowledged (`publish --wait` takes an acknowledged event without a notice as
+    accepted). Tried until NATS answers: a stop meanwhile leaves the events unacknowledged, and
+    they and their notices come again. A notice JetStream refuses is logged and passed over."""
     notices = [Outbound(rejected_subject(d.partition or "unknown"), notice(d)) for d in dead]
-    try:
-        await bus.publish(notices)
-    except BusError as exc:
-        log("could not publish rejection notices (they are in dead letters)", logging.WARNING, error=str(exc))
+    fitting = [n for n in notices if len(n.data) <= bus.max_payload - _HEADERS]
+    if len(fitting) < len(notices):  # a server set far below its default of 1 MiB
+        log("rejection notices beyond the server's max_payload are passed over", logging.WARNING, notices=len(notices) - len(fitting))
+    delay = 1.0
+    while fitting:
+        try:
+            refusals = await bus.publish_each(fitting)
+        except BusError as exc:
+            log("could not publish rejection notices; trying again", logging.WARNING, error=str(exc), seconds=delay)
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 30.0)
+            continue
+        for problem in filter(None, refusals):
+            log("rejection notice refused; it is passed over (the dead letter is in the log)", logging.WARNING, problem=problem)
+        return
+
+
+async def publish_unacknowledged_rejections(store: Store, bus: Bus, consumer: str, position: int) -> None:
+    """At start: the notices of dead letters the log committed but the consumer never
+    acknowledged (a stop came between), which the consumer, placed after the log's position,
+    will not deliver again. Each is checked against the stream, so that a dead letter of
+    another stream with the same sequence number is never announced."""
+    acknowledged = await bus.acknowledged(consumer)
+    if acknowledged is None or acknowledged >= position:
+        return
+    dead = [d for d in await store.dead_letters_between(acknowledged, position) if d.stream_seq and await bus.cluster_message(d.stream_seq) == d.raw]
+    if dead:
+        log("publishing the rejection notices a stop cut short", notices=len(dead))
+        await publish_rejections(bus, dead)
+
+
+class Notice(msgspec.Struct, kw_only=True):
+    """A rejection notice, on `preemptd.rejected.<partition>`: the dead letter, its raw bytes
+    cut to 4 KiB. Read with care: anyone who may publish may publish one."""
+
+    subject: str = ""
+    stream_seq: int | None = None
+    event_type: str | None = None
+    event_id: str | None = None
+    reason: str = ""
+    received: Annotated[int, msgspec.Meta(ge=0, le=MAX_TIMESTAMP)] = 0
+    raw: str = ""
 
 
 def notice(dead: DeadLetter) -> bytes:
-    """The rejection notice published for a dead letter, on `preemptd.rejected.<partition>`."""
+    """The rejection notice published for a dead letter: every field cut to a size that keeps
+    the notice far below any server's `max_payload`, whatever the shim sent."""
     return msgspec.json.encode(
-        {
-            "subject": dead.subject,
-            "stream_seq": dead.stream_seq,
-            "event_type": dead.event_type,
-            "event_id": dead.event_id,
-            "reason": dead.reason,
-            "received": dead.received,
-            "raw": dead.raw.decode(errors="replace")[:4096],
-        }
+        Notice(
+            subject=cut_text(dead.subject, _NOTICE_FIELD),
+            stream_seq=dead.stream_seq,
+            event_type=dead.event_type and cut_text(dead.event_type, _NOTICE_FIELD),
+            event_id=dead.event_id and cut_text(dead.event_id, _NOTICE_FIELD),
+            reason=cut_text(dead.reason, _NOTICE_FIELD),
+            received=dead.received,
+            raw=cut_text(dead.raw.decode(errors="replace"), _NOTICE_FIELD),
+        )
     )

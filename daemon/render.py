@@ -20,7 +20,7 @@ from preemptd.scheduling import Change, Divergence, ReplayReport
 
 from .store import DeadLetter
 
-__all__ = ["clock", "count", "dead_letter", "explanation", "printable", "queue_table", "replay_summary", "summary"]
+__all__ = ["clock", "count", "dead_letter", "explanation", "printable", "printable_lines", "queue_table", "replay_summary", "summary"]
 
 # Controls (C0, DEL, C1), format characters (bidirectional overrides and isolates, zero-width
 # characters) and line and paragraph separators: shown as escapes, never sent to the terminal.
@@ -32,6 +32,11 @@ def printable(text: str) -> str:
     if text.isascii() and text.isprintable():
         return text
     return "".join(repr(ch)[1:-1] if unicodedata.category(ch) in _UNSAFE else ch for ch in text)
+
+
+def printable_lines(text: str) -> str:
+    """`text` made printable line by line: its own line breaks kept."""
+    return "\n".join(map(printable, text.split("\n")))
 
 
 def _printable_decision(value: Any) -> Any:

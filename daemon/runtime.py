@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
-from anyio.abc import ObjectReceiveStream, ObjectSendStream
+from anyio.abc import ObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from preemptd.events import DecisionEvent
 from preemptd.projections import ClusterState
@@ -36,12 +37,13 @@ from . import ingest
 from .clock import monotonic_ms, wall_ms
 from .config_file import apply_config_file
 from .embedded import EmbeddedNats, keep_running
+from .entry import early_stops
 from .errors import BusError, UsageError
 from .history import fold_log, load_state, outbox_rows, restored, save_snapshot, to_row
 from .lock import single_writer
 from .logs import log
-from .nats_source import CONSUMER, Bus, Inbound
-from .outbox import Publisher, publish_rejections
+from .nats_source import CONSUMER, Bus, Inbound, reachable
+from .outbox import Publisher, publish_rejections, publish_unacknowledged_rejections
 from .position import start_position
 from .store import Batch, Store, database_url
 
@@ -74,20 +76,27 @@ Delivery = list[Inbound] | Heartbeat
 async def run(settings: Settings) -> None:
     """Run the daemon until SIGINT or SIGTERM. The signals are handled from the first moment,
     so that a stop during start-up still stops the embedded server and closes the log."""
-    try:
-        settings.state_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot create the state directory {settings.state_dir}: {exc.strerror}") from None
-    with single_writer(database_url(settings.db), settings.state_dir):
-        async with anyio.create_task_group() as tg:
-            await tg.start(_stop_on_signal, tg.cancel_scope)
-            await _run(settings)
-            tg.cancel_scope.cancel()
+    async with anyio.create_task_group() as tg:
+        await tg.start(_stop_on_signal, tg.cancel_scope)
+        if not tg.cancel_scope.cancel_called:  # a stop before the start leaves nothing behind
+            if settings.nats_url:  # and so does a NATS server that is not there
+                await reachable(settings.nats_url, timeout=5.0)
+            try:
+                settings.state_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise UsageError(f"cannot create the state directory {settings.state_dir}: {exc.strerror}") from None
+            with single_writer(database_url(settings.db), settings.state_dir):
+                await _run(settings)
+        tg.cancel_scope.cancel()
 
 
 async def _stop_on_signal(scope: anyio.CancelScope, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         task_status.started()
+        if early_stops:  # received while the command was starting: stop now
+            log("stopping", signal=signal.Signals(early_stops[0]).name)
+            scope.cancel()
+            return
         async for signum in signals:
             log("stopping", signal=signal.Signals(signum).name)
             scope.cancel()
@@ -106,6 +115,7 @@ async def _run(settings: Settings) -> None:
             try:
                 await bus.ensure_streams()
                 source, position = await start_position(store, bus)
+                await publish_unacknowledged_rejections(store, bus, f"{CONSUMER}-{store.log_id}", position)
                 await bus.subscribe_cluster(position + 1, f"{CONSUMER}-{store.log_id}")
                 daemon = Daemon(settings, store, bus, state, source)
                 if settings.config is not None:
@@ -211,14 +221,29 @@ class Daemon:
 
     # -- act --
 
-    async def _act(self, rx: ObjectReceiveStream[Delivery]) -> None:
+    async def _act(self, rx: MemoryObjectReceiveStream[Delivery]) -> None:
         async with rx:
             async for delivery in rx:
-                if not isinstance(delivery, Heartbeat):
-                    await self._ingest(delivery)
-                await self._run_due_cycles()
+                await self._take(delivery)
+                for partition in self.pacer.due(self.state, monotonic_ms()):
+                    await self._cycle(partition)
+                    await self._take_waiting(rx)
                 if self.state.seq - self.last_snapshot >= self.settings.snapshot_every:
                     await self._snapshot(reason="periodic")
+
+    async def _take_waiting(self, rx: MemoryObjectReceiveStream[Delivery]) -> None:
+        """Read what arrived during a cycle before the next partition's cycle: only that, or a
+        steady flow of events would keep the cycles from ever running."""
+        waiting = rx.statistics()
+        for _ in range(waiting.current_buffer_used + waiting.tasks_waiting_send):
+            try:
+                await self._take(rx.receive_nowait())
+            except (anyio.WouldBlock, anyio.EndOfStream):
+                return
+
+    async def _take(self, delivery: Delivery) -> None:
+        if not isinstance(delivery, Heartbeat):
+            await self._ingest(delivery)
 
     async def _ingest(self, messages: list[Inbound]) -> None:
         """Commit the messages that continue the log's position without a gap, then ack them."""
@@ -246,13 +271,14 @@ class Daemon:
                 await self._rebuild(ingested.dead[-1].reason)
             self.consistent = True
             self.tracking = last.stream_seq
-            await self._ack(last)
+        # Notices before the ack: a shim that sees its event acknowledged finds its notice.
+        await publish_rejections(self.bus, ingested.dead)
+        await self._ack(last)
         if ingested.stopped is not None:
             self.bus.resume_from(last.stream_seq + 1)  # the messages after it come again, to a sound state
         for partition in ingested.touched:
             self.pacer.touched(partition)
         _report(ingested, redelivered)
-        await publish_rejections(self.bus, ingested.dead)
 
     async def _rebuild(self, reason: str) -> None:
         """Fold the state again from the log, after an error of ours left it in doubt."""
@@ -265,26 +291,20 @@ class Daemon:
         except BusError as exc:  # the batch is committed; a redelivery will be recognised
             log("ack failed; the batch will be redelivered and skipped", logging.WARNING, error=str(exc))
 
-    async def _run_due_cycles(self) -> None:
-        for partition in self.pacer.due(self.state, monotonic_ms()):
-            started = monotonic_ms()  # when this cycle's tick is stamped: its wake-up is counted from here
-            decisions = await self._cycle(partition)
-            self.pacer.ran(self.state, partition, started, took=monotonic_ms() - started, decisions=len(decisions))
-
-    async def _cycle(self, partition: str) -> list[DecisionEvent]:
+    async def _cycle(self, partition: str) -> None:
+        started = monotonic_ms()  # when this cycle's tick is stamped: its wake-up is counted from here
         self.last_tick_ts = ts = max(wall_ms(), self.last_tick_ts)  # ticks never go back in the log
         with anyio.CancelScope(shield=True):
             self.consistent = False
-            started = time.perf_counter()
+            deciding = time.perf_counter()
             cycle = run_cycle(self.state, tick_record(self.state, ts, partition))
-            took_ms = round((time.perf_counter() - started) * 1000, 1)
+            took_ms = round((time.perf_counter() - deciding) * 1000, 1)
             await self.store.commit(Batch(rows=[to_row(r) for r in cycle.records], outbox=outbox_rows(cycle.decided)))
             self.consistent = True
-        decisions = cycle.decisions
-        if decisions:
+        if cycle.decided:
             self.publisher.wake()
-        _log_cycle(partition, cycle.tick.seq, decisions, pending=self.state.partitions[partition].pending_count, took_ms=took_ms)
-        return decisions
+        self.pacer.ran(self.state, partition, started, took=monotonic_ms() - started, decisions=len(cycle.decided))
+        _log_cycle(partition, cycle.tick.seq, cycle.decisions, pending=self.state.partitions[partition].pending_count, took_ms=took_ms)
 
     async def _snapshot(self, *, reason: str) -> None:
         if not self.consistent or self.state.seq == self.last_snapshot:

@@ -12,6 +12,7 @@ with WAL here. Driver errors become `StoreError`.
 
 from __future__ import annotations
 
+import shlex
 import urllib.parse
 import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -174,9 +175,10 @@ def _check_schema(connection: sa.Connection, target: str, *, writable: bool) -> 
 class Store:
     """The log database of one daemon (the single writer)."""
 
-    def __init__(self, engine: AsyncEngine, log_id: str) -> None:
+    def __init__(self, engine: AsyncEngine, log_id: str, target: str) -> None:
         self._engine = engine
         self.log_id = log_id
+        self._target = target
 
     @classmethod
     async def open(cls, target: str, *, synchronous: str = "FULL", create: bool = True) -> Store:
@@ -194,19 +196,20 @@ class Store:
         if url.startswith("sqlite") and create:
             _tune_sqlite(engine, synchronous)
         try:
-            async with engine.begin() as conn:
-                if create:
-                    await conn.run_sync(_upgrade, target)
-                else:
-                    await conn.run_sync(_check_schema, target, writable=False)
-                log_id = await _ensure_log_id(conn, create=create)
+            with anyio.CancelScope(shield=True):  # as every transaction: see `_run`
+                async with engine.begin() as conn:
+                    if create:
+                        await conn.run_sync(_upgrade, target)
+                    else:
+                        await conn.run_sync(_check_schema, target, writable=False)
+                    log_id = await _ensure_log_id(conn, create=create)
         except StoreError:
             await engine.dispose()
             raise
         except SQLAlchemyError as exc:
             await engine.dispose()
-            raise StoreError(f"cannot open the log at {target}: {getattr(exc, 'orig', None) or exc}") from exc
-        return cls(engine, log_id)
+            raise _failure(exc, target, "cannot open the log at") from exc
+        return cls(engine, log_id, target)
 
     async def close(self) -> None:
         with anyio.CancelScope(shield=True):  # closing runs on a stop signal too
@@ -214,13 +217,14 @@ class Store:
 
     async def _run(self, work, *args):
         """One transaction. Shielded: a cancelled transaction would leave SQLAlchemy closing
-        its connection in a task of its own, which can outlive the event loop."""
+        its connection in a task of its own, which outlives the event loop and holds up the
+        program's exit (a stop during start-up hung so)."""
         with anyio.CancelScope(shield=True):
             try:
                 async with self._engine.begin() as conn:
                     return await work(conn, *args)
             except SQLAlchemyError as exc:
-                raise StoreError(f"log database error: {exc}") from exc
+                raise _failure(exc, self._target, "log database error at") from exc
 
     # -- writing --
 
@@ -288,6 +292,10 @@ class Store:
     async def dead_letters(self, limit: int) -> list[DeadLetter]:
         return await self._run(_dead_letters, limit)
 
+    async def dead_letters_between(self, after: int, through: int) -> list[DeadLetter]:
+        """Dead letters of the messages at stream sequences `after < seq <= through`."""
+        return await self._run(_dead_letters_between, after, through)
+
     async def counts(self) -> dict[str, int]:
         return await self._run(_counts)
 
@@ -307,6 +315,16 @@ class Store:
                 return
             position = rows[-1][0]
             await anyio.lowlevel.checkpoint()
+
+
+def _failure(exc: SQLAlchemyError, target: str, doing: str) -> StoreError:
+    """One line a user can act on, instead of SQLAlchemy's dump of the statement."""
+    cause = getattr(exc, "orig", None) or exc
+    said = " ".join(str(cause).split())
+    if getattr(cause, "sqlite_errorname", None) == "SQLITE_CORRUPT":
+        file = shlex.quote(target.split(":///", 1)[-1])
+        return StoreError(f"the log {file} is damaged ({said}): check it with `sqlite3 {file} 'pragma integrity_check'`")
+    return StoreError(f"{doing} {target}: {said}")
 
 
 def _read_only(url: str) -> str:
@@ -426,12 +444,19 @@ async def _select_rows(conn: AsyncConnection, query) -> list[LogRow]:
 
 async def _dead_letters(conn: AsyncConnection, limit: int) -> list[DeadLetter]:
     query = sa.select(_dead).order_by(_dead.c.id.desc()).limit(limit)
-    rows = [dict(row._mapping) for row in await conn.execute(query)]
+    rows = list(await conn.execute(query))
     # newest last, in the order the messages arrived (a batch stores them by kind of fault)
-    rows.sort(key=lambda row: (row["received"], row["stream_seq"] or 0, row["id"]))
-    for row in rows:
-        row.pop("id")
-    return [DeadLetter(**row) for row in rows]
+    rows.sort(key=lambda row: (row.received, row.stream_seq or 0, row.id))
+    return [_dead_letter(row) for row in rows]
+
+
+async def _dead_letters_between(conn: AsyncConnection, after: int, through: int) -> list[DeadLetter]:
+    query = sa.select(_dead).where(_dead.c.stream_seq > after, _dead.c.stream_seq <= through).order_by(_dead.c.id)
+    return [_dead_letter(row) for row in await conn.execute(query)]
+
+
+def _dead_letter(row: sa.Row) -> DeadLetter:
+    return DeadLetter(**{key: value for key, value in row._mapping.items() if key != "id"})
 
 
 async def _counts(conn: AsyncConnection) -> dict[str, int]:

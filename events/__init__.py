@@ -24,6 +24,7 @@ from ._codec import (
     DECISION_TYPES as DECISION_TYPES,
     DecodeError as DecodeError,
     LogEvent as LogEvent,
+    cut_text as cut_text,
     decode_cluster_event as decode_cluster_event,
     decode_decision as decode_decision,
     decode_log_event as decode_log_event,

@@ -6,6 +6,7 @@ Decoders are built once at import. A decode error names the event type and the f
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -23,6 +24,7 @@ __all__ = [
     "DECISION_TYPES",
     "DecodeError",
     "LogEvent",
+    "cut_text",
     "decode_cluster_event",
     "decode_decision",
     "decode_log_event",
@@ -108,7 +110,22 @@ def _explain(exc: msgspec.DecodeError, raw: bytes, expected: tuple[str, ...]) ->
             event_type if isinstance(event_type, str) else None,
             event_id,
         )
-    return DecodeError(f"{event_type}: {exc}", event_type, event_id)
+    return DecodeError(f"{event_type}: {exc}{_misspelt(document, str(exc))}", event_type, event_id)
+
+
+_MISSING_FIELD = re.compile(r"Object missing required field `([^`]+)`")
+
+
+def _misspelt(document: dict[str, Any], error: str) -> str:
+    """For a missing field, the field beside it that is probably it, misspelt (`resorces`).
+    Events' required fields are all at the top level."""
+    missing = _MISSING_FIELD.fullmatch(error)
+    if missing is None:
+        return ""
+    # Bounded: difflib is slow on long strings, and an attacker chooses the keys.
+    candidates = [key for key in list(document)[:1000] if len(key) <= 64]
+    close = difflib.get_close_matches(missing[1], candidates, n=1, cutoff=0.75)
+    return f" (`{close[0]}`: did you mean `{missing[1]}`?)" if close else ""
 
 
 def decode_cluster_event(raw: bytes) -> ClusterEvent:
@@ -179,18 +196,19 @@ def _cut(decision: DecisionEvent, lines: int, chars: int) -> DecisionEvent:
     if isinstance(decision, Blocked):
         changes["reasons"] = _cut_lines(decision.reasons, lines, chars, decision.id)
     if isinstance(decision, Preempted):
-        changes["victims"] = tuple(msgspec.structs.replace(v, why=_cut_text(v.why, chars)) for v in decision.victims)
+        changes["victims"] = tuple(msgspec.structs.replace(v, why=cut_text(v.why, chars)) for v in decision.victims)
     return msgspec.structs.replace(decision, **changes)
 
 
 def _cut_lines(texts: tuple[str, ...], lines: int, chars: int, decision_id: str) -> tuple[str, ...]:
-    kept = tuple(_cut_text(text, chars) for text in texts[:lines])
+    kept = tuple(cut_text(text, chars) for text in texts[:lines])
     if len(texts) > lines:
         kept += (f"... {len(texts) - lines:,} more lines: preemptd explain {decision_id}",)
     return kept
 
 
-def _cut_text(text: str, chars: int) -> str:
+def cut_text(text: str, chars: int) -> str:
+    """`text` in at most `chars` characters, saying how many it left out."""
     return text if len(text) <= chars else f"{text[:chars]}... ({len(text) - chars:,} more characters)"
 
 

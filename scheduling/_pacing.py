@@ -3,10 +3,10 @@ simulator (on simulated time, where cycles take no time).
 
 A cycle can only decide something for a partition with pending tasks. For one that has some:
 
-- after events: at once, but at most every `min_gap` and no more than half the time in cycles
-  (after a cycle of 0.4 s, the next one waits until 0.8 s after its start), so that a long
-  backlog leaves room to ingest;
+- after events: at once, but at most every `min_gap`;
 - while cycles are deciding: every `tick`;
+- and never more than half the time in cycles (after a cycle of 0.8 s, the next one waits until
+  1.6 s after its start), so that events are read between cycles however long they take;
 - once a cycle decided nothing and nothing happened since, another could only decide again once
   a delay runs out (`next_wakeup`): then, or every `idle_tick`.
 
@@ -83,5 +83,5 @@ class Pacer:
         if pace.dirty:
             return elapsed >= max(self.cadence.min_gap, 2 * pace.took)
         if not pace.idle:
-            return elapsed >= self.cadence.tick
+            return elapsed >= max(self.cadence.tick, 2 * pace.took)
         return (pace.wakeup is not None and now >= pace.wakeup) or elapsed >= self.cadence.idle_tick

@@ -62,7 +62,7 @@ def event(kind: str, event_id: str, msg_id: str | None = None, **fields: object)
 
 
 async def publish(url: str, messages: list[Outbound], *, retry: bool = False) -> None:
-    bus = await Bus.connect(url)
+    bus = await connect(url, retry=retry)
     try:
         await bus.ensure_streams()
         for start in range(0, len(messages), 500):
@@ -77,6 +77,18 @@ async def publish(url: str, messages: list[Outbound], *, retry: bool = False) ->
                     await anyio.sleep(0.2)  # the same ids again: JetStream drops what already arrived
     finally:
         await bus.close()
+
+
+async def connect(url: str, *, retry: bool) -> Bus:
+    """Connect; with `retry`, wait for a server that is still starting (the probe refuses at once)."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return await Bus.connect(url)
+        except BusError:
+            if not retry or time.monotonic() > deadline:
+                raise
+            await anyio.sleep(0.2)
 
 
 async def read(url: str, stream: str, subject: str) -> list[tuple[bytes, dict[str, str]]]:

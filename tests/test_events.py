@@ -211,6 +211,23 @@ def test_decode_errors_name_the_type_and_the_field(raw: bytes, event_type: str |
 
 
 @pytest.mark.parametrize(
+    ("fields", "hint"),
+    [
+        ('"resorces":{"cpu":1}', "(`resorces`: did you mean `resources`?)"),
+        ('"Resources":{"cpu":1}', "(`Resources`: did you mean `resources`?)"),
+        ('"requests":{"cpu":1}', None),  # nothing close: no guess
+        ("".join(f'"x{n}":1,' for n in range(1000)) + '"resorces":{"cpu":1}', None),  # beyond the first 1,000 fields: not searched
+    ],
+)
+def test_a_missing_field_names_the_misspelling_beside_it(fields: str, hint: str | None) -> None:
+    raw = f'{{"type":"task.submitted","id":"1","ts":1,"task":"t","app":"a",{fields}}}'.encode()
+    with pytest.raises(DecodeError) as caught:
+        decode_cluster_event(raw)
+    assert caught.value.reason.startswith("task.submitted: Object missing required field `resources`")
+    assert caught.value.reason.endswith(hint or "`resources`")
+
+
+@pytest.mark.parametrize(
     ("raw", "event_id"),
     [
         (b'{"type":"task.submitted","id":"sub-7","ts":1,"task":5,"app":"a","resources":{"cpu":1}}', "sub-7"),

@@ -128,6 +128,7 @@ def test_decisions_beyond_the_servers_max_payload_are_shortened_or_passed_over_a
         assert all(v["why"].endswith("more characters)") for v in cut["victims"])
         assert count(db, "outbox where passed_over_at is not null") == 1
         assert "decision passed over: it stays in the log but is not published" in daemon.log_text()
+        assert "1 decision passed over by the publisher" in preemptd("dead-letters", "--db", str(db)).stderr
         whole = preemptd("explain", cut["id"], "--db", str(db), "--json")
         assert whole.returncode == 0 and len(whole.stdout) > 16_384, "explain shows the whole decision from the log"
         assert daemon.stop() == 0
@@ -157,10 +158,46 @@ def test_a_stop_with_nats_gone_and_decisions_waiting_is_quick_and_loses_nothing(
         assert restarted.stop() == 0
 
 
-@pytest.mark.parametrize("delay", [0.15, 0.4, 0.8, 1.5])
+def catches(pid: int, signum: int) -> bool:
+    """The process has a handler for `signum` (Linux: the SigCgt mask in /proc/<pid>/status)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    mask = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
+    return bool(mask >> (signum - 1) & 1)
+
+
+SLOW_LOADING = """
+import sys, time, importlib.abc
+class SlowCli(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "preemptd.daemon.cli":
+            time.sleep(5)
+        return None
+sys.meta_path.insert(0, SlowCli())
+sys.argv = ["preemptd", "run", "--state-dir", sys.argv[1]]
+from preemptd.daemon.entry import main
+sys.exit(main())
+"""
+
+
+def test_sigterm_while_the_cli_loads_ends_the_program_quietly(tmp_path: Path) -> None:
+    """Loading the CLI takes a moment (here made long); a SIGTERM in it killed the process."""
+    import signal
+    import subprocess
+    import sys
+
+    process = subprocess.Popen([sys.executable, "-c", SLOW_LOADING, str(tmp_path / "state")], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path)
+    wait_for(lambda: catches(process.pid, signal.SIGTERM), timeout=30, what="the entry point handling SIGTERM while the CLI loads")
+    process.send_signal(signal.SIGTERM)
+    _, said = process.communicate(timeout=30)
+    assert process.returncode == 0
+    assert said == b"" and not (tmp_path / "state").exists(), "nothing started, nothing said"
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.1, 0.4, 0.8, 1.5])
 def test_sigterm_at_any_moment_of_the_installed_commands_start_ends_it_cleanly(tmp_path: Path, delay: float) -> None:
-    """Loading the CLI takes a moment; a SIGTERM in it (or later in start-up) ends `preemptd
-    run` quietly: no traceback, no nats-server left behind, the log usable."""
+    """From the moment its code runs (before that the interpreter itself is starting), a SIGTERM
+    ends `preemptd run` quietly, while it loads or later in start-up: no traceback, no
+    nats-server left behind, the log usable."""
     import signal
     import subprocess
     import sys
@@ -171,6 +208,7 @@ def test_sigterm_at_any_moment_of_the_installed_commands_start_ends_it_cleanly(t
     state = tmp_path / "state"
     with (tmp_path / "stderr").open("wb") as stderr:
         process = subprocess.Popen([str(Path(sys.executable).with_name("preemptd")), "run", "--state-dir", str(state)], stdout=subprocess.DEVNULL, stderr=stderr, cwd=tmp_path)
+        wait_for(lambda: catches(process.pid, signal.SIGTERM), timeout=30, what="the program's own code running")
         time.sleep(delay)
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0
@@ -179,3 +217,204 @@ def test_sigterm_at_any_moment_of_the_installed_commands_start_ends_it_cleanly(t
         assert embedded_servers(state) == []
     if (state / "preemptd.db").exists():
         assert preemptd("db", "upgrade", "--db", str(state / "preemptd.db")).returncode == 0
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        ("http://127.0.0.1:4222", "NATS URL 'http://127.0.0.1:4222': the scheme must be nats://, tls://, ws:// or wss://, not http://"),
+        ("nats://127.0.0.1:99999", "NATS URL 'nats://127.0.0.1:99999': the port must be a number from 1 to 65535"),
+        ("nats://127.0.0.1:four", "the port must be a number from 1 to 65535"),
+        ("nats://:4222", "NATS URL 'nats://:4222' names no host"),
+        ("nats://127.0.0.1:CLOSED", "connection refused at 127.0.0.1:CLOSED (is it running?)"),
+        ("127.0.0.1:CLOSED", "connection refused at 127.0.0.1:CLOSED (is it running?)"),  # as nats-py reads it: nats://
+    ],
+)
+@pytest.mark.parametrize("command", [["run"], ["publish", "-"], ["tail"]])
+def test_a_bad_nats_url_is_named_for_what_is_wrong_and_nothing_is_created(tmp_path: Path, url: str, said: str, command: list[str]) -> None:
+    """Every bad URL was "timed out (is it running?)" after some 5 s, and `run` had already
+    created its state directory and an empty log."""
+    port = str(closed_port())
+    url, said = url.replace("CLOSED", port), said.replace("CLOSED", port)
+    done = preemptd(*command, "--nats-url", url, "--state-dir", str(tmp_path / "state"), input="", timeout=60)
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines()[-1].endswith(said)
+    assert "timed out" not in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "state").exists()
+
+
+@pytest.mark.parametrize("command", [["state"], ["replay"], ["explain", "--task", "t-1"], ["dead-letters"]])
+def test_a_damaged_log_is_named_with_how_to_check_it(tmp_path: Path, command: list[str]) -> None:
+    """A damaged page gave SQLAlchemy's dump of the statement and its parameters."""
+    db = tmp_path / "preemptd.db"
+    assert preemptd("simulate", "tests/scenarios/cycle-bound.yaml", "--db", str(db)).returncode == 0
+    with db.open("r+b") as file:  # the second half is the log's rows; the schema is at the start
+        size = db.stat().st_size
+        file.seek(size // 2 // 4096 * 4096)
+        file.write(b"\x0d" + b"\xff" * (size - size // 2 // 4096 * 4096 - 1))
+    done = preemptd(*command, "--db", str(db))
+    assert done.returncode != 0
+    assert done.stderr.splitlines() == [f"preemptd: the log {db} is damaged (database disk image is malformed): check it with `sqlite3 {db} 'pragma integrity_check'`"]
+
+
+NEW_USER_EVENTS = "\n".join(
+    json.dumps(e)
+    for e in [
+        {"type": "node.upserted", "node": "n1", "capacity": {"vcore": 4}},
+        {"type": "task.submitted", "task": "t1", "app": "a1", "queue": "root.default", "resorces": {"vcore": 1}},
+        {"type": "task.submitted", "task": "t2", "app": "a2", "queue": "root.nope", "resources": {"vcore": 1}},
+    ]
+)
+
+
+def test_publish_checks_the_events_first_and_sends_nothing_if_one_is_invalid(nats_server: EmbeddedNats) -> None:
+    """It printed "published 3 events" for events the daemon would reject, and `tail` showed
+    nothing: a new user never learnt of the misspelt field."""
+    from preemptd.daemon.nats_source import CLUSTER_STREAM
+
+    refused = preemptd("publish", "-", "--nats-url", nats_server.url, input=NEW_USER_EVENTS)
+    assert refused.returncode == 2
+    assert refused.stderr.splitlines() == [
+        "preemptd: 1 event the daemon would reject; nothing was published (--no-check sends them anyway):",
+        "  event 2 (id " + refused.stderr.split("(id ")[1].split(")")[0] + "): task.submitted: Object missing required field `resources` (`resorces`: did you mean `resources`?)",
+    ]
+    unread = preemptd("publish", "-", "--nats-url", nats_server.url, "--no-check", "--wait", "--timeout", "0.5", input=NEW_USER_EVENTS)
+    assert unread.returncode == 1, "no daemon runs: nothing was read"
+    assert [line.split(": ", 1)[1] for line in unread.stdout.splitlines()] == ["not read: no daemon read it within 0.5s (is `preemptd run` running?)"] * 3
+    assert len(anyio.run(read, nats_server.url, CLUSTER_STREAM, "preemptd.cluster.>")) == 3, "only the events sent with --no-check"
+
+
+def test_publish_wait_gives_the_daemons_verdict_on_each_event_and_tail_shows_the_rejected(nats_server: EmbeddedNats, daemon_factory) -> None:
+    daemon_factory("--nats-url", nats_server.url).start()
+    published = preemptd("publish", "-", "--nats-url", nats_server.url, "--no-check", "--wait", input=NEW_USER_EVENTS)
+    assert published.returncode == 1, "not every event was accepted"
+    verdicts = [line.split(", id ")[0] + ":" + line.split("):", 1)[1] for line in published.stdout.splitlines()]
+    assert verdicts == [
+        "event 1 (node.upserted: accepted",
+        "event 2 (task.submitted: rejected: task.submitted: Object missing required field `resources` (`resorces`: did you mean `resources`?)",
+        "event 3 (task.submitted: rejected: unknown queue 'root.nope' in partition default (leaf queues: root.default)",
+    ]
+    assert published.stderr.strip() == "published 3 events: 1 accepted, 2 rejected"
+    rejected = preemptd("tail", "--rejected", "--from-start", "--count", "2", "--timeout", "20", "--nats-url", nats_server.url)
+    assert rejected.returncode == 0
+    assert [line.split(" rejected ", 1)[1].split(" (preemptd.cluster.default.task #")[0].split()[0] for line in rejected.stdout.splitlines()] == ["task.submitted"] * 2
+    assert "did you mean `resources`?" in rejected.stdout and "unknown queue 'root.nope'" in rejected.stdout
+    again = preemptd("publish", "-", "--nats-url", nats_server.url, "--wait", input=NEW_USER_EVENTS.splitlines()[0] + "\n")
+    assert again.returncode == 0 and again.stdout.endswith(": accepted\n"), "a new node event, with a fresh id"
+
+
+def test_publish_says_when_nats_dropped_a_resend(nats_server: EmbeddedNats) -> None:
+    line = json.dumps({"type": "node.upserted", "id": "node-n1-1", "node": "n1", "capacity": {"vcore": 4}}) + "\n"
+    first = preemptd("publish", "-", "--nats-url", nats_server.url, input=line)
+    assert (first.returncode, first.stderr) == (0, "published 1 event\n")
+    again = preemptd("publish", "-", "--nats-url", nats_server.url, input=line)
+    assert (again.returncode, again.stderr) == (0, "published 1 event: 1 duplicate (NATS dropped them: their id was published in the last 2 minutes)\n")
+    waited = preemptd("publish", "-", "--nats-url", nats_server.url, "--wait", input=line)
+    assert waited.returncode == 1, "not accepted this time"
+    assert waited.stdout == "event 1 (node.upserted, id node-n1-1): duplicate: NATS dropped it: its id was published in the last 2 minutes (the first copy's verdict is not known here)\n"
+
+
+def test_a_huge_rejected_message_gets_its_notice_and_so_does_the_next(nats_server: EmbeddedNats, daemon_factory) -> None:
+    """A 800 KB message whose type and id are long made a notice beyond max_payload (each field
+    repeats them); the batch's notices were all lost and `publish --wait` said "accepted" of
+    the next rejected event."""
+    daemon_factory("--nats-url", nats_server.url).start()
+    huge = json.dumps({"type": "T" * 400_000, "id": "I" * 400_000}).encode()
+    anyio.run(publish, nats_server.url, [Outbound("preemptd.cluster.default.task", huge, "huge")])
+    bogus = preemptd("publish", "-", "--nats-url", nats_server.url, "--no-check", "--wait", input='{"type": "bogus", "id": "mine-1"}')
+    assert bogus.stdout.startswith("event 1 (bogus, id mine-1): rejected: unknown event type 'bogus'")
+    notices = preemptd("tail", "--rejected", "--from-start", "--count", "2", "--timeout", "20", "--json", "--nats-url", nats_server.url)
+    first = json.loads(notices.stdout.splitlines()[0])
+    assert first["event_type"].startswith("T" * 1024) and first["event_type"].endswith("... (398,976 more characters)")
+    assert len(notices.stdout.splitlines()[0]) < 8192
+
+
+def test_publish_refuses_a_yaml_value_json_cannot_carry(tmp_path: Path) -> None:
+    events = tmp_path / "events.yaml"
+    events.write_text("- {type: node.upserted, node: n1, capacity: {vcore: 1}, ts: 2024-01-01}\n")
+    refused = preemptd("publish", str(events), "--nats-url", "nats://127.0.0.1:1")
+    assert refused.returncode == 2
+    assert refused.stderr == "preemptd: event 1 has a value JSON cannot carry (Object of type date is not JSON serializable): quote it\n"
+
+
+def test_tail_shows_a_forged_decision_as_such_and_goes_on(nats_server: EmbeddedNats) -> None:
+    forged = [Outbound("preemptd.decisions.default.allocated", data) for data in (b"\xff\xfe", b'{"type": "decision.allocated"}')]
+    decision = {"type": "decision.allocated", "id": "x:1.0", "ts": 0, "partition": "default", "cycle": 1, "task": "t", "app": "a", "queue": "root.q", "node": "n1", "resources": {"vcore": 1}}
+    anyio.run(publish, nats_server.url, [*forged, Outbound("preemptd.decisions.default.allocated", json.dumps(decision).encode())])
+    shown = preemptd("tail", "--from-start", "--count", "3", "--timeout", "20", "--nats-url", nats_server.url)
+    assert shown.returncode == 0 and "Traceback" not in shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0].startswith("not a decision (malformed JSON") and lines[1].startswith("not a decision (decision.allocated: Object missing required field")
+    assert "allocated" in lines[2] and " t " in lines[2]
+    as_json = preemptd("tail", "--from-start", "--count", "3", "--timeout", "20", "--json", "--nats-url", nats_server.url)
+    assert as_json.returncode == 0 and json.loads(as_json.stdout.splitlines()[2]) == decision
+
+
+
+def test_between_cycles_the_daemon_reads_only_what_waited_when_the_cycle_ended() -> None:
+    """Events that arrived during a cycle are read before the next partition's cycle, but only
+    those: reading until nothing waited let a steady flow of events hold every cycle off."""
+    from preemptd.daemon.runtime import Daemon
+
+    class Reader:
+        def __init__(self, tx) -> None:
+            self.taken: list[int] = []
+            self.tx = tx
+
+        async def _take(self, delivery: list[int]) -> None:
+            self.taken += delivery
+            self.tx.send_nowait([delivery[0] + 100])  # another arrives while this one is read
+
+    async def scenario() -> list[int]:
+        tx, rx = anyio.create_memory_object_stream(10)
+        async with tx, rx:
+            for number in range(3):
+                tx.send_nowait([number])
+            reader = Reader(tx)
+            await Daemon._take_waiting(reader, rx)
+            return reader.taken
+
+    assert anyio.run(scenario) == [0, 1, 2]
+
+
+async def _delete_stream_then_publish(url: str, stream: str, message: Outbound) -> None:
+    """Delete `stream`, then publish `message` (without `ensure_streams`, which would bring the
+    stream back)."""
+    import nats
+
+    nc = await nats.connect(url)
+    try:
+        await nc.jetstream().delete_stream(stream)
+        await nc.jetstream().publish(message.subject, message.data, headers={"Nats-Msg-Id": message.msg_id})
+    finally:
+        await nc.close()
+
+
+def test_a_rejection_notice_cut_short_by_a_stop_is_sent_after_the_restart(nats_server: EmbeddedNats, daemon_factory) -> None:
+    """Notices were sent at most once, before the acknowledgement: when NATS did not take them
+    and the daemon stopped, the redelivered event was acknowledged without them, and
+    `publish --wait` would have called a dead letter accepted."""
+    from preemptd.daemon.nats_source import REJECTED_STREAM
+
+    daemon = daemon_factory("--nats-url", nats_server.url).start()
+    db = daemon.state_dir / "preemptd.db"
+    bogus = Outbound("preemptd.cluster.default.task", b'{"type": "bogus", "id": "b-1"}', "b-1")
+    anyio.run(_delete_stream_then_publish, nats_server.url, REJECTED_STREAM, bogus)  # its notice has nowhere to go
+    wait_for(lambda: count(db, "dead_letters") == 1, what="the dead letter committed")
+    wait_for(lambda: "could not publish rejection notices; trying again" in daemon.log_text(), what="the notice tried")
+    assert daemon.stop() == 0
+    restarted = daemon_factory("--nats-url", nats_server.url, state_dir=daemon.state_dir).start()
+    wait_for(lambda: anyio.run(read, nats_server.url, REJECTED_STREAM, "preemptd.rejected.>") != [], what="the notice sent after the restart")
+    (notice,) = [json.loads(data) for data, _ in anyio.run(read, nats_server.url, REJECTED_STREAM, "preemptd.rejected.>")]
+    assert (notice["event_id"], notice["stream_seq"]) == ("b-1", 1)
+    assert count(db, "dead_letters") == 1, "the redelivered event is recognised, not rejected twice"
+    assert restarted.stop() == 0

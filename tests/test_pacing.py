@@ -72,3 +72,12 @@ def test_the_simulators_cadence_gives_a_cycle_every_tick_while_tasks_are_pending
     for now in range(0, 10_000, 1000):
         assert pacer.due(state, now) == ["default"]
         cycle(state, pacer, now)
+
+
+def test_after_a_long_cycle_the_next_waits_as_long_so_that_events_are_read_between() -> None:
+    """The half-the-time rule covers every cycle, not only those that events start: a deciding
+    partition whose cycle took 0.8 s gets its next at 1.6 s, not at once."""
+    small, big = task("small", "app", "root.a"), task("big", "app", "root.a", resources=R(vcore=8))
+    state, pacer = fold_events(config([{"name": "a"}]), node("n1", vcore=4), small, big), Pacer(CADENCE)
+    assert cycle(state, pacer, 0, took=800) == 1
+    assert pacer.due(state, 1599) == [] and pacer.due(state, 1600) == ["default"]

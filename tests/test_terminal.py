@@ -83,3 +83,22 @@ def test_a_dead_letter_shows_what_was_sent_escaped() -> None:
     text = render.dead_letter(dead)
     assert not any(ch in text for ch in "\x1b\x07\u202e\u2066\u200b\u2028\x9b\x7f")
     assert text.count("\\x1b]0;owned\\x07") == 4 and "\ufffd" in text, "subject, id, reason and payload; bytes not UTF-8 replaced"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        json.dumps({"subject": HOSTILE, "stream_seq": 3, "event_type": HOSTILE, "event_id": HOSTILE, "reason": HOSTILE, "received": 5}).encode(),
+        json.dumps({"stream_seq": [3], "reason": HOSTILE}, ensure_ascii=False).encode(),  # not a notice: shown as such, escaped
+        json.dumps({"received": 10**30, "reason": HOSTILE}, ensure_ascii=False).encode(),  # a time no clock can show
+        HOSTILE.encode() + b"\xff",
+    ],
+)
+def test_tail_rejected_shows_any_notice_escaped_and_survives_forged_ones(data: bytes) -> None:
+    """Anyone who may publish may publish on preemptd.rejected.*: `tail --rejected` and
+    `publish --wait` read whatever comes."""
+    from preemptd.daemon.client import _rejection
+
+    text = _rejection(data)
+    assert not any(ch in text for ch in "\x1b\x07\u202e\u2066\u200b\u2028\x9b\x7f")
+    assert "owned" in text

@@ -11,6 +11,11 @@ A cycle has three phases:
    A task that may not preempt gets a `decision.blocked` when its reasons change, at most
    `BLOCKED_PER_CYCLE` a cycle (the rest in the next cycles), so that a large backlog does not
    flood the log and the stream at once.
+
+A cycle's work is bounded, whatever the pace settings allow, so that the daemon reads events
+between cycles at least about once a second: at most `PLACEMENTS_PER_CYCLE` placements (then
+no preemption: the tasks left may fit the next cycle) and `PREEMPTIONS_PER_CYCLE` preemptions;
+the rest come in the next cycles. The bounds count decisions, not time, so a replay repeats them.
 """
 
 from __future__ import annotations
@@ -31,9 +36,11 @@ from ._preemption import (
     plan_for_required_node,
 )
 
-__all__ = ["BLOCKED_PER_CYCLE", "next_wakeup", "schedule"]
+__all__ = ["BLOCKED_PER_CYCLE", "PLACEMENTS_PER_CYCLE", "PREEMPTIONS_PER_CYCLE", "next_wakeup", "schedule"]
 
 BLOCKED_PER_CYCLE = 1000
+PLACEMENTS_PER_CYCLE = 20_000  # about half a second on a 2-core machine
+PREEMPTIONS_PER_CYCLE = 50  # under a second on a 2-core machine, even with 2,000 candidates to search each
 
 
 def schedule(cycle: Cycle) -> None:
@@ -41,8 +48,8 @@ def schedule(cycle: Cycle) -> None:
     if not p.pending_count:
         return
     _land_reservations(cycle)
-    _allocate(cycle)
-    _preempt(cycle)
+    if _allocate(cycle):
+        _preempt(cycle)
 
 
 def next_wakeup(p: PartitionState, now: int) -> int | None:
@@ -79,10 +86,12 @@ def _land_reservations(cycle: Cycle) -> None:
 # 2. allocation -------------------------------------------------------------------------------
 
 
-def _allocate(cycle: Cycle) -> None:
-    """Place every pending task that fits, in queue order."""
+def _allocate(cycle: Cycle) -> bool:
+    """Place every pending task that fits, in queue order; False if the cycle's bound on
+    placements stopped it (the tasks left are tried first the next cycle)."""
     p = cycle.partition
     order, placement = QueueOrder(p), Placement(p)
+    placed = 0
     for task in order:
         node = placement.find(task) if queue_blocker(p, task) is None else None
         if node is None:
@@ -90,6 +99,10 @@ def _allocate(cycle: Cycle) -> None:
         where = f"required node {node.name} has room" if task.required_node else f"{node.name} is the first node by name with room"
         _emit_allocated(cycle, task, node.name, f"{where}; {task.queue} and its parents stay within their max")
         order.allocated(task)
+        placed += 1
+        if placed == PLACEMENTS_PER_CYCLE:
+            return False
+    return True
 
 
 def _emit_allocated(cycle: Cycle, task: TaskState, node: str, why: str) -> None:
@@ -105,10 +118,12 @@ class _Budget:
 
     def __init__(self, settings: PreemptionSettings, capacity: dict[str, int]) -> None:
         self.settings, self.capacity = settings, capacity
-        self.victims = 0
+        self.preemptions = self.victims = 0
         self.freed: dict[str, int] = {}
 
     def allows(self, victims: list[TaskState]) -> bool:
+        if self.preemptions == PREEMPTIONS_PER_CYCLE:  # the cycle's own bound, whatever the pace allows
+            return False
         if not self.victims:
             return True
         if self.victims + len(victims) > self.settings.max_victims_per_cycle:
@@ -121,6 +136,7 @@ class _Budget:
         return True
 
     def spend(self, victims: list[TaskState]) -> None:
+        self.preemptions += 1
         self.victims += len(victims)
         for victim in victims:
             for name, amount in victim.resources.items():
