@@ -1,8 +1,8 @@
 """Configuration files (`run --config`, `replay --config`): read, checked by the model they name,
 and turned into one `config.applied` per partition they set up.
 
-A file is `{model, config}`, or the default model's configuration alone (a YuniKorn
-`queues.yaml`). At start, the daemon appends the events of the partitions whose configuration
+A file is `{model, config}` (`config` an object or, for Kueue, a list of objects), or the
+default model's configuration alone (a YuniKorn `queues.yaml`). At start, the daemon appends the events of the partitions whose configuration
 differs from the one in force; a file the model refuses stops the start.
 """
 
@@ -33,7 +33,7 @@ def config_events(path: Path, now: int) -> list[ConfigApplied]:
     except (OSError, msgspec.DecodeError) as exc:
         raise UsageError(f"cannot read the configuration {path}: {' '.join(str(exc).split())}") from None
     if not isinstance(document, dict):
-        raise UsageError(f"{path}: expected a configuration document ({DEFAULT_MODEL}'s, or {{model, config}})")
+        raise UsageError(f"{path}: expected a configuration document ({DEFAULT_MODEL}'s, or {{model, config}}; a list of objects goes in `config`)")
     name, config = (document.get("model"), document.get("config")) if "model" in document else (DEFAULT_MODEL, document)
     if not isinstance(name, str):
         raise UsageError(f"{path}: `model` must be a model's name, such as {DEFAULT_MODEL}; got {name!r}")
@@ -41,8 +41,8 @@ def config_events(path: Path, now: int) -> list[ConfigApplied]:
         model = model_named(name)
     except ConfigError as exc:
         raise UsageError(f"{path}: {exc}") from None
-    if not isinstance(config, dict):
-        raise UsageError(f"{path}: with `model`, the file needs a `config` object (the {model.name} model's configuration)")
+    if not isinstance(config, (dict, list)):
+        raise UsageError(f"{path}: with `model`, the file needs a `config` (the {model.name} model's configuration)")
     events = []
     for partition in model.partitions(config):
         try:

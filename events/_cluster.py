@@ -61,11 +61,12 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag_f
 
 class ConfigApplied(Event, tag="config.applied", kw_only=True):
     """The whole queue configuration of a partition, in the chosen model's own shape (each
-    model's documentation describes it). Without `model`, the default model's; a model this
-    version does not have makes the event a dead letter."""
+    model's documentation describes it: an object, or a list of objects for a model that takes
+    them so, such as Kueue's). Without `model`, the default model's; a model this version does
+    not have makes the event a dead letter."""
 
     model: ModelName | msgspec.UnsetType = msgspec.UNSET
-    config: dict[str, Any]
+    config: dict[str, Any] | list[Any]
 
 
 class PriorityClassUpserted(Event, tag="priorityclass.upserted", kw_only=True):

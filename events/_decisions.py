@@ -75,20 +75,25 @@ class Preempted(Decision, tag="decision.preempted", kw_only=True):
 
 
 class Admitted(Decision, tag="decision.admitted", kw_only=True):
-    """Quota-level models: the application may start."""
+    """Quota-level models: the application may start. `flavors` names the flavor of each
+    resource it was admitted with (Kueue's ResourceFlavors)."""
 
     app: Name
     queue: Name
+    flavors: dict[str, str] = {}
 
 
 class Evicted(Decision, tag="decision.evicted", kw_only=True):
-    """Quota-level models: the application must stop."""
+    """Quota-level models: the application must stop, to make room for `preemptor` (an
+    application); `message` says why in a sentence."""
 
     app: Name
     queue: Name
     reason: Literal[
         "InClusterQueue", "InCohortReclamation", "InCohortFairSharing", "InCohortReclaimWhileBorrowing"
     ]
+    preemptor: Name | None = None
+    message: str = ""
 
 
 class Unreserved(Decision, tag="decision.unreserved", kw_only=True):

@@ -55,7 +55,7 @@ class Expectations(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 class Scenario(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     name: str
-    config: dict[str, Any]
+    config: dict[str, Any] | list[Any]
     events: list[dict[str, Any]]
     model: str | None = None  # the default model when left out
     description: str = ""

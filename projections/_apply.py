@@ -145,7 +145,7 @@ class Projection:
             raise SnapshotError(f"partition {p.name}: its configuration no longer gives the queues it holds")
         for queue in queues:
             p.queues[queue.path].props = queue.props
-        p.settings = parsed.settings
+        p.settings, p.aliases, p.defined_classes = parsed.settings, parsed.aliases, parsed.priority_classes
         p.model_state = msgspec.convert(p.model_state, model.state_type) if model.state_type else None
 
     def _apply_event(self, p: PartitionState, event: LogEvent, record: LogRecord) -> tuple[str, ...]:
@@ -224,7 +224,7 @@ def build_queues(root: QueueConfig) -> dict[str, QueueState]:
     return queues
 
 
-def _configure(p: PartitionState, model: ModelFold, document: dict, parsed: ParsedConfig) -> None:
+def _configure(p: PartitionState, model: ModelFold, document: dict | list, parsed: ParsedConfig) -> None:
     """Give the partition `model` configured by `document`; its tasks are counted again in the
     new queue tree. Raises `Rejected` (changing nothing) if a queue in use would go."""
     queues = build_queues(parsed.root)
@@ -237,6 +237,7 @@ def _configure(p: PartitionState, model: ModelFold, document: dict, parsed: Pars
     if p.model != model.name or p.model_state is None:
         p.model_state = model.state_type() if model.state_type else None
     p.model, p.document, p.settings, p.queues = model.name, encode(document), parsed.settings, queues
+    p.aliases, p.defined_classes = dict(parsed.aliases), dict(parsed.priority_classes)
     p.pending_count = 0  # counted again below, with every queue aggregate
     for task in p.tasks.values():
         _count_task(p, task, +1)
@@ -296,11 +297,11 @@ def _node_removed(p: PartitionState, event: NodeRemoved) -> None:
 def _app_submitted(p: PartitionState, event: AppSubmitted, record: LogRecord) -> None:
     if event.app in p.apps:
         raise Rejected(f"application {event.app!r} already exists (in {p.apps[event.app].queue})")
-    _leaf(p, event.queue)
+    queue = _leaf(p, event.queue)
     priority, may_preempt, allow = _priority(p, event.priority, event.priority_class, None)
     p.apps[event.app] = AppState(
         id=event.app,
-        queue=event.queue,
+        queue=queue.path,
         submitted_at=record.received,
         seq=record.seq,
         priority=priority,
@@ -378,9 +379,9 @@ def _app_for(p: PartitionState, event: TaskSubmitted | TaskBound, record: LogRec
     if app is None:
         if event.queue is None:
             raise Rejected(f"unknown application {event.app!r}: publish app.submitted first, or set `queue` on the task")
-        _leaf(p, event.queue)
-        return AppState(id=event.app, queue=event.queue, submitted_at=record.received, seq=record.seq)
-    if event.queue is not None and event.queue != app.queue:
+        queue = _leaf(p, event.queue)
+        return AppState(id=event.app, queue=queue.path, submitted_at=record.received, seq=record.seq)
+    if event.queue is not None and p.aliases.get(event.queue, event.queue) != app.queue:
         raise Rejected(f"task {event.task!r} names queue {event.queue} but its application {app.id!r} is in {app.queue}")
     return app
 
@@ -408,7 +409,7 @@ def _check_within_max(p: PartitionState, queue: QueueState, task_id: str, ask: d
 def _priority(p: PartitionState, value: int | None, class_name: str | None, app: AppState | None) -> tuple[int, bool, bool]:
     """(priority, may trigger preemption, may be preempted) from a value, a class or the app."""
     if class_name is not None:
-        cls = p.priority_classes.get(class_name)
+        cls = p.defined_classes.get(class_name) or p.priority_classes.get(class_name)
         if cls is None:
             raise Rejected(f"unknown priority class {class_name!r}: publish priorityclass.upserted first")
         return (cls.value if value is None else value), cls.may_preempt, cls.allow_preemption
@@ -488,7 +489,10 @@ def _remove_task(p: PartitionState, task: TaskState) -> None:
     _count_on_node(p, task, -1)
     if preemptor is not None:
         _count_reservation(p, preemptor, +1)
-    p.apps[task.app].tasks.pop(task.id, None)
+    app = p.apps[task.app]
+    app.tasks.pop(task.id, None)
+    if not app.tasks:  # nothing left to hold quota: a workload requeued later waits for admission
+        app.admission, app.admitted_at, app.evicted = None, 0, False
     del p.tasks[task.id]
 
 
@@ -587,12 +591,14 @@ def _node(p: PartitionState, name: str) -> NodeState:
     return node
 
 
-def _leaf(p: PartitionState, path: str) -> QueueState:
+def _leaf(p: PartitionState, name: str) -> QueueState:
+    """The leaf queue called `name`, or that `name` stands for (an alias)."""
+    path = p.aliases.get(name, name)
     queue = p.queues.get(path)
     if queue is None:
         leaves = [q.path for q in p.queues.values() if q.leaf]
         shown = ", ".join(leaves[:10]) + (f" and {len(leaves) - 10} more" if len(leaves) > 10 else "")
-        raise Rejected(f"unknown queue {path!r} in partition {p.name} (leaf queues: {shown or 'none'})")
+        raise Rejected(f"unknown queue {name!r} in partition {p.name} (leaf queues: {shown or 'none'})")
     if not queue.leaf:
         raise Rejected(f"queue {path} is a parent queue; tasks and applications go to leaf queues")
     return queue

@@ -16,7 +16,7 @@ import msgspec
 
 from preemptd.events import DecisionEvent, Resources
 
-from ._state import PartitionState
+from ._state import PartitionState, PriorityClass
 
 __all__ = ["ModelFold", "ParsedConfig", "QueueConfig"]
 
@@ -46,15 +46,20 @@ class QueueConfig(msgspec.Struct, frozen=True, kw_only=True):
 
 class ParsedConfig(msgspec.Struct, frozen=True, kw_only=True):
     """A model's configuration of one partition: its queue tree, its partition-wide settings,
-    and warnings worth reporting once (fields it ignores, values it replaced by defaults)."""
+    and warnings worth reporting once (fields it ignores, values it replaced by defaults).
+    `aliases` are other names applications may give for a leaf queue (Kueue's LocalQueues,
+    `namespace/name`); `priority_classes` are classes the configuration defines (Kueue's
+    WorkloadPriorityClasses), found before those published as events."""
 
     root: QueueConfig
     settings: Any = None
     warnings: tuple[str, ...] = ()
+    aliases: dict[str, str] = {}
+    priority_classes: dict[str, PriorityClass] = {}
 
     def same_as(self, other: ParsedConfig) -> bool:
         """Both configure the partition alike (warnings aside)."""
-        return (self.root, self.settings) == (other.root, other.settings)
+        return (self.root, self.settings, self.aliases, self.priority_classes) == (other.root, other.settings, other.aliases, other.priority_classes)
 
 
 class ModelFold(Protocol):
@@ -69,6 +74,6 @@ class ModelFold(Protocol):
     """
 
     name: str
-    parse_config: Callable[[dict[str, Any], str], ParsedConfig]
+    parse_config: Callable[[Any, str], ParsedConfig]
     fold_decision: Callable[[PartitionState, DecisionEvent], None]
     state_type: type[msgspec.Struct] | None

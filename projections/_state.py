@@ -97,6 +97,12 @@ class AppState(msgspec.Struct, kw_only=True):
     allow_preemption: bool = True
     min_available: int = 0
     tasks: dict[str, None] = {}
+    # Quota-level models: the flavor of each resource once admitted (None: waiting), the log
+    # position of the admission, and whether it was evicted; an application whose tasks are
+    # all gone holds no quota and waits again.
+    admission: dict[str, str] | None = None
+    admitted_at: int = 0
+    evicted: bool = False
 
 
 class TaskState(msgspec.Struct, kw_only=True):
@@ -140,11 +146,13 @@ class PartitionState(msgspec.Struct, kw_only=True):
     apps: dict[str, AppState] = {}
     tasks: dict[str, TaskState] = {}
     priority_classes: dict[str, PriorityClass] = {}
+    defined_classes: dict[str, PriorityClass] = {}  # priority classes the configuration defines
+    aliases: dict[str, str] = {}  # names that stand for a leaf queue (Kueue's LocalQueues)
     capacity: dict[str, int] = {}  # schedulable nodes only
     pending_count: int = 0
     last_tick: int = 0
 
-    def applied_config(self) -> dict[str, Any]:
+    def applied_config(self) -> dict[str, Any] | list[Any]:
         """The configuration in force, as the `config` of the `config.applied` that set it."""
         return msgspec.json.decode(self.document)
 

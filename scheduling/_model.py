@@ -27,7 +27,7 @@ def decision_id(log_id: str, cycle: int, index: int) -> str:
     return f"{log_id}:{cycle}.{index}"
 
 
-def one_partition(document: dict[str, Any]) -> list[str]:
+def one_partition(document: Any) -> list[str]:
     """`Model.partitions` of a model whose configuration documents name no partitions."""
     return ["default"]
 
@@ -81,9 +81,9 @@ class Model:
     """
 
     name: str
-    parse_config: Callable[[dict[str, Any], str], ParsedConfig]
+    parse_config: Callable[[Any, str], ParsedConfig]
     schedule: Callable[[Cycle], None]
     next_wakeup: Callable[[PartitionState, int], int | None]
-    partitions: Callable[[dict[str, Any]], list[str]] = one_partition
+    partitions: Callable[[Any], list[str]] = one_partition
     fold_decision: Callable[[PartitionState, DecisionEvent], None] = refuse_decision
     state_type: type[msgspec.Struct] | None = None

@@ -12,7 +12,7 @@ from typing import cast
 
 from preemptd.projections import Projection
 
-from . import yunikorn
+from . import kueue, yunikorn
 from ._model import Model
 
 __all__ = ["DEFAULT_MODEL", "MODELS", "PROJECTION", "apply", "fold", "model_named", "restore", "snapshot"]
@@ -21,6 +21,7 @@ MODELS: dict[str, Model] = {
     model.name: model
     for model in (
         yunikorn.MODEL,
+        kueue.MODEL,
     )
 }  # fmt: skip
 

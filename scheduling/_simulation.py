@@ -2,7 +2,11 @@
 
 The simulated shim carries out decisions as a Kubernetes shim would: it binds allocations, and
 releases victims after the grace period (re-creating them as new pending tasks when
-`recreate_preempted` is set, as a ReplicaSet does). Everything it does is an ordinary cluster
+`recreate_preempted` is set, as a ReplicaSet does). For quota-level models it binds the tasks of
+an admitted application to the first schedulable node by name (if there is one: the pods are
+scheduled elsewhere; only the admission matters to those models) and releases an evicted
+application's tasks after the grace period (re-created, with `recreate_preempted`, as Kueue
+requeues an evicted workload). Everything it does is an ordinary cluster
 event in the log, so the log of a simulation replays like the daemon's.
 """
 
@@ -15,11 +19,13 @@ from typing import Any
 import msgspec
 
 from preemptd.events import (
+    Admitted,
     Allocated,
     ClusterEvent,
     Decision,
     DecodeError,
     DurationError,
+    Evicted,
     Expectations,
     PreemptdError,
     Preempted,
@@ -35,7 +41,7 @@ from preemptd.events import (
     parse_duration,
     to_builtins,
 )
-from preemptd.projections import ClusterState, LogRecord, Rejected, partition_view
+from preemptd.projections import ClusterState, LogRecord, PartitionState, Rejected, partition_view
 
 from ._engine import run_cycle, tick_record
 from ._pacing import Cadence, Pacer
@@ -188,13 +194,31 @@ class _Simulator:
         if not self.scenario.shim.execute:
             return
         if isinstance(decision, Allocated):
-            self._later(now, TaskBound(id=self._shim_id(), ts=now, partition=self.partition, task=decision.task, node=decision.node))
+            self._bind(decision.task, decision.node, now)
         elif isinstance(decision, Preempted):
             for victim in decision.victims:
-                due = now + self.grace
-                self._later(due, TaskReleased(id=self._shim_id(), ts=due, partition=self.partition, task=victim.task, reason="preempted"))
-                if self.scenario.shim.recreate_preempted:
-                    self._later(due, self._recreated(victim.task, due))
+                self._release([victim.task], now + self.grace)
+        elif isinstance(decision, Admitted):
+            node = min((n.name for n in self._partition().nodes.values() if n.schedulable), default=None)
+            for task_id in self._partition().apps[decision.app].tasks if node is not None else ():
+                self._bind(task_id, node, now)
+        elif isinstance(decision, Evicted):
+            self._release(list(self._partition().apps[decision.app].tasks), now + self.grace)
+
+    def _partition(self) -> PartitionState:
+        return self.result.state.partitions[self.partition]
+
+    def _bind(self, task: str, node: str, now: int) -> None:
+        self._later(now, TaskBound(id=self._shim_id(), ts=now, partition=self.partition, task=task, node=node))
+
+    def _release(self, tasks: list[str], due: int) -> None:
+        """Release `tasks` at `due`, then re-create them all if asked to (after the last is
+        gone, so that a workload is requeued whole)."""
+        for task in tasks:
+            self._later(due, TaskReleased(id=self._shim_id(), ts=due, partition=self.partition, task=task, reason="preempted"))
+        if self.scenario.shim.recreate_preempted:
+            for task in tasks:
+                self._later(due, self._recreated(task, due))
 
     def _recreated(self, task_id: str, now: int) -> TaskSubmitted:
         spec = self.specs[task_id]

@@ -48,9 +48,10 @@ def test_a_partition_not_configured_yet_is_applied(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("[a, b]\n", "expected a configuration document (yunikorn's, or {model, config})"),
-        ("model: kueue\nconfig: {}\n", "model 'kueue' is not supported by this version (supported: yunikorn)"),
-        ("model: yunikorn\n", "with `model`, the file needs a `config` object"),
+        ("[a, b]\n", "expected a configuration document (yunikorn's, or {model, config}; a list of objects goes in `config`)"),
+        ("model: slurm\nconfig: {}\n", "model 'slurm' is not supported by this version (supported: "),
+        ("model: yunikorn\n", "with `model`, the file needs a `config` (the yunikorn model's configuration)"),
+        ("model: yunikorn\nconfig: [a]\n", "partition default: the configuration must be an object (YuniKorn queues.yaml)"),
         ("queues: [{name: a, resources: {guarenteed: {vcore: 1}}}]\n", "partition default: queue root.a resources: unknown field guarenteed (did you mean guaranteed?)"),
     ],
 )

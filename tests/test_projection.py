@@ -75,7 +75,7 @@ BAD_EVENTS = [
     (ev.PriorityClassDeleted(id="y", ts=0, name="nope"), "unknown priority class 'nope'"),
     (config([{"name": "b"}]), "leaf queue root.a.a1 is used by application app"),
     (config([{"name": "a", "resources": {"guaranteed": {"vcore": 5}, "max": {"vcore": 4}}}]), "guaranteed vcore 5 is above its own max (4)"),
-    (ev.ConfigApplied(id="y", ts=0, model="kueue", config={}), "model 'kueue' is not supported"),
+    (ev.ConfigApplied(id="y", ts=0, model="slurm", config={}), "model 'slurm' is not supported"),
 ]
 
 

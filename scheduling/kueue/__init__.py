@@ -1,10 +1,76 @@
-"""The Kueue model (in progress, not registered yet): ClusterQueues lending and borrowing quota
-in cohorts, classic and fair-sharing preemption. So far: Kueue's objects read into a
-`KueueConfig` (`_objects.py`), the quota tree with what each ClusterQueue has available
-(`_tree.py`), and flavor assignment (`_assign.py`). Next: admission in Kueue's order, the
-model's state and decisions, then classic and fair-sharing preemption."""
+"""The Kueue model: ClusterQueues lending and borrowing quota in (nested) cohorts, workloads
+admitted by flavor assignment in Kueue's order, and classic preemption.
 
+- `_objects`: Kueue's objects (both API versions) read into one `KueueConfig`.
+- `_tree`: the quota tree of cohorts and ClusterQueues: subtree quotas, limits, what is available.
+- `_assign`: flavor assignment, with flavorFungibility.
+- `_workloads`: applications seen as workloads; their requests and the queues' usage.
+- `_classic`: classic preemption (candidates, order, passes, greedy removal, minimisation).
+- `_cycle`: the cycle: record running workloads, admit, preempt, block.
+
+README.md beside this file describes the model for users, and where it departs from Kueue.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from preemptd.events import Admitted, DecisionEvent, Evicted
+from preemptd.projections import ParsedConfig, PartitionState, PriorityClass, QueueConfig, Rejected
+
+from .._model import Model
+from ._cycle import ADMISSIONS_PER_CYCLE as ADMISSIONS_PER_CYCLE, PREEMPTIONS_PER_CYCLE as PREEMPTIONS_PER_CYCLE, schedule
 from ._objects import KueueConfig, parse_objects
 from ._tree import QuotaTree
 
-__all__ = ["KueueConfig", "QuotaTree", "parse_objects"]
+__all__ = ["MODEL", "ROOT", "KueueConfig", "QuotaTree", "parse_config", "parse_objects"]
+
+#: The queue tree's root: every ClusterQueue is a leaf under it (cohorts live in the quota tree).
+ROOT = "(cluster)"
+
+
+def parse_config(document: Any, partition: str) -> ParsedConfig:
+    """Kueue's objects (`{}`: none) as the partition's configuration: one leaf queue per
+    ClusterQueue, LocalQueues (`namespace/name`) as their aliases, WorkloadPriorityClasses as
+    priority classes."""
+    config, warnings = parse_objects([] if document == {} else document)
+    leaves = tuple(QueueConfig(name=name, path=name) for name in config.cluster_queues)
+    return ParsedConfig(
+        root=QueueConfig(name=ROOT, path=ROOT, children=leaves, is_parent=True),
+        settings=config,
+        warnings=warnings,
+        aliases={local: queue for local, queue in config.local_queues.items() if queue in config.cluster_queues},
+        priority_classes={name: PriorityClass(name=name, value=value) for name, value in config.priority_classes.items()},
+    )
+
+
+def next_wakeup(partition: PartitionState, now: int) -> int | None:
+    return None  # nothing in this model waits on time
+
+
+def fold_decision(p: PartitionState, decision: DecisionEvent) -> None:
+    """`decision.admitted` gives the workload its flavors; `decision.evicted` marks it evicted
+    (it holds its quota until its tasks are gone)."""
+    app = p.apps.get(getattr(decision, "app", ""))
+    if app is None:
+        raise Rejected(f"{decision.__struct_config__.tag} for unknown application {getattr(decision, 'app', None)!r}")
+    match decision:
+        case Admitted():
+            if app.admission is not None:
+                raise Rejected(f"decision.admitted for application {app.id!r}, which is admitted already")
+            app.admission, app.admitted_at = dict(decision.flavors), decision.cycle
+        case Evicted():
+            if app.admission is None:
+                raise Rejected(f"decision.evicted for application {app.id!r}, which is not admitted")
+            app.evicted = True
+        case _:
+            raise Rejected(f"the kueue model does not make {decision.__struct_config__.tag}")
+
+
+MODEL = Model(
+    name="kueue",
+    parse_config=parse_config,
+    schedule=schedule,
+    next_wakeup=next_wakeup,
+    fold_decision=fold_decision,
+)

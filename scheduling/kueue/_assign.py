@@ -83,6 +83,9 @@ def assign(queue: ClusterQueue, node: Node, tree: QuotaTree, usage: Usage, reque
 def _choose(queue: ClusterQueue, group: ResourceGroup, node: Node, tree: QuotaTree, usage: Usage, wanted: dict[str, int], passed_over: list[str]) -> _Try | None:
     best: _Try | None = None
     for quotas in group.flavors:
+        if quotas.flavor not in tree.flavors:
+            passed_over.append(f"flavor {quotas.flavor} is not a ResourceFlavor (FlavorNotFound)")
+            continue
         attempt = _judge(quotas.flavor, node, tree, usage, wanted, passed_over)
         if attempt is None:
             continue

@@ -16,7 +16,7 @@ Cohorts in a cycle, and their ClusterQueues, are inactive: they are left out of 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ._objects import KueueConfig, Quota, ResourceGroup
@@ -60,6 +60,7 @@ class QuotaTree:
     """The cohorts and ClusterQueues of a configuration, with their subtree quotas."""
 
     def __init__(self, config: KueueConfig) -> None:
+        self.flavors = frozenset(config.flavors)  # quota in any other flavor admits nothing
         cycles = _in_cycles(config)
         self.cohorts = {name: Node(name, True, _quotas(c.resource_groups)) for name, c in config.cohorts.items() if name not in cycles}
         self.queues = {name: Node(name, False, _quotas(q.resource_groups)) for name, q in config.cluster_queues.items() if q.cohort not in cycles}
@@ -113,6 +114,28 @@ class QuotaTree:
 
     def within_nominal(self, node: Node, fr: FlavorResource, usage: Mapping[Node, Mapping[FlavorResource, int]]) -> bool:
         return usage.get(node, {}).get(fr, 0) <= node.subtree.get(fr, 0)
+
+    def borrows(self, node: Node, frs: Iterable[FlavorResource], usage: Mapping[Node, Mapping[FlavorResource, int]]) -> bool:
+        """`node` uses more than its subtree quota of one of `frs`."""
+        return any(not self.within_nominal(node, fr, usage) for fr in frs)
+
+    @staticmethod
+    def change(usage: dict[Node, dict[FlavorResource, int]], queue: Node, amounts: Mapping[FlavorResource, int], sign: int) -> None:
+        """Add (`sign` +1) or take away (-1) `amounts` used by `queue`, and what that changes in
+        its cohorts' usage (each counts what a child uses beyond its local quota)."""
+        node: Node | None = queue
+        changes = {fr: sign * amount for fr, amount in amounts.items() if amount}
+        while node is not None and changes:
+            used = usage.setdefault(node, {})
+            passed: dict[FlavorResource, int] = {}
+            for fr, delta in changes.items():
+                before = used.get(fr, 0)
+                used[fr] = before + delta
+                local = node.local(fr)
+                beyond = max(0, before + delta - local) - max(0, before - local)
+                if beyond:
+                    passed[fr] = beyond
+            changes, node = passed, node.parent
 
 
 def _quotas(groups: tuple[ResourceGroup, ...]) -> dict[FlavorResource, Quota]:

@@ -67,7 +67,7 @@ def _default_root() -> QueueConfig:
     return QueueConfig(name="root", path="root", props=QueueProps(), children=(QueueConfig(name="default", path="root.default", props=QueueProps()),))
 
 
-def parse_config(raw: dict[str, Any], partition: str) -> ParsedConfig:
+def parse_config(raw: Any, partition: str) -> ParsedConfig:
     """Parse a `queues.yaml` document (or one partition's body; `{}` for the default) for
     `partition`."""
     warnings: list[str] = []
@@ -79,9 +79,9 @@ def parse_config(raw: dict[str, Any], partition: str) -> ParsedConfig:
     return ParsedConfig(root=root, settings=preemption, warnings=tuple(warnings))
 
 
-def configured_partitions(raw: dict[str, Any]) -> list[str]:
+def configured_partitions(raw: Any) -> list[str]:
     """The partitions a `queues.yaml` document configures: those it lists, else `default`."""
-    partitions = raw.get("partitions")
+    partitions = raw.get("partitions") if isinstance(raw, dict) else None
     if not isinstance(partitions, list):
         return ["default"]
     return [p.get("name", "default") if isinstance(p, dict) else "default" for p in partitions]

@@ -1,0 +1,257 @@
+"""Classic preemption: which admitted workloads to evict so that a pending one fits.
+
+1. Candidates: workloads of the preemptor's own ClusterQueue under `withinClusterQueue`, and,
+   under `reclaimWithinCohort`, workloads of ClusterQueues that borrow, found by walking the
+   cohorts from the queue's parent up to the root. A cohort candidate is *reclaimed* when the
+   preemptor's side of the cohort where it was found would stay within its quota (it takes back
+   what it lent); otherwise it is taken only while the preemptor does not borrow, unless
+   `borrowWithinCohort` allows it (lower priority, at most `maxPriorityThreshold`).
+2. Order: workloads already evicted first, then other queues before the preemptor's own, lower
+   priority, the most recently admitted, the name.
+3. One or two passes, with and without borrowing; each removes valid candidates in order until
+   the preemptor fits, then gives back, from the second-to-last to the first, every victim it
+   fits without. A pass that never fits evicts nothing.
+
+Every candidate ends in the plan's `considered` lines, taken or spared and why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+from ._objects import ClusterQueue
+from ._tree import FlavorResource, Node, QuotaTree
+from ._workloads import Workload, usage_of
+
+__all__ = ["Candidate", "Plan", "Reason", "Search", "allowed", "classic"]
+
+Reason = Literal["InClusterQueue", "InCohortReclamation", "InCohortFairSharing", "InCohortReclaimWhileBorrowing"]
+Usage = dict[Node, dict[FlavorResource, int]]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A workload that may be evicted; `lca` is the cohort a cross-queue candidate was found
+    under; `without_borrowing`: it may be taken only while the preemptor does not borrow."""
+
+    workload: Workload
+    reason: Reason
+    lca: Node | None = None
+    without_borrowing: bool = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    targets: tuple[Candidate, ...]
+    considered: tuple[str, ...]
+
+
+def allowed(policy: str, preemptor: Workload, candidate: Workload) -> bool:
+    """`candidate` may be preempted by `preemptor` under one of Kueue's policies."""
+    if policy == "Any":
+        return True
+    if policy == "LowerPriority":
+        return candidate.priority < preemptor.priority
+    if policy == "LowerOrNewerEqualPriority":
+        return candidate.priority < preemptor.priority or (candidate.priority == preemptor.priority and preemptor.seq < candidate.seq)
+    return False
+
+
+class Search:
+    """What every preemption strategy simulates on: the usage of the tree, changed as
+    candidates are taken and given back (always restored), and the preemptor's fit."""
+
+    def __init__(self, preemptor: Workload, queue: ClusterQueue, node: Node, tree: QuotaTree, usage: Usage, admitted: dict[str, list[Workload]], flavors: dict[str, str], contested: tuple[FlavorResource, ...]) -> None:
+        self.preemptor, self.queue, self.node, self.tree, self.usage, self.admitted = preemptor, queue, node, tree, usage, admitted
+        self.request = usage_of(flavors, preemptor.request)
+        self.contested = frozenset(contested)
+
+    def fits(self, borrowing: bool = True) -> bool:
+        """The preemptor fits now; without `borrowing`, within its queue's quota too."""
+        used = self.usage.get(self.node, {})
+        for fr, amount in self.request.items():
+            if amount > self.tree.available(self.node, fr, self.usage):
+                return False
+            if not borrowing and used.get(fr, 0) + amount > self.node.subtree.get(fr, 0):
+                return False
+        return True
+
+    def take(self, workload: Workload) -> None:
+        self.tree.change(self.usage, self.tree.queues[workload.queue], workload.usage, -1)
+
+    def give_back(self, workload: Workload) -> None:
+        self.tree.change(self.usage, self.tree.queues[workload.queue], workload.usage, +1)
+
+    def contests(self, workload: Workload) -> bool:
+        """`workload` holds some of what the preemptor needs preemption for."""
+        return any(fr in self.contested for fr in workload.usage)
+
+    def borrows(self, node: Node) -> bool:
+        return self.tree.borrows(node, self.contested, self.usage)
+
+    def within_quota_with_request(self, node: Node) -> bool:
+        """`node` (the queue or a cohort above it) would not borrow were the preemptor admitted."""
+        self.tree.change(self.usage, self.node, self.request, +1)
+        try:
+            return not self.tree.borrows(node, self.request, self.usage)
+        finally:
+            self.tree.change(self.usage, self.node, self.request, -1)
+
+    def borrowing_queues(self, top: Node) -> Iterator[Node]:
+        """The ClusterQueues under `top` that borrow a contested resource, skipping every
+        subtree that does not."""
+        if not self.borrows(top):
+            return
+        if not top.is_cohort:
+            yield top
+        for child in top.children:
+            yield from self.borrowing_queues(child)
+
+    def still_borrowing(self, candidate: Candidate) -> bool:
+        """A cross-queue candidate's queue, and every cohort between it and where it was found,
+        still borrow a contested resource."""
+        node: Node | None = self.tree.queues[candidate.workload.queue]
+        while node is not None and node is not candidate.lca:
+            if not self.borrows(node):
+                return False
+            node = node.parent
+        return True
+
+    def greedy(self, candidates: list[Candidate], borrowing: bool, skipped: dict[str, str]) -> list[Candidate] | None:
+        """Take valid candidates in order until the preemptor fits, then give back those it
+        fits without; None if it never fits. The usage is left as it was."""
+        taken: list[Candidate] = []
+        try:
+            for candidate in candidates:
+                name = candidate.workload.id
+                if candidate.without_borrowing and borrowing:
+                    skipped[name] = "the preemptor would borrow, and reclaiming it is allowed only without borrowing (borrowWithinCohort)"
+                    continue
+                if candidate.lca is not None and not self.still_borrowing(candidate):
+                    skipped[name] = f"ClusterQueue {candidate.workload.queue} no longer borrows once the workloads before it are gone"
+                    continue
+                self.take(candidate.workload)
+                taken.append(candidate)
+                if self.fits(borrowing):
+                    return self._minimise(taken, borrowing)
+            return None
+        finally:
+            for candidate in taken:
+                self.give_back(candidate.workload)
+
+    def _minimise(self, taken: list[Candidate], borrowing: bool) -> list[Candidate]:
+        """Give back, from the second-to-last victim to the first, each one the preemptor fits
+        without; `taken` keeps the victims still out."""
+        needed = list(taken)
+        for candidate in reversed(taken[:-1]):
+            self.give_back(candidate.workload)
+            if self.fits(borrowing):
+                needed.remove(candidate)
+            else:
+                self.take(candidate.workload)
+        taken[:] = needed
+        return list(needed)
+
+
+def classic(search: Search) -> Plan:
+    """Kueue's classic preemption for `search.preemptor`."""
+    s, policy = search, search.queue.preemption
+    own = _own_queue_candidates(s)
+    reclaimed, priority = _cohort_candidates(s) if policy.reclaim_within_cohort != "Never" else ([], [])
+    groups = [sorted(group, key=lambda c: _order(s.preemptor, c.workload)) for group in (reclaimed, priority, own)]
+    candidates = [c for group in groups for c in group if c.workload.evicted] + [c for group in groups for c in group if not c.workload.evicted]
+    skipped: dict[str, str] = {}
+    targets: list[Candidate] = []
+    for borrowing in _passes(s, cross=bool(reclaimed or priority), reclaimed=bool(reclaimed)):
+        targets = s.greedy(candidates, borrowing, skipped) or []
+        if targets:
+            break
+    return Plan(tuple(targets), tuple(_considered(candidates, targets, skipped)))
+
+
+def _own_queue_candidates(s: Search) -> list[Candidate]:
+    policy = s.queue.preemption.within_cluster_queue
+    return [
+        Candidate(w, "InClusterQueue")
+        for w in s.admitted.get(s.queue.name, ())
+        if s.contests(w) and allowed(policy, s.preemptor, w)
+    ]
+
+
+def _cohort_candidates(s: Search) -> tuple[list[Candidate], list[Candidate]]:
+    """(reclaimed, by priority): cohort candidates found where the preemptor's side would stay
+    within its quota, and the others."""
+    policy = s.queue.preemption
+    reclaimed: list[Candidate] = []
+    by_priority: list[Candidate] = []
+    advantage = s.within_quota_with_request(s.node)
+    child, ancestor = s.node, s.node.parent
+    while ancestor is not None:
+        for other in ancestor.children:
+            if other is child:
+                continue
+            for queue in s.borrowing_queues(other):
+                for w in s.admitted.get(queue.name, ()):
+                    if not (s.contests(w) and allowed(policy.reclaim_within_cohort, s.preemptor, w)):
+                        continue
+                    if advantage:
+                        reclaimed.append(Candidate(w, "InCohortReclamation", ancestor))
+                    elif _while_borrowing(s, w):
+                        by_priority.append(Candidate(w, "InCohortReclaimWhileBorrowing", ancestor))
+                    else:
+                        by_priority.append(Candidate(w, "InCohortReclamation", ancestor, without_borrowing=True))
+        child, ancestor = ancestor, ancestor.parent
+        advantage = advantage or s.within_quota_with_request(child)
+    return reclaimed, by_priority
+
+
+def _while_borrowing(s: Search, w: Workload) -> bool:
+    """`borrowWithinCohort` lets the preemptor take `w` although it borrows."""
+    policy = s.queue.preemption
+    threshold = policy.max_priority_threshold
+    return policy.borrow_within_cohort == "LowerPriority" and w.priority < s.preemptor.priority and (threshold is None or w.priority <= threshold)
+
+
+def _order(preemptor: Workload, w: Workload) -> tuple[bool, int, int, str]:
+    """Other queues first, then lower priority, the most recently admitted, the name."""
+    return (w.queue == preemptor.queue, w.priority, -w.admitted_at, w.id)
+
+
+def _passes(s: Search, *, cross: bool, reclaimed: bool) -> tuple[bool, ...]:
+    """Whether each pass lets the preemptor borrow, in the order they are tried."""
+    borrow_off = s.queue.preemption.borrow_within_cohort == "Never"
+    below_nominal = all(s.usage.get(s.node, {}).get(fr, 0) < s.node.subtree.get(fr, 0) for fr in s.contested)
+    if not cross or (borrow_off and not below_nominal):
+        return (True,)
+    if borrow_off and not reclaimed:
+        return (False, True)
+    return (True, False)
+
+
+_REASON_TEXT = {
+    "InClusterQueue": "prioritization in the ClusterQueue",
+    "InCohortReclamation": "reclamation within the cohort",
+    "InCohortReclaimWhileBorrowing": "reclamation within the cohort while borrowing",
+    "InCohortFairSharing": "fair sharing within the cohort",
+}
+
+
+def reason_text(reason: Reason) -> str:
+    return _REASON_TEXT[reason]
+
+
+def _considered(candidates: list[Candidate], targets: list[Candidate], skipped: dict[str, str]) -> Iterator[str]:
+    taken = {c.workload.id for c in targets}
+    for c in candidates:
+        w = c.workload
+        where = f"{w.id} (ClusterQueue {w.queue}, priority {w.priority}{', already evicted' if w.evicted else ''})"
+        if w.id in taken:
+            yield f"taken: {where}: {reason_text(c.reason)}"
+        elif w.id in skipped:
+            yield f"spared: {where}: {skipped[w.id]}"
+        elif targets:
+            yield f"spared: {where}: not needed, the preemptor fits without it"
+        else:
+            yield f"spared: {where}: evicting every valid candidate would not make room"

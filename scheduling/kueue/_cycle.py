@@ -1,0 +1,159 @@
+"""One cycle of the Kueue model: pending workloads in Kueue's order are admitted by flavor
+assignment, or make room by preemption, or are blocked with the quota or policy that stops them.
+
+The order, as in Kueue's scheduler: workloads that fit without borrowing (judged on the usage at
+the start of the cycle) first, then by priority, then by creation; each is judged again on the
+usage as the cycle left it. So a workload taking back its own quota goes before an older one
+that would borrow the same room.
+
+- A workload the cluster already runs (its tasks arrived as `task.bound`) and that was never
+  admitted is recorded first, with the flavors assignment gives it whatever the usage, so that
+  its usage counts.
+- A workload that fits is admitted (`decision.admitted`) and its usage counts at once.
+- One that needs preemption evicts its victims (`decision.evicted`, one per workload not
+  already evicted) and waits for them to go; its request is held for the rest of the cycle, so
+  later workloads do not take the room being made. Once a cohort tree has a preemption in a
+  cycle, later workloads there that need one wait for the next cycle, when the evictions are
+  in the state: two preemptors never plan on the same room.
+- A StrictFIFO ClusterQueue offers only its head in a cycle; the workloads behind it wait
+  without a decision of their own. A stopped one (stopPolicy Hold or HoldAndDrain) admits
+  nothing.
+
+A cycle admits at most `ADMISSIONS_PER_CYCLE` workloads, plans at most `PREEMPTIONS_PER_CYCLE`
+preemptions and blocks at most `BLOCKED_PER_CYCLE` workloads anew, so that ingest is never held
+up for long and a backlog does not flood the log; the rest wait for the next cycle.
+"""
+
+from __future__ import annotations
+
+from preemptd.events import Admitted, Blocked, Evicted, format_human
+
+from .._model import Cycle
+from ._assign import Assignment, Mode, assign
+from ._classic import Plan, Search, classic, reason_text
+from ._objects import ClusterQueue, KueueConfig
+from ._tree import Node, QuotaTree
+from ._workloads import Workload, Workloads, usage_of
+
+__all__ = ["ADMISSIONS_PER_CYCLE", "BLOCKED_PER_CYCLE", "PREEMPTIONS_PER_CYCLE", "schedule"]
+
+ADMISSIONS_PER_CYCLE = 20_000
+PREEMPTIONS_PER_CYCLE = 50
+BLOCKED_PER_CYCLE = 1000
+
+
+def schedule(cycle: Cycle) -> None:
+    _Admission(cycle).run()
+
+
+class _Admission:
+    def __init__(self, cycle: Cycle) -> None:
+        self.cycle = cycle
+        self.config: KueueConfig = cycle.partition.settings
+        self.tree = QuotaTree(self.config)
+        self.workloads = Workloads.of(cycle.partition)
+        self.usage = self.tree.usage(self.workloads.usage)
+        self.admissions = 0
+        self.preemptions = 0
+        self.blocked = 0
+        self.preempted_in: set[Node] = set()  # roots of the cohort trees with a preemption this cycle
+
+    def run(self) -> None:
+        waiting = []
+        for workload in self.workloads.pending:
+            if workload.running:
+                self._record_running(workload)
+            else:
+                waiting.append(workload)
+        for workload in self._in_order(waiting):
+            if self.admissions >= ADMISSIONS_PER_CYCLE:
+                return
+            self._consider(workload)
+
+    def _in_order(self, waiting: list[Workload]) -> list[Workload]:
+        """`waiting` (by priority, then creation) with those that would not borrow first;
+        only the head of a StrictFIFO queue."""
+        heads: set[str] = set()
+        ranked: list[tuple[bool, int, Workload]] = []
+        for index, workload in enumerate(waiting):
+            queue, node = self.config.cluster_queues[workload.queue], self.tree.queues.get(workload.queue)
+            if queue.queueing_strategy == "StrictFIFO":
+                if queue.name in heads:
+                    continue
+                heads.add(queue.name)
+            borrows = node is not None and assign(queue, node, self.tree, self.usage, workload.request).borrows
+            ranked.append((borrows, index, workload))
+        return [workload for _, _, workload in sorted(ranked, key=lambda r: r[:2])]
+
+    def _record_running(self, workload: Workload) -> None:
+        queue, node = self.config.cluster_queues[workload.queue], self.tree.queues.get(workload.queue)
+        flavors = assign(queue, node, self.tree, self.usage, workload.request).flavors if node is not None else {}
+        self._admit(workload, node, flavors, ("already running in the cluster: recorded as admitted, its usage counts from now on",))
+
+    def _consider(self, workload: Workload) -> None:
+        queue, node = self.config.cluster_queues[workload.queue], self.tree.queues.get(workload.queue)
+        if node is None:
+            return self._block(workload, (f"ClusterQueue {queue.name} is inactive: its cohort {queue.cohort} is in a cycle of cohorts",))
+        if queue.stop_policy != "None":
+            return self._block(workload, (f"ClusterQueue {queue.name} is stopped (stopPolicy {queue.stop_policy}): it admits nothing",))
+        assignment = assign(queue, node, self.tree, self.usage, workload.request)
+        if assignment.mode == Mode.FIT:
+            return self._admit(workload, node, assignment.flavors, _explain_fit(assignment, queue.name))
+        if assignment.mode == Mode.NO_FIT:
+            return self._block(workload, assignment.passed_over or (f"ClusterQueue {queue.name} has no quota for this request",))
+        root = node.path()[-1]
+        if root in self.preempted_in or self.preemptions >= PREEMPTIONS_PER_CYCLE:
+            return None  # the next cycle plans on the state with this cycle's evictions in it
+        plan = classic(Search(workload, queue, node, self.tree, self.usage, self.workloads.admitted, assignment.flavors, assignment.contested))
+        if not plan.targets:
+            return self._block(workload, (*assignment.passed_over, _no_room(workload, queue, assignment, plan), *plan.considered))
+        self.preemptions += 1
+        self.preempted_in.add(root)
+        self._evict(workload, plan)
+        self.tree.change(self.usage, node, usage_of(assignment.flavors, workload.request), +1)
+        return None
+
+    def _admit(self, workload: Workload, node: Node | None, flavors: dict[str, str], explanation: tuple[str, ...]) -> None:
+        self.cycle.emit(Admitted, app=workload.id, queue=workload.queue, flavors=flavors, explanation=explanation)
+        if node is not None:
+            self.tree.change(self.usage, node, usage_of(flavors, workload.request), +1)
+        self.admissions += 1
+
+    def _evict(self, preemptor: Workload, plan: Plan) -> None:
+        for target in plan.targets:
+            victim = target.workload
+            if victim.evicted:
+                continue
+            message = f"preempted to admit {preemptor.id} (ClusterQueue {preemptor.queue}, priority {preemptor.priority}) by {reason_text(target.reason)}"
+            if target.lca is not None:
+                message += f"; compared in cohort {target.lca.name}"
+            self.cycle.emit(
+                Evicted,
+                app=victim.id,
+                queue=victim.queue,
+                reason=target.reason,
+                preemptor=preemptor.id,
+                message=message,
+                explanation=plan.considered,
+            )
+
+    def _block(self, workload: Workload, reasons: tuple[str, ...]) -> None:
+        task = self.cycle.partition.tasks[workload.first_task]
+        if task.blocked != reasons and self.blocked < BLOCKED_PER_CYCLE:
+            self.blocked += 1
+            self.cycle.emit(Blocked, task=task.id, app=workload.id, queue=workload.queue, reasons=reasons)
+
+
+def _explain_fit(assignment: Assignment, queue: str) -> tuple[str, ...]:
+    flavors = ", ".join(f"{resource} in {flavor}" for resource, flavor in sorted(assignment.flavors.items()))
+    how = "borrowing from its cohort" if assignment.borrows else "within its nominal quota"
+    return (f"fits ClusterQueue {queue} {how}: {flavors or 'no resources'}", *assignment.passed_over)
+
+
+def _no_room(workload: Workload, queue: ClusterQueue, assignment: Assignment, plan: Plan) -> str:
+    contested = ", ".join(f"{format_human(r, workload.request[r])} {r} in {f}" for f, r in assignment.contested)
+    if plan.considered:
+        return f"needs preemption for {contested}, and evicting the workloads its preemption policy allows does not make room"
+    p = queue.preemption
+    policy = f"withinClusterQueue {p.within_cluster_queue}, reclaimWithinCohort {p.reclaim_within_cohort}, borrowWithinCohort {p.borrow_within_cohort}"
+    return f"needs preemption for {contested}, and its policy ({policy}) allows no admitted workload holding it to be preempted"
