@@ -492,7 +492,7 @@ def _remove_task(p: PartitionState, task: TaskState) -> None:
     app = p.apps[task.app]
     app.tasks.pop(task.id, None)
     if not app.tasks:  # nothing left to hold quota: a workload requeued later waits for admission
-        app.admission, app.admitted_at, app.evicted = None, 0, False
+        app.admission, app.admitted_at, app.evicted, app.preempting = None, 0, False, False
     del p.tasks[task.id]
 
 

@@ -98,11 +98,12 @@ class AppState(msgspec.Struct, kw_only=True):
     min_available: int = 0
     tasks: dict[str, None] = {}
     # Quota-level models: the flavor of each resource once admitted (None: waiting), the log
-    # position of the admission, and whether it was evicted; an application whose tasks are
-    # all gone holds no quota and waits again.
+    # position of the admission, whether it was evicted, and whether it evicted others and waits
+    # for them to go; an application whose tasks are all gone holds no quota and waits again.
     admission: dict[str, str] | None = None
     admitted_at: int = 0
     evicted: bool = False
+    preempting: bool = False
 
 
 class TaskState(msgspec.Struct, kw_only=True):

@@ -50,7 +50,7 @@ def next_wakeup(partition: PartitionState, now: int) -> int | None:
 
 def fold_decision(p: PartitionState, decision: DecisionEvent) -> None:
     """`decision.admitted` gives the workload its flavors; `decision.evicted` marks it evicted
-    (it holds its quota until its tasks are gone)."""
+    (it holds its quota until its tasks are gone) and its preemptor as waiting for it."""
     app = p.apps.get(getattr(decision, "app", ""))
     if app is None:
         raise Rejected(f"{decision.__struct_config__.tag} for unknown application {getattr(decision, 'app', None)!r}")
@@ -58,11 +58,13 @@ def fold_decision(p: PartitionState, decision: DecisionEvent) -> None:
         case Admitted():
             if app.admission is not None:
                 raise Rejected(f"decision.admitted for application {app.id!r}, which is admitted already")
-            app.admission, app.admitted_at = dict(decision.flavors), decision.cycle
+            app.admission, app.admitted_at, app.preempting = dict(decision.flavors), decision.cycle, False
         case Evicted():
             if app.admission is None:
                 raise Rejected(f"decision.evicted for application {app.id!r}, which is not admitted")
             app.evicted = True
+            if decision.preemptor in p.apps:
+                p.apps[decision.preemptor].preempting = True
         case _:
             raise Rejected(f"the kueue model does not make {decision.__struct_config__.tag}")
 

@@ -44,7 +44,11 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Plan:
+    """The victims (none: no set makes room), whether the preemptor may borrow once they are
+    gone, and a line per candidate."""
+
     targets: tuple[Candidate, ...]
+    borrowing: bool
     considered: tuple[str, ...]
 
 
@@ -164,11 +168,12 @@ def classic(search: Search) -> Plan:
     candidates = [c for group in groups for c in group if c.workload.evicted] + [c for group in groups for c in group if not c.workload.evicted]
     skipped: dict[str, str] = {}
     targets: list[Candidate] = []
+    borrowing = True
     for borrowing in _passes(s, cross=bool(reclaimed or priority), reclaimed=bool(reclaimed)):
         targets = s.greedy(candidates, borrowing, skipped) or []
         if targets:
             break
-    return Plan(tuple(targets), tuple(_considered(candidates, targets, skipped)))
+    return Plan(tuple(targets), borrowing, tuple(_considered(candidates, targets, skipped)))
 
 
 def _own_queue_candidates(s: Search) -> list[Candidate]:

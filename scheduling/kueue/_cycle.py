@@ -1,10 +1,17 @@
 """One cycle of the Kueue model: pending workloads in Kueue's order are admitted by flavor
 assignment, or make room by preemption, or are blocked with the quota or policy that stops them.
 
-The order, as in Kueue's scheduler: workloads that fit without borrowing (judged on the usage at
-the start of the cycle) first, then by priority, then by creation; each is judged again on the
-usage as the cycle left it. So a workload taking back its own quota goes before an older one
-that would borrow the same room.
+The order, as in Kueue's scheduler, which takes the head of each ClusterQueue in turn: each
+queue's workloads by priority, then creation; across queues, the n-th workloads of every queue
+before the (n+1)-th, and among those, the ones that fit without borrowing (judged on the usage at
+the start of the cycle) first, then by priority, then by creation. Each is judged again on the
+usage as the cycle left it. So a workload taking back its own queue's quota goes before another
+queue's that would borrow the same room, and a queue's own order is never overtaken (a
+lower-priority workload does not take back the room a preemption made for a higher one).
+Before all of them come the workloads that evicted others and wait for them to go: the room
+being made is theirs (in Kueue the preemptor is usually its queue's head, but a blocked older
+workload ahead of it in its queue can let another queue take that room, and the preemptor
+evicts again, without end).
 
 - A workload the cluster already runs (its tasks arrived as `task.bound`) and that was never
   admitted is recorded first, with the flavors assignment gives it whatever the usage, so that
@@ -71,19 +78,19 @@ class _Admission:
             self._consider(workload)
 
     def _in_order(self, waiting: list[Workload]) -> list[Workload]:
-        """`waiting` (by priority, then creation) with those that would not borrow first;
-        only the head of a StrictFIFO queue."""
-        heads: set[str] = set()
-        ranked: list[tuple[bool, int, Workload]] = []
+        """`waiting` (by priority, then creation): preemptors waiting for their victims first,
+        then in turns of one workload per queue, those that would not borrow first in each
+        turn; only the head of a StrictFIFO queue."""
+        turns: dict[str, int] = {}
+        ranked: list[tuple[bool, int, bool, int, Workload]] = []
         for index, workload in enumerate(waiting):
             queue, node = self.config.cluster_queues[workload.queue], self.tree.queues.get(workload.queue)
-            if queue.queueing_strategy == "StrictFIFO":
-                if queue.name in heads:
-                    continue
-                heads.add(queue.name)
+            turn = turns[queue.name] = turns.get(queue.name, -1) + 1
+            if queue.queueing_strategy == "StrictFIFO" and turn > 0:
+                continue
             borrows = node is not None and assign(queue, node, self.tree, self.usage, workload.request).borrows
-            ranked.append((borrows, index, workload))
-        return [workload for _, _, workload in sorted(ranked, key=lambda r: r[:2])]
+            ranked.append((not workload.preempting, turn, borrows, index, workload))
+        return [workload for *_, workload in sorted(ranked, key=lambda r: r[:4])]
 
     def _record_running(self, workload: Workload) -> None:
         queue, node = self.config.cluster_queues[workload.queue], self.tree.queues.get(workload.queue)

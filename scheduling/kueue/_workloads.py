@@ -29,6 +29,7 @@ class Workload:
     flavors: dict[str, str] | None
     admitted_at: int
     evicted: bool
+    preempting: bool
     running: bool
 
     @property
@@ -74,6 +75,7 @@ class Workloads:
                 flavors=app.admission,
                 admitted_at=app.admitted_at,
                 evicted=app.evicted,
+            preempting=app.preempting,
                 running=any(task.status != "pending" for task in tasks),
             )
             if app.admission is None:

@@ -1,0 +1,65 @@
+"""The Kueue model in the daemon: `run --config` with Kueue's objects as a user pastes them, a
+workload published through NATS, and its eviction received by `tail --json`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import preemptd
+
+KUEUE_OBJECTS = """\
+model: kueue
+config:
+  - {apiVersion: kueue.x-k8s.io/v1beta2, kind: ResourceFlavor, metadata: {name: default-flavor}}
+  - apiVersion: kueue.x-k8s.io/v1beta2
+    kind: ClusterQueue
+    metadata: {name: team-a}
+    spec:
+      preemption: {withinClusterQueue: LowerPriority}
+      resourceGroups:
+        - coveredResources: [cpu]
+          flavors: [{name: default-flavor, resources: [{name: cpu, nominalQuota: 4}]}]
+  - {apiVersion: kueue.x-k8s.io/v1beta2, kind: LocalQueue, metadata: {namespace: ml, name: training}, spec: {clusterQueue: team-a}}
+  - {apiVersion: kueue.x-k8s.io/v1beta2, kind: WorkloadPriorityClass, metadata: {name: urgent}, value: 1000}
+"""
+
+
+def test_a_kueue_workload_evicts_a_lower_priority_one_through_the_daemon(daemon_factory, tmp_path: Path) -> None:
+    config = tmp_path / "kueue.yaml"
+    config.write_text(KUEUE_OBJECTS)
+    daemon = daemon_factory("--config", str(config)).start()
+    state = str(daemon.state_dir)
+
+    def publish(text: str) -> None:
+        events = tmp_path / "events.yaml"
+        events.write_text(text)
+        published = preemptd("publish", str(events), "--state-dir", state)
+        assert published.returncode == 0, published.stderr
+
+    def decisions(count: int) -> list[dict]:
+        tail = preemptd("tail", "--json", "--from-start", "--count", str(count), "--timeout", "30", "--state-dir", state)
+        assert tail.returncode == 0, tail.stderr
+        return [json.loads(line) for line in tail.stdout.splitlines()]
+
+    publish(
+        "- {type: app.submitted, app: batch, queue: ml/training, priority: 0}\n"
+        "- {type: task.submitted, task: batch-0, app: batch, resources: {cpu: 4}}\n"
+    )
+    [admitted] = decisions(1)
+    assert (admitted["type"], admitted["app"], admitted["queue"], admitted["flavors"]) == ("decision.admitted", "batch", "team-a", {"cpu": "default-flavor"})
+
+    publish(
+        "- {type: app.submitted, app: serve, queue: ml/training, priority_class: urgent}\n"
+        "- {type: task.submitted, task: serve-0, app: serve, resources: {cpu: 2}}\n"
+    )
+    evicted = decisions(2)[1]
+    assert (evicted["type"], evicted["app"], evicted["reason"], evicted["preemptor"]) == ("decision.evicted", "batch", "InClusterQueue", "serve")
+    assert "prioritization in the ClusterQueue" in evicted["message"]
+
+    publish("- {type: task.released, task: batch-0, reason: preempted}\n")
+    last = decisions(3)[2]
+    assert (last["type"], last["app"]) == ("decision.admitted", "serve")
+    assert daemon.stop() == 0
+    replay = preemptd("replay", "--db", str(daemon.state_dir / "preemptd.db"), "--quiet")
+    assert "all 3 decisions reproduced" in replay.stdout, replay.stdout + replay.stderr
