@@ -130,11 +130,17 @@ DECISION_EXAMPLES = [
         grace_period=30_000,
         explanation=("law 4: root.b is under its guarantee",),
     ),
-    ev.Admitted(id="l:1.2", ts=1, partition="default", cycle=1, app="w", queue="cq"),
-    ev.Evicted(id="l:1.3", ts=1, partition="default", cycle=1, app="w", queue="cq", reason="InCohortReclamation"),
+    ev.Admitted(id="l:1.2", ts=1, partition="default", cycle=1, app="w", queue="cq", flavors={"cpu": "spot"}),
+    ev.Evicted(id="l:1.3", ts=1, partition="default", cycle=1, app="w", queue="cq", reason="InCohortReclamation", preemptor="v", message="preempted to admit v"),
     ev.Unreserved(id="l:1.4", ts=1, partition="default", cycle=1, task="b-1", node="n1", reason="node removed"),
     ev.Blocked(id="l:1.5", ts=1, partition="default", cycle=1, task="c-1", app="c", queue="root.c", reasons=("law 4: root.c is at its guarantee for vcore",)),
 ]
+
+
+def test_a_configuration_may_be_a_list_of_objects() -> None:
+    """Kueue's configuration is a list of Kubernetes objects: it travels as one."""
+    event = ev.ConfigApplied(id="k", ts=1, model="kueue", config=[{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "f"}}])
+    assert decode_cluster_event(encode(event)) == event
 
 
 def test_the_examples_cover_every_event_and_decision_type() -> None:
