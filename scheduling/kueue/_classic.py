@@ -18,6 +18,7 @@ Every candidate ends in the plan's `considered` lines, taken or spared and why.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
@@ -25,7 +26,7 @@ from ._objects import ClusterQueue
 from ._tree import FlavorResource, Node, QuotaTree
 from ._workloads import Workload, usage_of
 
-__all__ = ["Candidate", "Plan", "Reason", "Search", "allowed", "classic"]
+__all__ = ["Candidate", "Plan", "Reason", "Search", "allowed", "classic", "considered", "in_order", "own_queue_candidates", "reason_text"]
 
 Reason = Literal["InClusterQueue", "InCohortReclamation", "InCohortFairSharing", "InCohortReclaimWhileBorrowing"]
 Usage = dict[Node, dict[FlavorResource, int]]
@@ -34,12 +35,14 @@ Usage = dict[Node, dict[FlavorResource, int]]
 @dataclass(frozen=True)
 class Candidate:
     """A workload that may be evicted; `lca` is the cohort a cross-queue candidate was found
-    under; `without_borrowing`: it may be taken only while the preemptor does not borrow."""
+    under; `without_borrowing`: it may be taken only while the preemptor does not borrow;
+    `shares`: under fair sharing, how the shares compared when it was taken."""
 
     workload: Workload
     reason: Reason
     lca: Node | None = None
     without_borrowing: bool = False
+    shares: str = ""
 
 
 @dataclass(frozen=True)
@@ -71,9 +74,30 @@ class Search:
         self.preemptor, self.queue, self.node, self.tree, self.usage, self.admitted = preemptor, queue, node, tree, usage, admitted
         self.request = usage_of(flavors, preemptor.request)
         self.contested = frozenset(contested)
+        self.holding = False  # the usage counts the preemptor's request (fair sharing's shares do)
+
+    @contextmanager
+    def preemptor_admitted(self) -> Iterator[None]:
+        """Count the preemptor's request in the usage while inside."""
+        self.tree.change(self.usage, self.node, self.request, +1)
+        self.holding = True
+        try:
+            yield
+        finally:
+            self.holding = False
+            self.tree.change(self.usage, self.node, self.request, -1)
 
     def fits(self, borrowing: bool = True) -> bool:
         """The preemptor fits now; without `borrowing`, within its queue's quota too."""
+        if self.holding:
+            self.tree.change(self.usage, self.node, self.request, -1)
+            try:
+                return self._fits(borrowing)
+            finally:
+                self.tree.change(self.usage, self.node, self.request, +1)
+        return self._fits(borrowing)
+
+    def _fits(self, borrowing: bool) -> bool:
         used = self.usage.get(self.node, {})
         for fr, amount in self.request.items():
             if amount > self.tree.available(self.node, fr, self.usage):
@@ -97,11 +121,8 @@ class Search:
 
     def within_quota_with_request(self, node: Node) -> bool:
         """`node` (the queue or a cohort above it) would not borrow were the preemptor admitted."""
-        self.tree.change(self.usage, self.node, self.request, +1)
-        try:
+        with self.preemptor_admitted():
             return not self.tree.borrows(node, self.request, self.usage)
-        finally:
-            self.tree.change(self.usage, self.node, self.request, -1)
 
     def borrowing_queues(self, top: Node) -> Iterator[Node]:
         """The ClusterQueues under `top` that borrow a contested resource, skipping every
@@ -139,13 +160,13 @@ class Search:
                 self.take(candidate.workload)
                 taken.append(candidate)
                 if self.fits(borrowing):
-                    return self._minimise(taken, borrowing)
+                    return self.minimise(taken, borrowing)
             return None
         finally:
             for candidate in taken:
                 self.give_back(candidate.workload)
 
-    def _minimise(self, taken: list[Candidate], borrowing: bool) -> list[Candidate]:
+    def minimise(self, taken: list[Candidate], borrowing: bool) -> list[Candidate]:
         """Give back, from the second-to-last victim to the first, each one the preemptor fits
         without; `taken` keeps the victims still out."""
         needed = list(taken)
@@ -162,10 +183,9 @@ class Search:
 def classic(search: Search) -> Plan:
     """Kueue's classic preemption for `search.preemptor`."""
     s, policy = search, search.queue.preemption
-    own = _own_queue_candidates(s)
+    own = own_queue_candidates(s)
     reclaimed, priority = _cohort_candidates(s) if policy.reclaim_within_cohort != "Never" else ([], [])
-    groups = [sorted(group, key=lambda c: _order(s.preemptor, c.workload)) for group in (reclaimed, priority, own)]
-    candidates = [c for group in groups for c in group if c.workload.evicted] + [c for group in groups for c in group if not c.workload.evicted]
+    candidates = in_order(s.preemptor, reclaimed, priority, own)
     skipped: dict[str, str] = {}
     targets: list[Candidate] = []
     borrowing = True
@@ -173,10 +193,17 @@ def classic(search: Search) -> Plan:
         targets = s.greedy(candidates, borrowing, skipped) or []
         if targets:
             break
-    return Plan(tuple(targets), borrowing, tuple(_considered(candidates, targets, skipped)))
+    return Plan(tuple(targets), borrowing, tuple(considered(candidates, targets, skipped)))
 
 
-def _own_queue_candidates(s: Search) -> list[Candidate]:
+def in_order(preemptor: Workload, *groups: list[Candidate]) -> list[Candidate]:
+    """Kueue's candidate order: each group sorted, the workloads already evicted of every group
+    first, then the others, group after group."""
+    ordered = [sorted(group, key=lambda c: _order(preemptor, c.workload)) for group in groups]
+    return [c for group in ordered for c in group if c.workload.evicted] + [c for group in ordered for c in group if not c.workload.evicted]
+
+
+def own_queue_candidates(s: Search) -> list[Candidate]:
     policy = s.queue.preemption.within_cluster_queue
     return [
         Candidate(w, "InClusterQueue")
@@ -247,13 +274,14 @@ def reason_text(reason: Reason) -> str:
     return _REASON_TEXT[reason]
 
 
-def _considered(candidates: list[Candidate], targets: list[Candidate], skipped: dict[str, str]) -> Iterator[str]:
-    taken = {c.workload.id for c in targets}
+def considered(candidates: list[Candidate], targets: list[Candidate], skipped: dict[str, str]) -> Iterator[str]:
+    taken = {c.workload.id: c for c in targets}
     for c in candidates:
         w = c.workload
         where = f"{w.id} (ClusterQueue {w.queue}, priority {w.priority}{', already evicted' if w.evicted else ''})"
         if w.id in taken:
-            yield f"taken: {where}: {reason_text(c.reason)}"
+            target = taken[w.id]
+            yield f"taken: {where}: {reason_text(target.reason)}" + (f" ({target.shares})" if target.shares else "")
         elif w.id in skipped:
             yield f"spared: {where}: {skipped[w.id]}"
         elif targets:

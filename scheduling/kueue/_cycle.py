@@ -4,7 +4,9 @@ assignment, or make room by preemption, or are blocked with the quota or policy 
 The order, as in Kueue's scheduler, which takes the head of each ClusterQueue in turn: each
 queue's workloads by priority, then creation; across queues, the n-th workloads of every queue
 before the (n+1)-th, and among those, the ones that fit without borrowing (judged on the usage at
-the start of the cycle) first, then by priority, then by creation. Each is judged again on the
+the start of the cycle) first, then (under fair sharing, for those that borrow) by the share
+their queue would have once they are admitted, the lowest first (Kueue runs a tournament of
+shares up the cohort tree; this compares the queues' own), then by priority, then by creation. Each is judged again on the
 usage as the cycle left it. So a workload taking back its own queue's quota goes before another
 queue's that would borrow the same room, and a queue's own order is never overtaken (a
 lower-priority workload does not take back the room a preemption made for a higher one).
@@ -38,6 +40,7 @@ from preemptd.events import Admitted, Blocked, Evicted, format_human
 from .._model import Cycle
 from ._assign import Assignment, Mode, assign
 from ._classic import Plan, Search, classic, reason_text
+from ._fair import NO_SHARE, Share, fair, share
 from ._objects import ClusterQueue, KueueConfig
 from ._tree import Node, QuotaTree
 from ._workloads import Workload, Workloads, usage_of
@@ -82,15 +85,28 @@ class _Admission:
         then in turns of one workload per queue, those that would not borrow first in each
         turn; only the head of a StrictFIFO queue."""
         turns: dict[str, int] = {}
-        ranked: list[tuple[bool, int, bool, int, Workload]] = []
+        ranked: list[tuple[bool, int, bool, Share, int, Workload]] = []
         for index, workload in enumerate(waiting):
             queue, node = self.config.cluster_queues[workload.queue], self.tree.queues.get(workload.queue)
             turn = turns[queue.name] = turns.get(queue.name, -1) + 1
             if queue.queueing_strategy == "StrictFIFO" and turn > 0:
                 continue
-            borrows = node is not None and assign(queue, node, self.tree, self.usage, workload.request).borrows
-            ranked.append((not workload.preempting, turn, borrows, index, workload))
-        return [workload for *_, workload in sorted(ranked, key=lambda r: r[:4])]
+            assignment = assign(queue, node, self.tree, self.usage, workload.request) if node is not None else None
+            borrows = assignment is not None and assignment.borrows
+            ranked.append((not workload.preempting, turn, borrows, self._share_once_admitted(node, assignment, workload), index, workload))
+        return [workload for *_, workload in sorted(ranked, key=lambda r: r[:5])]
+
+    def _share_once_admitted(self, node: Node | None, assignment: Assignment | None, workload: Workload) -> Share:
+        """Under fair sharing, the share `workload`'s queue would have once it is admitted
+        (the lower goes first); otherwise 0."""
+        if node is None or assignment is None or not assignment.borrows or not self.config.fair_sharing_in(node.path()[-1].name):
+            return NO_SHARE
+        request = usage_of(assignment.flavors, workload.request)
+        self.tree.change(self.usage, node, request, +1)
+        try:
+            return share(self.tree, node, self.usage)
+        finally:
+            self.tree.change(self.usage, node, request, -1)
 
     def _record_running(self, workload: Workload) -> None:
         queue, node = self.config.cluster_queues[workload.queue], self.tree.queues.get(workload.queue)
@@ -111,9 +127,11 @@ class _Admission:
         root = node.path()[-1]
         if root in self.preempted_in or self.preemptions >= PREEMPTIONS_PER_CYCLE:
             return None  # the next cycle plans on the state with this cycle's evictions in it
-        plan = classic(Search(workload, queue, node, self.tree, self.usage, self.workloads.admitted, assignment.flavors, assignment.contested))
+        search = Search(workload, queue, node, self.tree, self.usage, self.workloads.admitted, assignment.flavors, assignment.contested)
+        fair_sharing = self.config.fair_sharing_in(root.name)
+        plan = fair(search, self.config.fair_sharing.strategies) if fair_sharing else classic(search)
         if not plan.targets:
-            return self._block(workload, (*assignment.passed_over, _no_room(workload, queue, assignment, plan), *plan.considered))
+            return self._block(workload, (*assignment.passed_over, _no_room(workload, queue, assignment, plan, fair_sharing), *plan.considered))
         self.preemptions += 1
         self.preempted_in.add(root)
         self._evict(workload, plan)
@@ -132,7 +150,9 @@ class _Admission:
             if victim.evicted:
                 continue
             message = f"preempted to admit {preemptor.id} (ClusterQueue {preemptor.queue}, priority {preemptor.priority}) by {reason_text(target.reason)}"
-            if target.lca is not None:
+            if target.shares:
+                message += f"; {target.shares}"
+            elif target.lca is not None:
                 message += f"; compared in cohort {target.lca.name}"
             self.cycle.emit(
                 Evicted,
@@ -157,8 +177,10 @@ def _explain_fit(assignment: Assignment, queue: str) -> tuple[str, ...]:
     return (f"fits ClusterQueue {queue} {how}: {flavors or 'no resources'}", *assignment.passed_over)
 
 
-def _no_room(workload: Workload, queue: ClusterQueue, assignment: Assignment, plan: Plan) -> str:
+def _no_room(workload: Workload, queue: ClusterQueue, assignment: Assignment, plan: Plan, fair_sharing: bool) -> str:
     contested = ", ".join(f"{format_human(r, workload.request[r])} {r} in {f}" for f, r in assignment.contested)
+    if plan.considered and fair_sharing:
+        return f"needs preemption for {contested}, and the evictions fair sharing allows (its preemptionStrategies) do not make room"
     if plan.considered:
         return f"needs preemption for {contested}, and evicting the workloads its preemption policy allows does not make room"
     p = queue.preemption

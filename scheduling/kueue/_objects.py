@@ -26,6 +26,7 @@ from preemptd.events import ConfigError, QuantityError, parse_quantity
 __all__ = [
     "ClusterQueue",
     "Cohort",
+    "FAIR_SHARING_ANNOTATION",
     "FairSharing",
     "FlavorQuotas",
     "KueueConfig",
@@ -91,6 +92,7 @@ class Cohort(msgspec.Struct, frozen=True, kw_only=True):
     resource_groups: tuple[ResourceGroup, ...] = ()
     weight: float = 1.0
     implicit: bool = False  # named by a ClusterQueue or as a parent, never defined
+    fair_sharing: bool = False  # preemptd's extension: fair sharing in this root cohort's tree
 
 
 class FairSharing(msgspec.Struct, frozen=True, kw_only=True):
@@ -105,6 +107,18 @@ class KueueConfig(msgspec.Struct, frozen=True, kw_only=True):
     local_queues: dict[str, str] = {}  # namespace/name -> ClusterQueue
     priority_classes: dict[str, int] = {}
     fair_sharing: FairSharing = FairSharing()
+
+    def fair_sharing_in(self, root: str) -> bool:
+        """Preemption in the tree under `root` (a root cohort, or a ClusterQueue without one)
+        uses fair sharing: Kueue's Configuration turns it on everywhere, preemptd's annotation
+        on one root cohort."""
+        cohort = self.cohorts.get(root)
+        return self.fair_sharing.enabled or (cohort is not None and cohort.fair_sharing)
+
+
+#: preemptd's extension: this annotation on a root Cohort, set to "true", turns fair sharing on
+#: in its tree only (Kueue's Configuration turns it on for the whole cluster).
+FAIR_SHARING_ANNOTATION = "preemptd.io/fair-sharing"
 
 
 def parse_objects(document: Any) -> tuple[KueueConfig, tuple[str, ...]]:
@@ -203,6 +217,7 @@ class _Reader:
             parent=parent,
             resource_groups=_resource_groups(spec.get("resourceGroups"), fields, has_cohort=parent is not None),
             weight=_weight(spec.get("fairSharing"), fields),
+            fair_sharing=_fair_sharing_annotation(item, parent, fields),
         )
 
     def cluster_queue(self, name: str, item: dict[str, Any], fields: _Fields) -> None:
@@ -323,6 +338,18 @@ def _text(value: Any, where: str) -> str | None:
     if not isinstance(value, str):
         raise ConfigError(f"{where} must be a name, got {value!r}")
     return value
+
+
+def _fair_sharing_annotation(item: dict[str, Any], parent: str | None, fields: _Fields) -> bool:
+    annotations = (item.get("metadata") or {}).get("annotations") or {}
+    value = annotations.get(FAIR_SHARING_ANNOTATION) if isinstance(annotations, dict) else None
+    if value is None:
+        return False
+    if value not in ("true", "false"):
+        raise ConfigError(f"{fields.where}: annotation {FAIR_SHARING_ANNOTATION} must be \"true\" or \"false\", got {value!r}")
+    if value == "true" and parent is not None:
+        raise ConfigError(f"{fields.where}: annotation {FAIR_SHARING_ANNOTATION} turns fair sharing on for a whole cohort tree: put it on the root cohort, not on one with parent {parent}")
+    return value == "true"
 
 
 def _weight(block: Any, fields: _Fields) -> float:

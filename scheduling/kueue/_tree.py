@@ -36,6 +36,7 @@ class Node:
     parent: Node | None = None
     children: list[Node] = field(default_factory=list)
     subtree: dict[FlavorResource, int] = field(default_factory=dict)
+    weight_milli: int = 1000  # fairSharing.weight in thousandths, as Kueue computes shares
 
     def local(self, fr: FlavorResource) -> int:
         """What this node keeps for itself of its subtree quota."""
@@ -64,6 +65,9 @@ class QuotaTree:
         cycles = _in_cycles(config)
         self.cohorts = {name: Node(name, True, _quotas(c.resource_groups)) for name, c in config.cohorts.items() if name not in cycles}
         self.queues = {name: Node(name, False, _quotas(q.resource_groups)) for name, q in config.cluster_queues.items() if q.cohort not in cycles}
+        for nodes, objects in ((self.cohorts, config.cohorts), (self.queues, config.cluster_queues)):
+            for name, node in nodes.items():
+                node.weight_milli = max(1, round(objects[name].weight * 1000)) if objects[name].weight else 0
         for name, cohort in config.cohorts.items():
             if name in self.cohorts and cohort.parent is not None:
                 self._attach(self.cohorts[name], self.cohorts[cohort.parent])
@@ -72,6 +76,7 @@ class QuotaTree:
                 self._attach(self.queues[name], self.cohorts[queue.cohort])
         for root in self.roots():
             _sum_subtree(root)
+        self._lendable: dict[Node, dict[str, int]] = {}
 
     @staticmethod
     def _attach(child: Node, parent: Node) -> None:
@@ -111,6 +116,17 @@ class QuotaTree:
         if quota is not None and quota.borrowing_limit is not None:
             from_parent = min(from_parent, node.lends(fr) + quota.borrowing_limit)
         return node.local(fr) + from_parent
+
+    def lendable(self, cohort: Node) -> dict[str, int]:
+        """Per resource, the most `cohort` could give its children: the sum over flavors of
+        its potential (the denominator of its children's shares)."""
+        cached = self._lendable.get(cohort)
+        if cached is None:
+            cached = {}
+            for fr in sorted(cohort.subtree):
+                cached[fr[1]] = cached.get(fr[1], 0) + self.potential(cohort, fr)
+            self._lendable[cohort] = cached
+        return cached
 
     def within_nominal(self, node: Node, fr: FlavorResource, usage: Mapping[Node, Mapping[FlavorResource, int]]) -> bool:
         return usage.get(node, {}).get(fr, 0) <= node.subtree.get(fr, 0)

@@ -1,0 +1,260 @@
+"""Fair-sharing preemption: evict from the ClusterQueues that borrow the most for their weight,
+and only while that leaves the preemptor's share no higher than the target's.
+
+A node's *share* (Kueue's dominant resource share): per resource, what the node borrows (uses
+beyond its subtree quota, summed over flavors) in thousandths of what its parent could lend it
+(`QuotaTree.lendable`); the largest of these, divided by the node's weight. A node that does not
+borrow has share 0; one with weight 0 that borrows has an infinite share (two infinite shares
+compare by the unweighted value). Resources a node has no quota entry for are left out. Every
+share here counts the preemptor's request as admitted.
+
+1. Candidates: the preemptor queue's own workloads under `withinClusterQueue`, and, under
+   `reclaimWithinCohort`, those of every ClusterQueue in its cohort tree that borrows a
+   contested resource; in classic preemption's order, grouped by ClusterQueue.
+2. The target queue: from the root of the tree, descend to the child with the highest share (a
+   cohort before a ClusterQueue on a tie, tied queues by their first candidate), leaving out
+   queues that do not borrow (the preemptor's own excepted) or have no candidate left, and
+   cohorts that do not borrow and do not hold the preemptor.
+3. From the preemptor's own queue the next candidate goes (InClusterQueue). From another, when
+   the preemptor's queue would stay within its nominal quota of the contested resources, the
+   next candidate goes too (InCohortReclamation: it takes back what it lent). Otherwise its
+   candidates are tried in order until one passes the first strategy (InCohortFairSharing);
+   those that fail are kept for a retry. Then the target is chosen again.
+   The strategies compare the two *sides*: the children of the lowest cohort holding both
+   queues, on the way to each.
+   - LessThanOrEqualToFinalShare: the preemptor's side's share is at most the target side's
+     once the candidate is gone.
+   - LessThanInitialShare: the preemptor's side's share is below the target side's now.
+   A preemptor side with an infinite share against a finite one passes neither: that queue's
+   candidates go straight to the retry.
+4. If the preemptor still does not fit and a second strategy is configured, each queue with
+   candidates kept for the retry, chosen the same way, is tested once under it and gives at
+   most one victim.
+5. On a fit, every victim the preemptor fits without is given back, as in classic preemption;
+   without a fit nothing is evicted.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from ._classic import Candidate, Plan, Search, allowed, considered, in_order, own_queue_candidates
+from ._tree import FlavorResource, Node, QuotaTree
+
+__all__ = ["NO_SHARE", "STRATEGIES", "Share", "borrowed", "fair", "share", "sides"]
+
+
+@dataclass(frozen=True, order=True)
+class Share:
+    """A weighted share in thousandths; when `infinite` (weight 0), `value` is the unweighted one."""
+
+    infinite: bool
+    value: int
+
+    def __str__(self) -> str:
+        return f"infinite (weight 0, unweighted {self.value})" if self.infinite else str(self.value)
+
+
+NO_SHARE = Share(False, 0)
+
+
+def share(tree: QuotaTree, node: Node, usage: Mapping[Node, Mapping[FlavorResource, int]]) -> Share:
+    """`node`'s dominant resource share."""
+    over = borrowed(node, usage)
+    if node.parent is None or not over:
+        return NO_SHARE
+    lendable = tree.lendable(node.parent)
+    ratio = max((amount * 1000 // lendable[r] for r, amount in over.items() if lendable.get(r, 0) > 0), default=0)
+    if node.weight_milli == 0:
+        return Share(True, ratio)
+    return Share(False, ratio * 1000 // node.weight_milli)
+
+
+def borrowed(node: Node, usage: Mapping[Node, Mapping[FlavorResource, int]]) -> dict[str, int]:
+    """Per resource, what `node` uses beyond its subtree quota, summed over flavors."""
+    used = usage.get(node, {})
+    over: dict[str, int] = {}
+    for fr, quota in node.subtree.items():
+        beyond = used.get(fr, 0) - quota
+        if beyond > 0:
+            over[fr[1]] = over.get(fr[1], 0) + beyond
+    return over
+
+
+def sides(a: Node, b: Node) -> tuple[Node, Node, Node]:
+    """The lowest cohort holding two ClusterQueues of one tree, and its children on the way
+    to `a` and to `b`."""
+    path_b = b.path()
+    above_b = set(path_b)
+    path_a = a.path()
+    for i, node in enumerate(path_a):
+        if node in above_b:
+            return node, path_a[i - 1], path_b[path_b.index(node) - 1]
+    raise ValueError(f"{a.name} and {b.name} are not in one cohort tree")
+
+
+Strategy = Callable[[Share, Share, Share], bool]
+
+#: (the preemptor side's share, the target side's before and after the eviction) -> allowed
+STRATEGIES: dict[str, Strategy] = {
+    "LessThanOrEqualToFinalShare": lambda preemptor, before, after: preemptor <= after,
+    "LessThanInitialShare": lambda preemptor, before, after: preemptor < before,
+}
+
+
+def fair(search: Search, strategies: tuple[str, ...]) -> Plan:
+    """Kueue's fair-sharing preemption for `search.preemptor`."""
+    candidates = in_order(search.preemptor, _cohort_candidates(search), own_queue_candidates(search))
+    skipped: dict[str, str] = {}
+    with search.preemptor_admitted():
+        targets = _Walk(search, candidates, skipped).run(strategies)
+    return Plan(tuple(targets), True, tuple(considered(candidates, targets, skipped)))
+
+
+def _cohort_candidates(s: Search) -> list[Candidate]:
+    policy = s.queue.preemption.reclaim_within_cohort
+    if policy == "Never" or s.node.parent is None:
+        return []
+    found: list[Candidate] = []
+    for child in s.node.path()[-1].children:
+        for queue in s.borrowing_queues(child):
+            if queue is s.node:
+                continue
+            lca = sides(s.node, queue)[0]
+            found += [Candidate(w, "InCohortFairSharing", lca) for w in s.admitted.get(queue.name, ()) if s.contests(w) and allowed(policy, s.preemptor, w)]
+    return found
+
+
+class _Walk:
+    """The walk of steps 2 to 5 over one preemptor's candidates; the usage is left as found."""
+
+    def __init__(self, search: Search, candidates: list[Candidate], skipped: dict[str, str]) -> None:
+        self.s = search
+        self.candidates = candidates
+        self.skipped = skipped
+        self.rank = {c.workload.id: i for i, c in enumerate(candidates)}
+        self.root = search.node.path()[-1]
+        self.holds_preemptor = set(search.node.path())
+        self.taken: list[Candidate] = []
+
+    def run(self, strategies: tuple[str, ...]) -> list[Candidate]:
+        try:
+            fits, retry = self._first(_by_queue(self.s.tree, self.candidates), strategies[0])
+            if not fits and len(strategies) > 1:
+                fits = self._second(_by_queue(self.s.tree, retry), strategies[1])
+            return self.s.minimise(self.taken, True) if fits else []
+        finally:
+            for candidate in self.taken:
+                self.s.give_back(candidate.workload)
+
+    def _first(self, pending: dict[Node, deque[Candidate]], strategy: str) -> tuple[bool, list[Candidate]]:
+        retry: list[Candidate] = []
+        while (queue := self._target(pending)) is not None:
+            waiting = pending[queue]
+            if queue is self.s.node:
+                if self._take(waiting.popleft()):
+                    return True, retry
+                continue
+            lca, mine, theirs = sides(self.s.node, queue)
+            if self._reclaims():
+                if self._take(replace(waiting.popleft(), reason="InCohortReclamation")):
+                    return True, retry
+                continue
+            preemptor, before = self._share(mine), self._share(theirs)
+            if preemptor.infinite and not before.infinite:
+                for candidate in waiting:
+                    self.skipped[candidate.workload.id] = f"{_side(mine)} has an infinite share (weight 0), {_side(theirs)} a finite one ({before}): no strategy allows it"
+                retry += waiting
+                waiting.clear()
+                continue
+            while waiting:
+                candidate = waiting.popleft()
+                self.s.take(candidate.workload)
+                after = self._share(theirs)
+                if STRATEGIES[strategy](preemptor, before, after):
+                    self.s.give_back(candidate.workload)
+                    if self._take(replace(candidate, shares=_compared(strategy, lca, mine, theirs, preemptor, before, after))):
+                        return True, retry
+                    break
+                self.s.give_back(candidate.workload)
+                self.skipped[candidate.workload.id] = f"{strategy} refuses it: {_comparison(lca, mine, theirs, preemptor, before, after)}"
+                retry.append(candidate)
+        return False, retry
+
+    def _second(self, pending: dict[Node, deque[Candidate]], strategy: str) -> bool:
+        while (queue := self._target(pending)) is not None:
+            waiting = pending[queue]
+            lca, mine, theirs = sides(self.s.node, queue)
+            preemptor, before = self._share(mine), self._share(theirs)
+            if STRATEGIES[strategy](preemptor, before, before):
+                candidate = waiting.popleft()
+                self.s.take(candidate.workload)
+                after = self._share(theirs)
+                self.s.give_back(candidate.workload)
+                if self._take(replace(candidate, shares=_compared(strategy, lca, mine, theirs, preemptor, before, after))):
+                    return True
+            for candidate in waiting:
+                self.skipped[candidate.workload.id] = f"{strategy} refuses it too: {_comparison(lca, mine, theirs, preemptor, before, None)}"
+            waiting.clear()  # one test per queue under the second strategy
+        return False
+
+    def _take(self, candidate: Candidate) -> bool:
+        """Evict `candidate` in the simulation; whether the preemptor fits now."""
+        self.s.take(candidate.workload)
+        self.taken.append(candidate)
+        self.skipped.pop(candidate.workload.id, None)
+        return self.s.fits()
+
+    def _reclaims(self) -> bool:
+        """The preemptor's queue, with its request, stays within its nominal quota of the
+        contested resources: it takes back its own."""
+        used = self.s.usage.get(self.s.node, {})
+        return all(used.get(fr, 0) <= self.s.node.subtree.get(fr, 0) for fr in self.s.contested)
+
+    def _share(self, node: Node) -> Share:
+        return share(self.s.tree, node, self.s.usage)
+
+    def _borrows(self, node: Node) -> bool:
+        return bool(borrowed(node, self.s.usage))
+
+    def _target(self, pending: dict[Node, deque[Candidate]]) -> Node | None:
+        if not self.root.is_cohort:
+            return self.root if pending.get(self.root) else None
+        return self._descend(self.root, pending)
+
+    def _descend(self, cohort: Node, pending: dict[Node, deque[Candidate]]) -> Node | None:
+        ranked: list[tuple[Share, bool, int, Node]] = []
+        for child in cohort.children:
+            if child.is_cohort:
+                if child in self.holds_preemptor or self._borrows(child):
+                    ranked.append((self._share(child), True, 0, child))
+            elif pending.get(child) and (child is self.s.node or self._borrows(child)):
+                ranked.append((self._share(child), False, -self.rank[pending[child][0].workload.id], child))
+        ranked.sort(key=lambda r: r[:3], reverse=True)  # stable: tied cohorts keep their order
+        for *_, child in ranked:
+            found = self._descend(child, pending) if child.is_cohort else child
+            if found is not None:
+                return found
+        return None
+
+
+def _by_queue(tree: QuotaTree, candidates: Iterable[Candidate]) -> dict[Node, deque[Candidate]]:
+    grouped: dict[Node, deque[Candidate]] = {}
+    for candidate in candidates:
+        grouped.setdefault(tree.queues[candidate.workload.queue], deque()).append(candidate)
+    return grouped
+
+
+def _side(node: Node) -> str:
+    return f"{'cohort' if node.is_cohort else 'ClusterQueue'} {node.name}"
+
+
+def _comparison(lca: Node, mine: Node, theirs: Node, preemptor: Share, before: Share, after: Share | None) -> str:
+    then = f", {after} after" if after is not None else ""
+    return f"in cohort {lca.name}, {_side(mine)} (the preemptor's side) would have share {preemptor}; {_side(theirs)} has {before}{then}"
+
+
+def _compared(strategy: str, lca: Node, mine: Node, theirs: Node, preemptor: Share, before: Share, after: Share) -> str:
+    return f"{strategy}: {_comparison(lca, mine, theirs, preemptor, before, after)}"
