@@ -1,55 +1,70 @@
 """Properties of the Kueue model over generated cohort trees (up to three levels of cohorts,
-lending and borrowing limits, every preemption policy) and workloads arriving and finishing:
+lending and borrowing limits, every preemption policy, classic preemption or fair sharing with
+each list of strategies and weights including 0) and workloads arriving and finishing:
 
 - no admission takes a ClusterQueue or cohort beyond what it may use, at any point of the log;
 - every victim of a preemption is needed: given back alone, the preemptor no longer fits;
+- under fair sharing, no eviction leaves the preemptor's side with a share above the target's:
+  at most the target side's once the victim is gone (LessThanOrEqualToFinalShare), below it
+  with the victim still there (LessThanInitialShare), the victims taken one after another;
 - preemption comes to rest, even when evicted workloads are requeued;
 - replay reproduces every decision.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from preemptd.events import Evicted, Scenario
-from preemptd.projections import ClusterState
+from preemptd.projections import ClusterState, PartitionState
 from preemptd.scheduling import apply, replay, simulate
 from preemptd.scheduling.kueue import QuotaTree
 from preemptd.scheduling.kueue._assign import Mode, assign
-from preemptd.scheduling.kueue._classic import Search, classic
+from preemptd.scheduling.kueue._classic import Plan, Search
+from preemptd.scheduling.kueue._cycle import preemption
+from preemptd.scheduling.kueue._fair import share, sides
 from preemptd.scheduling.kueue._workloads import Workloads
 
 API = "kueue.x-k8s.io/v1beta2"
 WITHIN = ["Never", "LowerPriority", "LowerOrNewerEqualPriority"]
 RECLAIM = ["Never", "LowerPriority", "Any"]
+STRATEGIES = [["LessThanOrEqualToFinalShare"], ["LessThanInitialShare"], ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]]
 
 
 @st.composite
-def cohort_trees(draw: st.DrawFn) -> list[dict[str, Any]]:
-    """Kueue objects: cohorts up to three levels deep, ClusterQueues in them (or in none)."""
+def cohort_trees(draw: st.DrawFn, *, fair: bool | None = None) -> list[dict[str, Any]]:
+    """Kueue objects: cohorts up to three levels deep, ClusterQueues in them (or in none);
+    `fair` (drawn when None): fair sharing with drawn strategies and weights."""
     objects: list[dict[str, Any]] = [{"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": "f"}}]
+    fair = draw(st.booleans()) if fair is None else fair
+    if fair:
+        objects.append({"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "fairSharing": {"preemptionStrategies": draw(st.sampled_from(STRATEGIES))}})
+    weights = st.sampled_from([0, 0.5, 1, 1, 2]) if fair else st.just(1)
     cohorts = ["c0"]
     for level in range(1, draw(st.integers(1, 3))):
         for i in range(draw(st.integers(1, 2))):
             name = f"c{level}{i}"
-            objects.append({"apiVersion": API, "kind": "Cohort", "metadata": {"name": name}, "spec": {"parentName": draw(st.sampled_from(cohorts))}})
+            spec = {"parentName": draw(st.sampled_from(cohorts)), "fairSharing": {"weight": draw(weights)}}
+            objects.append({"apiVersion": API, "kind": "Cohort", "metadata": {"name": name}, "spec": spec})
             cohorts.append(name)
     for i in range(draw(st.integers(2, 5))):
-        cohort = draw(st.sampled_from([*cohorts, None]))
+        cohort = draw(st.sampled_from(cohorts if fair else [*cohorts, None]))  # fair sharing shares in cohorts
         nominal = draw(st.integers(0, 6))
         quota: dict[str, Any] = {"name": "cpu", "nominalQuota": nominal}
         if cohort is not None and draw(st.booleans()):
             quota["borrowingLimit"] = draw(st.integers(0, 4))
         if cohort is not None and draw(st.booleans()):
             quota["lendingLimit"] = draw(st.integers(0, nominal))
-        reclaim = draw(st.sampled_from(RECLAIM)) if cohort is not None else "Never"
+        reclaim = draw(st.sampled_from(RECLAIM[1:] if fair else RECLAIM)) if cohort is not None else "Never"
         preemption: dict[str, Any] = {"withinClusterQueue": draw(st.sampled_from(WITHIN)), "reclaimWithinCohort": reclaim}
         if reclaim != "Never" and draw(st.booleans()):
             preemption["borrowWithinCohort"] = {"policy": "LowerPriority", "maxPriorityThreshold": draw(st.integers(0, 3))}
         spec: dict[str, Any] = {
+            "fairSharing": {"weight": draw(weights)},
             "preemption": preemption,
             "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [quota]}]}],
         }
@@ -60,8 +75,8 @@ def cohort_trees(draw: st.DrawFn) -> list[dict[str, Any]]:
 
 
 @st.composite
-def scenarios(draw: st.DrawFn, *, requeue: bool = False) -> Scenario:
-    objects = draw(cohort_trees())
+def scenarios(draw: st.DrawFn, *, requeue: bool = False, fair: bool | None = None) -> Scenario:
+    objects = draw(cohort_trees(fair=fair))
     queues = [o["metadata"]["name"] for o in objects if o["kind"] == "ClusterQueue"]
     events: list[dict[str, Any]] = [{"at": "0s", "type": "node.upserted", "node": "n", "capacity": {"cpu": 1000}}]
     for i in range(draw(st.integers(3, 12))):
@@ -94,32 +109,75 @@ def test_no_admission_takes_a_queue_or_cohort_beyond_what_it_may_use(scenario: S
             assert tree.available(node, ("f", "cpu"), usage) >= 0, f"{node.name} over what it may use after {record.event}"
 
 
-@SETTINGS
-@given(scenarios())
-def test_every_victim_is_needed(scenario: Scenario) -> None:
-    """For each workload still pending at the end that needs preemption, the plan's victims
-    make room, and none of them can be given back."""
-    p = simulate(scenario).state.partitions["default"]
+def plans(scenario: Scenario) -> Iterator[tuple[Search, Plan]]:
+    """Each preemption of the run of `scenario`, planned again on the state just before its
+    first eviction: its search and its plan (checked to be the one the run made)."""
+    result = simulate(scenario)
+    state = ClusterState(log_id="sim")
+    planned: set[tuple[int, str]] = set()
+    for record in result.records:
+        decision = record.event
+        if isinstance(decision, Evicted) and (decision.cycle, decision.preemptor) not in planned:
+            planned.add((decision.cycle, decision.preemptor))
+            search, plan = plan_again(state.partitions["default"], decision.preemptor, decision.cycle)
+            evicted = [d.app for d in result.decisions if isinstance(d, Evicted) and (d.cycle, d.preemptor) == (decision.cycle, decision.preemptor)]
+            assert evicted == [t.workload.id for t in plan.targets if not t.workload.evicted]
+            yield search, plan
+        apply(state, record)
+
+
+def plan_again(p: PartitionState, preemptor_id: str, cycle: int) -> tuple[Search, Plan]:
+    """The plan for `preemptor_id` in `cycle`: workloads admitted earlier in the cycle count
+    in the usage but are no candidates (the cycle planned on the workloads it started with)."""
     tree = QuotaTree(p.settings)
     workloads = Workloads.of(p)
     usage = tree.usage(workloads.usage)
-    for preemptor in workloads.pending:
-        queue, node = p.settings.cluster_queues[preemptor.queue], tree.queues[preemptor.queue]
-        assignment = assign(queue, node, tree, usage, preemptor.request)
-        if assignment.mode != Mode.PREEMPT:
-            continue
-        search = Search(preemptor, queue, node, tree, usage, workloads.admitted, assignment.flavors, assignment.contested)
-        plan = classic(search)
+    admitted = {queue: [w for w in ws if w.admitted_at < cycle] for queue, ws in workloads.admitted.items()}
+    preemptor = next(w for w in workloads.pending if w.id == preemptor_id)
+    queue, node = p.settings.cluster_queues[preemptor.queue], tree.queues[preemptor.queue]
+    assignment = assign(queue, node, tree, usage, preemptor.request)
+    assert assignment.mode == Mode.PREEMPT
+    search = Search(preemptor, queue, node, tree, usage, admitted, assignment.flavors, assignment.contested)
+    return search, preemption(p.settings, search)
+
+
+@SETTINGS
+@given(scenarios())
+def test_every_victim_is_needed(scenario: Scenario) -> None:
+    """The plan's victims make room, and none of them can be given back."""
+    for search, plan in plans(scenario):
         victims = [target.workload for target in plan.targets]
         for victim in victims:
             search.take(victim)
         assert not victims or search.fits(plan.borrowing)
         for victim in victims:
             search.give_back(victim)
-            assert not search.fits(plan.borrowing), f"{victim.id} was not needed for {preemptor.id}"
+            assert not search.fits(plan.borrowing), f"{victim.id} was not needed for {search.preemptor.id}"
             search.take(victim)
         for victim in victims:
             search.give_back(victim)
+
+
+@SETTINGS
+@given(scenarios(fair=True))
+def test_under_fair_sharing_no_eviction_leaves_the_preemptor_above_its_target(scenario: Scenario) -> None:
+    """With the preemptor admitted, the victims go in the order they were taken; at each
+    fair-sharing eviction the two sides compare as its strategy demands."""
+    for search, plan in plans(scenario):
+        with search.preemptor_admitted():
+            for target in plan.targets:
+                _, mine, theirs = sides(search.node, search.tree.queues[target.workload.queue])
+                preemptor, before = share(search.tree, mine, search.usage), share(search.tree, theirs, search.usage)
+                search.take(target.workload)
+                after = share(search.tree, theirs, search.usage)
+                if target.strategy == "LessThanOrEqualToFinalShare":
+                    assert preemptor <= after, f"{search.preemptor.id} evicted {target.workload.id}: {target.shares}; here {preemptor} > {after}"
+                elif target.strategy == "LessThanInitialShare":
+                    assert preemptor < before, f"{search.preemptor.id} evicted {target.workload.id}: {target.shares}; here {preemptor} >= {before}"
+                else:
+                    assert target.reason != "InCohortFairSharing"
+            for target in plan.targets:
+                search.give_back(target.workload)
 
 
 @SETTINGS

@@ -36,12 +36,13 @@ Usage = dict[Node, dict[FlavorResource, int]]
 class Candidate:
     """A workload that may be evicted; `lca` is the cohort a cross-queue candidate was found
     under; `without_borrowing`: it may be taken only while the preemptor does not borrow;
-    `shares`: under fair sharing, how the shares compared when it was taken."""
+    under fair sharing, the `strategy` that let it be taken and how the `shares` compared."""
 
     workload: Workload
     reason: Reason
     lca: Node | None = None
     without_borrowing: bool = False
+    strategy: str = ""
     shares: str = ""
 
 

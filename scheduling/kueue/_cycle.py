@@ -45,7 +45,7 @@ from ._objects import ClusterQueue, KueueConfig
 from ._tree import Node, QuotaTree
 from ._workloads import Workload, Workloads, usage_of
 
-__all__ = ["ADMISSIONS_PER_CYCLE", "BLOCKED_PER_CYCLE", "PREEMPTIONS_PER_CYCLE", "schedule"]
+__all__ = ["ADMISSIONS_PER_CYCLE", "BLOCKED_PER_CYCLE", "PREEMPTIONS_PER_CYCLE", "preemption", "schedule"]
 
 ADMISSIONS_PER_CYCLE = 20_000
 PREEMPTIONS_PER_CYCLE = 50
@@ -129,7 +129,7 @@ class _Admission:
             return None  # the next cycle plans on the state with this cycle's evictions in it
         search = Search(workload, queue, node, self.tree, self.usage, self.workloads.admitted, assignment.flavors, assignment.contested)
         fair_sharing = self.config.fair_sharing_in(root.name)
-        plan = fair(search, self.config.fair_sharing.strategies) if fair_sharing else classic(search)
+        plan = preemption(self.config, search)
         if not plan.targets:
             return self._block(workload, (*assignment.passed_over, _no_room(workload, queue, assignment, plan, fair_sharing), *plan.considered))
         self.preemptions += 1
@@ -169,6 +169,13 @@ class _Admission:
         if task.blocked != reasons and self.blocked < BLOCKED_PER_CYCLE:
             self.blocked += 1
             self.cycle.emit(Blocked, task=task.id, app=workload.id, queue=workload.queue, reasons=reasons)
+
+
+def preemption(config: KueueConfig, search: Search) -> Plan:
+    """The victims for `search.preemptor`: by fair sharing where it is on, else classic."""
+    if config.fair_sharing_in(search.node.path()[-1].name):
+        return fair(search, config.fair_sharing.strategies)
+    return classic(search)
 
 
 def _explain_fit(assignment: Assignment, queue: str) -> tuple[str, ...]:

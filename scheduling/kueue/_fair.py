@@ -158,11 +158,12 @@ class _Walk:
                     return True, retry
                 continue
             lca, mine, theirs = sides(self.s.node, queue)
+            preemptor, before = self._share(mine), self._share(theirs)
             if self._reclaims():
-                if self._take(replace(waiting.popleft(), reason="InCohortReclamation")):
+                why = f"{_side(self.s.node)} stays within its nominal quota of {_names(self.s.contested)}: it takes back what it lent, without a share test ({_comparison(lca, mine, theirs, preemptor, before, None)})"
+                if self._take(replace(waiting.popleft(), reason="InCohortReclamation", shares=why)):
                     return True, retry
                 continue
-            preemptor, before = self._share(mine), self._share(theirs)
             if preemptor.infinite and not before.infinite:
                 for candidate in waiting:
                     self.skipped[candidate.workload.id] = f"{_side(mine)} has an infinite share (weight 0), {_side(theirs)} a finite one ({before}): no strategy allows it"
@@ -175,7 +176,7 @@ class _Walk:
                 after = self._share(theirs)
                 if STRATEGIES[strategy](preemptor, before, after):
                     self.s.give_back(candidate.workload)
-                    if self._take(replace(candidate, shares=_compared(strategy, lca, mine, theirs, preemptor, before, after))):
+                    if self._take(replace(candidate, strategy=strategy, shares=_compared(strategy, lca, mine, theirs, preemptor, before, after))):
                         return True, retry
                     break
                 self.s.give_back(candidate.workload)
@@ -193,7 +194,7 @@ class _Walk:
                 self.s.take(candidate.workload)
                 after = self._share(theirs)
                 self.s.give_back(candidate.workload)
-                if self._take(replace(candidate, shares=_compared(strategy, lca, mine, theirs, preemptor, before, after))):
+                if self._take(replace(candidate, strategy=strategy, shares=_compared(strategy, lca, mine, theirs, preemptor, before, after))):
                     return True
             for candidate in waiting:
                 self.skipped[candidate.workload.id] = f"{strategy} refuses it too: {_comparison(lca, mine, theirs, preemptor, before, None)}"
@@ -245,6 +246,10 @@ def _by_queue(tree: QuotaTree, candidates: Iterable[Candidate]) -> dict[Node, de
     for candidate in candidates:
         grouped.setdefault(tree.queues[candidate.workload.queue], deque()).append(candidate)
     return grouped
+
+
+def _names(frs: Iterable[FlavorResource]) -> str:
+    return ", ".join(f"{resource} in {flavor}" for flavor, resource in sorted(frs))
 
 
 def _side(node: Node) -> str:
