@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from preemptd.events import Allocated, Blocked, Decision, Preempted, Resources, Unreserved, format_human
+from preemptd.events import Admitted, Allocated, Blocked, Decision, Evicted, Preempted, Resources, Unreserved, format_human
 from preemptd.projections import PartitionState, queue_depth
 from preemptd.scheduling import Change, Divergence, ReplayReport
 
@@ -48,6 +48,8 @@ def _printable_decision(value: Any) -> Any:
         return Resources({printable(name): amount for name, amount in value.items()})
     if isinstance(value, tuple):
         return tuple(map(_printable_decision, value))
+    if isinstance(value, dict):
+        return {printable(key): _printable_decision(item) for key, item in value.items()}
     if isinstance(value, msgspec.Struct):
         return msgspec.structs.replace(value, **{name: _printable_decision(getattr(value, name)) for name in value.__struct_fields__})
     return value
@@ -68,6 +70,10 @@ def _amounts(values: Mapping[str, int] | None) -> str:
     return ", ".join(f"{printable(name)} {format_human(name, amount)}" for name, amount in values.items()) or "0"
 
 
+def _flavors(flavors: Mapping[str, str]) -> str:
+    return ", ".join(f"{resource} in {flavor}" for resource, flavor in sorted(flavors.items())) or "no flavors"
+
+
 def summary(decision: Decision) -> str:
     """`allocated  a-1 -> node-1 (root.q)`: what a shim author watching `tail` needs."""
     decision = _printable_decision(decision)
@@ -82,6 +88,10 @@ def summary(decision: Decision) -> str:
             what = f"{decision.task} ({decision.queue}): {'; '.join(decision.reasons)}"
         case Unreserved():
             what = f"{decision.task} off {decision.node}: {decision.reason}"
+        case Admitted():
+            what = f"{decision.app} ({decision.queue}) {_flavors(decision.flavors)}"
+        case Evicted():
+            what = f"{decision.app} ({decision.queue}) for {decision.preemptor or '-'} [{decision.reason}]"
         case _:
             what = f"{getattr(decision, 'app', '')} ({getattr(decision, 'queue', '')})"
     return f"{clock(decision.ts)} {decision.partition} {kind:<10} {what}  [{decision.id}]"
@@ -102,8 +112,14 @@ def explanation(decision: Decision, seq: int) -> str:
             for victim in decision.victims:
                 lines.append(f"    - {victim.task} (app {victim.app}, queue {victim.queue}, priority {victim.priority}, {_amounts(victim.resources)})")
                 lines.append(f"      why: {victim.why}")
+        case Admitted():
+            lines.append(f"  workload {decision.app} is admitted to ClusterQueue {decision.queue}: {_flavors(decision.flavors)}")
+        case Evicted():
+            lines.append(f"  workload {decision.app} (ClusterQueue {decision.queue}) is evicted; reason: {decision.reason}; preemptor: {decision.preemptor or '-'}")
+            if decision.message:
+                lines.append(f"  message: {decision.message}")
         case Blocked():
-            lines.append(f"  task {decision.task} (app {decision.app}, queue {decision.queue}) may not preempt:")
+            lines.append(f"  task {decision.task} (app {decision.app}, queue {decision.queue}) waits:")
             lines += [f"    - {reason}" for reason in decision.reasons]
         case Unreserved():
             lines.append(f"  task {decision.task} lost its reservation on {decision.node}: {decision.reason}")

@@ -63,3 +63,16 @@ def test_a_kueue_workload_evicts_a_lower_priority_one_through_the_daemon(daemon_
     assert daemon.stop() == 0
     replay = preemptd("replay", "--db", str(daemon.state_dir / "preemptd.db"), "--quiet")
     assert "all 3 decisions reproduced" in replay.stdout, replay.stdout + replay.stderr
+
+
+def test_explain_shows_a_fair_sharing_eviction_with_its_preemptor_shares_and_candidates(tmp_path: Path) -> None:
+    db = tmp_path / "fair.db"
+    made = preemptd("simulate", "examples/kueue/fair-sharing.yaml", "--quiet", "--db", str(db))
+    assert made.returncode == 0, made.stderr
+    explained = preemptd("explain", "--task", "b-1", "--db", str(db))
+    assert explained.returncode == 0, explained.stderr
+    admitted, _, evicted = explained.stdout.partition("decision.evicted")
+    assert "workload b-1 is admitted to ClusterQueue team-b: cpu in default-flavor" in admitted
+    assert "workload b-1 (ClusterQueue team-b) is evicted; reason: InCohortFairSharing; preemptor: a-5" in evicted
+    assert "in cohort research, ClusterQueue team-a (the preemptor's side) would have share 250; ClusterQueue team-b has 500, 416 after" in evicted
+    assert "spared: b-8 (ClusterQueue team-b, priority 0): not needed" in evicted
