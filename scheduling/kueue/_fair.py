@@ -30,8 +30,10 @@ share here counts the preemptor's request as admitted.
 4. If the preemptor still does not fit and a second strategy is configured, each queue with
    candidates kept for the retry, chosen the same way, is tested once under it and gives at
    most one victim.
-5. On a fit, every victim the preemptor fits without is given back, as in classic preemption;
-   without a fit nothing is evicted.
+5. On a fit, every victim the preemptor fits without is given back, as in classic preemption,
+   and the others are tested again in order on the shares they now meet (a victim of the
+   preemptor's side given back raises that side's share); if one fails, nothing is evicted
+   (Kueue does not test again). Without a fit nothing is evicted either.
 """
 
 from __future__ import annotations
@@ -144,7 +146,7 @@ class _Walk:
             fits, retry = self._first(_by_queue(self.s.tree, self.candidates), strategies[0])
             if not fits and len(strategies) > 1:
                 fits = self._second(_by_queue(self.s.tree, retry), strategies[1])
-            return self.s.minimise(self.taken, True) if fits else []
+            return self._minimal() if fits else []
         finally:
             for candidate in self.taken:
                 self.s.give_back(candidate.workload)
@@ -160,7 +162,7 @@ class _Walk:
             lca, mine, theirs = sides(self.s.node, queue)
             preemptor, before = self._share(mine), self._share(theirs)
             if self._reclaims():
-                why = f"{_side(self.s.node)} stays within its nominal quota of {_names(self.s.contested)}: it takes back what it lent, without a share test ({_comparison(lca, mine, theirs, preemptor, before, None)})"
+                why = self._reclaiming(lca, mine, theirs, preemptor, before)
                 if self._take(replace(waiting.popleft(), reason="InCohortReclamation", shares=why)):
                     return True, retry
                 continue
@@ -200,6 +202,52 @@ class _Walk:
                 self.skipped[candidate.workload.id] = f"{strategy} refuses it too: {_comparison(lca, mine, theirs, preemptor, before, None)}"
             waiting.clear()  # one test per queue under the second strategy
         return False
+
+    def _minimal(self) -> list[Candidate]:
+        """The victims the preemptor fits without are given back, as in classic preemption;
+        then the rest are taken again one after another, each tested again on the shares it
+        meets now. A victim of the preemptor's own side given back raises that side's share:
+        if a test fails, nothing is evicted (Kueue evicts without checking again), so that no
+        eviction breaks its strategy and the shares each names are those of the final set."""
+        minimal = self.s.minimise(self.taken, True)
+        restated, failure = self._restated(minimal)
+        if failure is None:
+            self.taken[:] = restated
+            return restated
+        names = ", ".join(c.workload.id for c in minimal)
+        for candidate in minimal:
+            self.skipped[candidate.workload.id] = f"the fewest victims that make room ({names}) fail a share test once the others are given back: {failure}; none is evicted"
+        return []
+
+    def _restated(self, targets: list[Candidate]) -> tuple[list[Candidate], str | None]:
+        """`targets` (all taken) taken again one after another with the shares each meets now,
+        and the first failed test, if any. All are taken on return."""
+        for target in targets:
+            self.s.give_back(target.workload)
+        restated: list[Candidate] = []
+        failure = None
+        for target in targets:
+            if failure is None and target.reason != "InClusterQueue":
+                target, passes = self._tested_again(target)
+                if not passes:
+                    failure = f"{target.workload.id}: {target.shares}"
+            self.s.take(target.workload)
+            restated.append(target)
+        return restated, failure
+
+    def _tested_again(self, target: Candidate) -> tuple[Candidate, bool]:
+        lca, mine, theirs = sides(self.s.node, self.s.tree.queues[target.workload.queue])
+        preemptor, before = self._share(mine), self._share(theirs)
+        if target.reason == "InCohortReclamation":
+            return replace(target, shares=self._reclaiming(lca, mine, theirs, preemptor, before)), self._reclaims()
+        self.s.take(target.workload)
+        after = self._share(theirs)
+        self.s.give_back(target.workload)
+        passes = STRATEGIES[target.strategy](preemptor, before, after)
+        return replace(target, shares=_compared(target.strategy, lca, mine, theirs, preemptor, before, after)), passes
+
+    def _reclaiming(self, lca: Node, mine: Node, theirs: Node, preemptor: Share, before: Share) -> str:
+        return f"{_side(self.s.node)} stays within its nominal quota of {_names(self.s.contested)}: it takes back what it lent, without a share test ({_comparison(lca, mine, theirs, preemptor, before, None)})"
 
     def _take(self, candidate: Candidate) -> bool:
         """Evict `candidate` in the simulation; whether the preemptor fits now."""

@@ -1,0 +1,209 @@
+"""The Kueue model on a synthetic cluster: admission throughput and preemption latency.
+
+    .venv/bin/python bench/kueue.py                     # 1,000 ClusterQueues; scaling at 100, 1,000, 3,000
+    .venv/bin/python bench/kueue.py --sizes 1000        # one size only
+
+The shape, for N ClusterQueues in 10 cohorts: each queue has 60 CPUs of nominal quota and 50
+admitted workloads of 1 CPU (50,000 at N = 1,000); 10 pending workloads per queue (10,000).
+
+Admission: the pending workloads all fit; one cycle admits them. Reported as admissions per
+second (each decided and folded into the state), against a baseline in the same run: a plain
+loop over the same workloads checking and charging each queue's remaining quota, the least
+any quota admission must do.
+
+Preemption: the same queues, but in each cohort a tenth of them borrow (their 50 workloads on
+10 CPUs of quota) and every other queue is full; the pending workloads come to the queues whose
+quota was lent, and reclaim it (reclaimWithinCohort Any), first under classic preemption, then
+under fair sharing. Each planning of a preemption is timed: p50 and p99. Baseline in the same
+run: collecting the same candidates (the admitted workloads of the borrowing queues of the
+cohort) and sorting them in Kueue's order, without simulating anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import time
+from typing import Any
+
+from preemptd import events as ev
+from preemptd.projections import ClusterState, LogRecord
+from preemptd.scheduling import apply, run_cycle, tick_record
+from preemptd.scheduling.kueue import _cycle as kueue_cycle
+
+API = "kueue.x-k8s.io/v1beta2"
+COHORTS = 10
+ADMITTED_PER_QUEUE = 50
+PENDING_PER_QUEUE = 10
+ONE_CPU = ev.Resources({"cpu": 1000})
+
+
+def _objects(queues: int, *, borrowers: set[int], fair_sharing: bool) -> list[dict[str, Any]]:
+    objects: list[dict[str, Any]] = [{"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": "default"}}]
+    if fair_sharing:
+        objects.append({"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}})
+    for q in range(queues):
+        nominal = 10 if q in borrowers else 60
+        objects.append({
+            "apiVersion": API,
+            "kind": "ClusterQueue",
+            "metadata": {"name": f"cq-{q:04d}"},
+            "spec": {
+                "cohortName": f"cohort-{q % COHORTS}",
+                "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+                "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": nominal}]}]}],
+            },
+        })
+    return objects
+
+
+class Builder:
+    def __init__(self, objects: list[dict[str, Any]]) -> None:
+        self.state = ClusterState(log_id="bench")
+        self.add(ev.ConfigApplied(id="config", ts=0, model="kueue", config=objects))
+        self.add(ev.NodeUpserted(id="node", ts=0, node="node-0", capacity=ev.Resources({"cpu": 10**9})))
+        self.now = 0
+
+    def add(self, event: Any) -> None:
+        apply(self.state, LogRecord(self.state.seq + 1, event.ts, event))
+
+    def tick(self) -> list:
+        self.now += 1000
+        return run_cycle(self.state, tick_record(self.state, self.now, "default")).decisions
+
+
+def _running(b: Builder, counts: dict[str, int]) -> None:
+    """`counts[queue]` running workloads of 1 CPU, then cycles until all are recorded as admitted."""
+    for queue, count in counts.items():
+        for w in range(count):
+            b.add(ev.TaskBound(id=f"r-{queue}-{w}", ts=0, task=f"run-{queue}-{w}", node="node-0", app=f"run-{queue}-{w}", queue=queue, resources=ONE_CPU))
+    while b.tick():
+        pass
+
+
+def _pending(b: Builder, counts: dict[str, int]) -> int:
+    """`counts[queue]` pending workloads of 1 CPU, submitted round-robin over the queues."""
+    submitted = 0
+    for round_ in range(max(counts.values())):
+        for queue, count in counts.items():
+            if round_ < count:
+                b.add(ev.TaskSubmitted(id=f"p{submitted}", ts=b.now, task=f"new-{submitted}", app=f"new-{submitted}", queue=queue, priority=0, resources=ONE_CPU))
+                submitted += 1
+    return submitted
+
+
+def _name(q: int) -> str:
+    return f"cq-{q:04d}"
+
+
+def bench_admission(queues: int) -> tuple[float, float]:
+    """(admissions per second, baseline admissions per second)."""
+    b = Builder(_objects(queues, borrowers=set(), fair_sharing=False))
+    _running(b, {_name(q): ADMITTED_PER_QUEUE for q in range(queues)})
+    pending = _pending(b, {_name(q): PENDING_PER_QUEUE for q in range(queues)})
+    gc.collect()
+    started = time.perf_counter()
+    decisions = b.tick()
+    elapsed = time.perf_counter() - started
+    admitted = sum(isinstance(d, ev.Admitted) for d in decisions)
+    assert admitted == pending, f"admitted {admitted} of {pending}"
+    return admitted / elapsed, _baseline_admission(b, queues)
+
+
+def _baseline_admission(b: Builder, queues: int) -> float:
+    """A plain loop over the same pending workloads: check and charge the queue's quota."""
+    p = b.state.partitions["default"]
+    remaining = {_name(q): (60 - ADMITTED_PER_QUEUE) * 1000 for q in range(queues)}
+    pending = [(app.id, app.queue, 1000) for app in p.apps.values() if app.id.startswith("new-")]
+    admitted = []
+    started = time.perf_counter()
+    for app, queue, cpu in sorted(pending, key=lambda w: w[0]):
+        if remaining[queue] >= cpu:
+            remaining[queue] -= cpu
+            admitted.append((app, queue, {"cpu": "default"}))
+    elapsed = time.perf_counter() - started
+    assert len(admitted) == len(pending)
+    return len(admitted) / elapsed
+
+
+def bench_preemption(queues: int, *, fair_sharing: bool, limit: int = 300) -> tuple[list[float], list[float], int, int]:
+    """(plan timings, baseline timings, preemptions, admitted workloads) over up to `limit`
+    preemptions. In each cohort a tenth of the queues borrow 40 CPUs each (50 workloads on 10
+    of quota) from as many lenders (20 workloads on 60), the others are full (60 on 60); the
+    pending workloads go to the lenders."""
+    borrowers = [q for q in range(queues) if (q // COHORTS) % 10 == 0]
+    lenders = [q for q in range(queues) if (q // COHORTS) % 10 == 1]
+    b = Builder(_objects(queues, borrowers=set(borrowers), fair_sharing=fair_sharing))
+    counts = {_name(q): 60 for q in range(queues)} | {_name(q): 50 for q in borrowers} | {_name(q): 20 for q in lenders}
+    _running(b, counts)
+    _pending(b, {_name(q): PENDING_PER_QUEUE * queues // len(lenders) for q in lenders})
+    timings: list[float] = []
+    baselines: list[float] = []
+    original = kueue_cycle.preemption
+
+    def timed(config: Any, search: Any) -> Any:
+        started = time.perf_counter()
+        plan = original(config, search)
+        timings.append(time.perf_counter() - started)
+        baselines.append(_baseline_candidates(search))
+        return plan
+
+    kueue_cycle.preemption = timed
+    gc.collect()
+    try:
+        preempted = 0
+        while preempted < limit:
+            evicted = [d for d in b.tick() if isinstance(d, ev.Evicted)]
+            if not evicted:
+                break
+            preempted += len({d.preemptor for d in evicted})
+            for d in evicted:  # the shim stops the victims' pods (each workload here has one, named after it)
+                b.add(ev.TaskReleased(id=f"released-{d.app}", ts=b.now, task=d.app, reason="preempted"))
+    finally:
+        kueue_cycle.preemption = original
+    assert preempted >= min(limit, 10), f"only {preempted} preemptions at {queues} queues"
+    return timings, baselines, preempted, sum(counts.values())
+
+
+def _baseline_candidates(search: Any) -> float:
+    """The time to gather the admitted workloads of the borrowing queues in the preemptor's
+    cohort and sort them in Kueue's order: what any preemption must at least look at."""
+    started = time.perf_counter()
+    root = search.node.path()[-1]
+    candidates = []
+    for node in root.children:
+        used = search.usage.get(node, {})
+        if any(amount > node.subtree.get(fr, 0) for fr, amount in used.items()):
+            candidates += search.admitted.get(node.name, ())
+    candidates.sort(key=lambda w: (w.priority, -w.admitted_at, w.id))
+    return time.perf_counter() - started
+
+
+def _percentiles(values: list[float]) -> tuple[float, float]:
+    values = sorted(values)
+    return statistics.median(values), values[min(len(values) - 1, int(len(values) * 0.99))]
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.2f} ms"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="100,1000,3000", help="numbers of ClusterQueues")
+    args = parser.parse_args()
+    for queues in (int(size) for size in args.sizes.split(",")):
+        rate, baseline = bench_admission(queues)
+        shape = f"{queues:,} ClusterQueues, {queues * ADMITTED_PER_QUEUE:,} admitted, {queues * PENDING_PER_QUEUE:,} pending"
+        print(f"admission, {shape}: {rate:,.0f} admissions/s = {rate / baseline:.3f} of a plain quota loop ({baseline:,.0f}/s)")
+        for fair_sharing in (False, True):
+            timings, baselines, preempted, admitted = bench_preemption(queues, fair_sharing=fair_sharing)
+            p50, p99 = _percentiles(timings)
+            b50, _ = _percentiles(baselines)
+            kind = "fair sharing" if fair_sharing else "classic"
+            print(f"  preemption ({kind}, {admitted:,} admitted): {preempted} decisions, p50 {_ms(p50)}, p99 {_ms(p99)}; p50 = {p50 / b50:.1f}x gathering and sorting the candidates ({_ms(b50)})")
+
+
+if __name__ == "__main__":
+    main()
