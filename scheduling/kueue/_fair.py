@@ -174,14 +174,11 @@ class _Walk:
                 continue
             while waiting:
                 candidate = waiting.popleft()
-                self.s.take(candidate.workload)
-                after = self._share(theirs)
+                after = self._share_without(candidate, theirs)
                 if STRATEGIES[strategy](preemptor, before, after):
-                    self.s.give_back(candidate.workload)
                     if self._take(replace(candidate, strategy=strategy, shares=_compared(strategy, lca, mine, theirs, preemptor, before, after))):
                         return True, retry
                     break
-                self.s.give_back(candidate.workload)
                 self.skipped[candidate.workload.id] = f"{strategy} refuses it: {_comparison(lca, mine, theirs, preemptor, before, after)}"
                 retry.append(candidate)
         return False, retry
@@ -193,9 +190,7 @@ class _Walk:
             preemptor, before = self._share(mine), self._share(theirs)
             if STRATEGIES[strategy](preemptor, before, before):
                 candidate = waiting.popleft()
-                self.s.take(candidate.workload)
-                after = self._share(theirs)
-                self.s.give_back(candidate.workload)
+                after = self._share_without(candidate, theirs)
                 if self._take(replace(candidate, strategy=strategy, shares=_compared(strategy, lca, mine, theirs, preemptor, before, after))):
                     return True
             for candidate in waiting:
@@ -240,9 +235,7 @@ class _Walk:
         preemptor, before = self._share(mine), self._share(theirs)
         if target.reason == "InCohortReclamation":
             return replace(target, shares=self._reclaiming(lca, mine, theirs, preemptor, before)), self._reclaims()
-        self.s.take(target.workload)
-        after = self._share(theirs)
-        self.s.give_back(target.workload)
+        after = self._share_without(target, theirs)
         passes = STRATEGIES[target.strategy](preemptor, before, after)
         return replace(target, shares=_compared(target.strategy, lca, mine, theirs, preemptor, before, after)), passes
 
@@ -264,6 +257,14 @@ class _Walk:
 
     def _share(self, node: Node) -> Share:
         return share(self.s.tree, node, self.s.usage)
+
+    def _share_without(self, candidate: Candidate, node: Node) -> Share:
+        """`node`'s share were `candidate` evicted."""
+        self.s.take(candidate.workload)
+        try:
+            return self._share(node)
+        finally:
+            self.s.give_back(candidate.workload)
 
     def _borrows(self, node: Node) -> bool:
         return bool(borrowed(node, self.s.usage))
