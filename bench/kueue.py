@@ -6,7 +6,7 @@
 The shape, for N ClusterQueues in 10 cohorts: each queue has 60 CPUs of nominal quota and 50
 admitted workloads of 1 CPU (50,000 at N = 1,000); 10 pending workloads per queue (10,000).
 
-Admission: the pending workloads all fit; one cycle admits them. Reported as admissions per
+Admission: the pending workloads all fit; cycles admit them (at most 20,000 a cycle). Reported as admissions per
 second (each decided and folded into the state), against a baseline in the same run: a plain
 loop over the same workloads checking and charging each queue's remaining quota, the least
 any quota admission must do.
@@ -103,11 +103,14 @@ def bench_admission(queues: int) -> tuple[float, float]:
     _running(b, {_name(q): ADMITTED_PER_QUEUE for q in range(queues)})
     pending = _pending(b, {_name(q): PENDING_PER_QUEUE for q in range(queues)})
     gc.collect()
-    started = time.perf_counter()
-    decisions = b.tick()
-    elapsed = time.perf_counter() - started
-    admitted = sum(isinstance(d, ev.Admitted) for d in decisions)
-    assert admitted == pending, f"admitted {admitted} of {pending}"
+    admitted, elapsed = 0, 0.0
+    while admitted < pending:  # a cycle admits at most ADMISSIONS_PER_CYCLE
+        started = time.perf_counter()
+        decisions = b.tick()
+        elapsed += time.perf_counter() - started
+        made = sum(isinstance(d, ev.Admitted) for d in decisions)
+        assert made, f"admitted {admitted} of {pending}"
+        admitted += made
     return admitted / elapsed, _baseline_admission(b, queues)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 from preemptd.projections import PartitionState
 
@@ -32,7 +33,7 @@ class Workload:
     preempting: bool
     running: bool
 
-    @property
+    @cached_property  # read for every candidate of every preemption
     def usage(self) -> dict[FlavorResource, int]:
         """What an admitted workload holds, per flavor-resource."""
         return usage_of(self.flavors or {}, self.request)
@@ -75,7 +76,7 @@ class Workloads:
                 flavors=app.admission,
                 admitted_at=app.admitted_at,
                 evicted=app.evicted,
-            preempting=app.preempting,
+                preempting=app.preempting,
                 running=any(task.status != "pending" for task in tasks),
             )
             if app.admission is None:
