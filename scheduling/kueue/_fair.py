@@ -39,7 +39,7 @@ share here counts the preemptor's request as admitted.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
 from ._classic import Candidate, Plan, Search, allowed, considered, in_order, own_queue_candidates
@@ -120,10 +120,8 @@ def _cohort_candidates(s: Search) -> list[Candidate]:
     if policy == "Never" or s.node.parent is None:
         return []
     found: list[Candidate] = []
-    for child in s.node.path()[-1].children:
-        for queue in s.borrowing_queues(child):
-            if queue is s.node:
-                continue
+    for queue in _queues_under(s.node.path()[-1]):  # a queue may borrow where its cohort does not
+        if queue is not s.node and s.borrows(queue):
             lca = sides(s.node, queue)[0]
             found += [Candidate(w, "InCohortFairSharing", lca) for w in s.admitted.get(queue.name, ()) if s.contests(w) and allowed(policy, s.preemptor, w)]
     return found
@@ -188,13 +186,15 @@ class _Walk:
             waiting = pending[queue]
             lca, mine, theirs = sides(self.s.node, queue)
             preemptor, before = self._share(mine), self._share(theirs)
-            if STRATEGIES[strategy](preemptor, before, before):
+            passes = STRATEGIES[strategy](preemptor, before, before)
+            if passes:
                 candidate = waiting.popleft()
                 after = self._share_without(candidate, theirs)
                 if self._take(replace(candidate, strategy=strategy, shares=_compared(strategy, lca, mine, theirs, preemptor, before, after))):
                     return True
             for candidate in waiting:
-                self.skipped[candidate.workload.id] = f"{strategy} refuses it too: {_comparison(lca, mine, theirs, preemptor, before, None)}"
+                why = f"{strategy} takes at most one victim from each queue" if passes else f"{strategy} refuses it too"
+                self.skipped[candidate.workload.id] = f"{why}: {_comparison(lca, mine, theirs, preemptor, before, None)}"
             waiting.clear()  # one test per queue under the second strategy
         return False
 
@@ -288,6 +288,13 @@ class _Walk:
             if found is not None:
                 return found
         return None
+
+
+def _queues_under(node: Node) -> Iterator[Node]:
+    if not node.is_cohort:
+        yield node
+    for child in node.children:
+        yield from _queues_under(child)
 
 
 def _by_queue(tree: QuotaTree, candidates: Iterable[Candidate]) -> dict[Node, deque[Candidate]]:
