@@ -74,5 +74,5 @@ def test_explain_shows_a_fair_sharing_eviction_with_its_preemptor_shares_and_can
     admitted, _, evicted = explained.stdout.partition("decision.evicted")
     assert "workload b-1 is admitted to ClusterQueue team-b: cpu in default-flavor" in admitted
     assert "workload b-1 (ClusterQueue team-b) is evicted; reason: InCohortFairSharing; preemptor: a-5" in evicted
-    assert "in cohort research, ClusterQueue team-a (the preemptor's side) would have share 250; ClusterQueue team-b has 500, 416 after" in evicted
+    assert "in cohort research, ClusterQueue team-a (the preemptor's side) would have share 250; ClusterQueue team-b has 500, 416.67 after" in evicted
     assert "spared: b-8 (ClusterQueue team-b, priority 0): not needed" in evicted

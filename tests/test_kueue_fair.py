@@ -4,6 +4,8 @@ compared on, and where fair sharing is on. Figures computed by hand."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import pytest
 
 from preemptd.events import ConfigError, parse_quantity
@@ -69,7 +71,7 @@ def test_an_inner_cohort_is_lent_only_what_its_borrowing_limit_and_its_parent_al
     assert tree.lendable(tree.cohorts["team"]) == {"cpu": 5000}
     assert share(tree, tree.queues["x"], usage) == Share(False, 800)
     # team borrows 2 of the 12 root could lend it
-    assert share(tree, tree.cohorts["team"], usage) == Share(False, 166)
+    assert share(tree, tree.cohorts["team"], usage) == Share(False, Fraction(500, 3))
 
 
 def test_two_queues_are_compared_on_the_children_of_their_lowest_common_cohort() -> None:
@@ -96,3 +98,12 @@ def test_an_annotation_turns_fair_sharing_on_for_one_root_cohort_only() -> None:
 def test_the_annotation_is_refused_off_a_root_cohort_or_with_another_value(objects: list[dict], reason: str) -> None:
     with pytest.raises(ConfigError, match=reason.replace("(", r"\(").replace(")", r"\)")):
         parse_objects([FLAVOR, *objects])
+
+
+def test_what_a_cohort_lends_counts_every_flavor_of_the_tree() -> None:
+    """An inner cohort's children may borrow flavors only found elsewhere in the tree: their
+    share is against all of it (Kueue sums over the root's flavor-resources)."""
+    two_flavors = [FLAVOR, {"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": "g"}}]
+    on_g = {"apiVersion": API, "kind": "ClusterQueue", "metadata": {"name": "z"}, "spec": {"cohortName": "root", "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "g", "resources": [{"name": "cpu", "nominalQuota": 10}]}]}]}}
+    tree = QuotaTree(parse_objects([*two_flavors, cohort("root"), cohort("team", "root"), queue("s", "team", cpu=4), on_g])[0])
+    assert tree.lendable(tree.cohorts["team"]) == {"cpu": 14_000}, "4 in f of its own, 10 in g from root"

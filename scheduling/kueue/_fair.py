@@ -41,6 +41,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
+from fractions import Fraction
 
 from ._classic import Candidate, Plan, Search, allowed, considered, in_order, own_queue_candidates
 from ._tree import FlavorResource, Node, QuotaTree
@@ -50,28 +51,35 @@ __all__ = ["NO_SHARE", "STRATEGIES", "Share", "borrowed", "fair", "share", "side
 
 @dataclass(frozen=True, order=True)
 class Share:
-    """A weighted share in thousandths; when `infinite` (weight 0), `value` is the unweighted one."""
+    """A weighted share in thousandths, exact; when `infinite` (weight 0), `value` is the
+    unweighted one."""
 
     infinite: bool
-    value: int
+    value: Fraction
 
     def __str__(self) -> str:
-        return f"infinite (weight 0, unweighted {self.value})" if self.infinite else str(self.value)
+        shown = _number(self.value)
+        return f"infinite (weight 0, unweighted {shown})" if self.infinite else shown
 
 
-NO_SHARE = Share(False, 0)
+def _number(value: Fraction) -> str:
+    return str(value.numerator) if value.denominator == 1 else f"{float(value):.2f}"
+
+
+NO_SHARE = Share(False, Fraction(0))
 
 
 def share(tree: QuotaTree, node: Node, usage: Mapping[Node, Mapping[FlavorResource, int]]) -> Share:
-    """`node`'s dominant resource share."""
+    """`node`'s dominant resource share, exact (Kueue compares shares as precise numbers and
+    reports them rounded up)."""
     over = borrowed(node, usage)
     if node.parent is None or not over:
         return NO_SHARE
     lendable = tree.lendable(node.parent)
-    ratio = max((amount * 1000 // lendable[r] for r, amount in over.items() if lendable.get(r, 0) > 0), default=0)
-    if node.weight_milli == 0:
+    ratio = max((Fraction(amount * 1000, lendable[r]) for r, amount in over.items() if lendable.get(r, 0) > 0), default=Fraction(0))
+    if node.weight == 0:
         return Share(True, ratio)
-    return Share(False, ratio * 1000 // node.weight_milli)
+    return Share(False, ratio / node.weight)
 
 
 def borrowed(node: Node, usage: Mapping[Node, Mapping[FlavorResource, int]]) -> dict[str, int]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from ._objects import KueueConfig, Quota, ResourceGroup
 
@@ -36,7 +37,7 @@ class Node:
     parent: Node | None = None
     children: list[Node] = field(default_factory=list)
     subtree: dict[FlavorResource, int] = field(default_factory=dict)
-    weight_milli: int = 1000  # fairSharing.weight in thousandths, as Kueue computes shares
+    weight: Fraction = Fraction(1)  # fairSharing.weight, exact: shares are compared exactly
 
     def local(self, fr: FlavorResource) -> int:
         """What this node keeps for itself of its subtree quota."""
@@ -67,7 +68,7 @@ class QuotaTree:
         self.queues = {name: Node(name, False, _quotas(q.resource_groups)) for name, q in config.cluster_queues.items() if q.cohort not in cycles}
         for nodes, objects in ((self.cohorts, config.cohorts), (self.queues, config.cluster_queues)):
             for name, node in nodes.items():
-                node.weight_milli = max(1, round(objects[name].weight * 1000)) if objects[name].weight else 0
+                node.weight = Fraction(repr(objects[name].weight))  # the decimal the user wrote
         for name, cohort in config.cohorts.items():
             if name in self.cohorts and cohort.parent is not None:
                 self._attach(self.cohorts[name], self.cohorts[cohort.parent])
@@ -118,12 +119,13 @@ class QuotaTree:
         return node.local(fr) + from_parent
 
     def lendable(self, cohort: Node) -> dict[str, int]:
-        """Per resource, the most `cohort` could give its children: the sum over flavors of
-        its potential (the denominator of its children's shares)."""
+        """Per resource, the most `cohort` could give its children: the sum over every flavor
+        of the tree (the root's subtree holds them all) of its potential; the denominator of
+        its children's shares."""
         cached = self._lendable.get(cohort)
         if cached is None:
             cached = {}
-            for fr in sorted(cohort.subtree):
+            for fr in sorted(cohort.path()[-1].subtree):
                 cached[fr[1]] = cached.get(fr[1], 0) + self.potential(cohort, fr)
             self._lendable[cohort] = cached
         return cached
