@@ -15,13 +15,15 @@ ClusterQueue or as a parent exists implicitly, with no quota of its own, as in K
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
 import msgspec
 
 from preemptd.events import ConfigError, QuantityError, parse_quantity
+
+from .._kubernetes import Fields, kubernetes_objects, name_or_none, object_name, unique
 
 __all__ = [
     "ClusterQueue",
@@ -124,19 +126,9 @@ FAIR_SHARING_ANNOTATION = "preemptd.io/fair-sharing"
 def parse_objects(document: Any) -> tuple[KueueConfig, tuple[str, ...]]:
     """The configuration the objects in `document` make, and warnings worth reporting once."""
     reader = _Reader()
-    for position, item in enumerate(_objects(document), 1):
+    for position, item in enumerate(kubernetes_objects(document, "Kueue", _KINDS), 1):
         reader.read(item, position)
     return reader.config(), tuple(reader.warnings)
-
-
-def _objects(document: Any) -> list[Any]:
-    if isinstance(document, list):
-        return document
-    if isinstance(document, dict) and document.get("kind") == "List" and isinstance(document.get("items"), list):
-        return document["items"]
-    if isinstance(document, dict) and "kind" in document:
-        return [document]
-    raise ConfigError("a Kueue configuration is a list of Kueue objects (ResourceFlavor, Cohort, ClusterQueue, LocalQueue, WorkloadPriorityClass, Configuration)")
 
 
 class _Reader:
@@ -156,7 +148,7 @@ class _Reader:
         if not isinstance(item, dict):
             raise ConfigError(f"object {position}: expected a Kubernetes object (apiVersion, kind, metadata, spec), got {type(item).__name__}")
         kind = item.get("kind")
-        name = "" if kind == "Configuration" else _name(item, position)  # a file, often without metadata
+        name = "" if kind == "Configuration" else object_name(item, position)  # a file, often without metadata
         where = f"{kind} {name}".strip()
         group, _, version = str(item.get("apiVersion", "")).partition("/")
         expected = _CONFIG_GROUP if kind == "Configuration" else _API_GROUP
@@ -169,7 +161,7 @@ class _Reader:
         if read is None:
             self._ignore(f"kind {kind}")
             return
-        read(self, name, item, _Fields(where, self._ignore))
+        read(self, name, item, Fields(where, self._ignore))
 
     def _ignore(self, what: str) -> None:
         if what not in self._ignored:
@@ -204,14 +196,14 @@ class _Reader:
 
     # -- one reader per kind --
 
-    def resource_flavor(self, name: str, item: dict[str, Any], fields: _Fields) -> None:
+    def resource_flavor(self, name: str, item: dict[str, Any], fields: Fields) -> None:
         fields.only(item.get("spec") or {}, "spec", set())  # node labels, taints, tolerations: nodes do not limit admission here
-        self.flavors.append(_unique(name, self.flavors, "ResourceFlavor"))
+        self.flavors.append(unique(name, self.flavors, "ResourceFlavor"))
 
-    def cohort(self, name: str, item: dict[str, Any], fields: _Fields) -> None:
+    def cohort(self, name: str, item: dict[str, Any], fields: Fields) -> None:
         spec = fields.only(item.get("spec") or {}, "spec", {"parentName", "parent", "resourceGroups", "fairSharing"})
-        _unique(name, self.cohorts, "Cohort")
-        parent = _text(spec.get("parentName", spec.get("parent")), f"{fields.where}: spec.parentName")
+        unique(name, self.cohorts, "Cohort")
+        parent = name_or_none(spec.get("parentName", spec.get("parent")), f"{fields.where}: spec.parentName")
         self.cohorts[name] = Cohort(
             name=name,
             parent=parent,
@@ -220,15 +212,15 @@ class _Reader:
             fair_sharing=_fair_sharing_annotation(item, parent, fields),
         )
 
-    def cluster_queue(self, name: str, item: dict[str, Any], fields: _Fields) -> None:
+    def cluster_queue(self, name: str, item: dict[str, Any], fields: Fields) -> None:
         spec = fields.only(
             item.get("spec") or {},
             "spec",
             {"cohortName", "cohort", "resourceGroups", "preemption", "flavorFungibility", "fairSharing", "stopPolicy", "queueingStrategy"},
             ignored={"namespaceSelector", "admissionChecks", "admissionChecksStrategy", "admissionScope"},
         )
-        _unique(name, self.cluster_queues, "ClusterQueue")
-        cohort = _text(spec.get("cohortName", spec.get("cohort")), f"{fields.where}: spec.cohortName")
+        unique(name, self.cluster_queues, "ClusterQueue")
+        cohort = name_or_none(spec.get("cohortName", spec.get("cohort")), f"{fields.where}: spec.cohortName")
         fungibility = fields.only(spec.get("flavorFungibility") or {}, "spec.flavorFungibility", {"whenCanBorrow", "whenCanPreempt"})
         borrow_fungibility = {"Borrow": "MayStopSearch"}.get(fungibility.get("whenCanBorrow"), fungibility.get("whenCanBorrow"))  # v1beta1's names
         preempt_fungibility = {"Preempt": "MayStopSearch"}.get(fungibility.get("whenCanPreempt"), fungibility.get("whenCanPreempt"))
@@ -244,25 +236,25 @@ class _Reader:
             queueing_strategy=fields.choice(spec.get("queueingStrategy"), "spec.queueingStrategy", ("BestEffortFIFO", "StrictFIFO")),
         )
 
-    def local_queue(self, name: str, item: dict[str, Any], fields: _Fields) -> None:
+    def local_queue(self, name: str, item: dict[str, Any], fields: Fields) -> None:
         spec = fields.only(item.get("spec") or {}, "spec", {"clusterQueue"}, ignored={"stopPolicy", "fairSharing"})
         namespace = (item.get("metadata") or {}).get("namespace") or "default"
-        target = _text(spec.get("clusterQueue"), f"{fields.where}: spec.clusterQueue")
+        target = name_or_none(spec.get("clusterQueue"), f"{fields.where}: spec.clusterQueue")
         if target is None:
             raise ConfigError(f"{fields.where}: spec.clusterQueue is required")
         key = f"{namespace}/{name}"
-        _unique(key, self.local_queues, "LocalQueue")
+        unique(key, self.local_queues, "LocalQueue")
         self.local_queues[key] = target
 
-    def workload_priority_class(self, name: str, item: dict[str, Any], fields: _Fields) -> None:
+    def workload_priority_class(self, name: str, item: dict[str, Any], fields: Fields) -> None:
         fields.only(item, "", {"apiVersion", "kind", "metadata", "value"}, ignored={"description"})
         value = item.get("value")
         if not isinstance(value, int) or isinstance(value, bool) or not _INT32[0] <= value <= _INT32[1]:
             raise ConfigError(f"{fields.where}: value must be a 32-bit integer, got {value!r}")
-        _unique(name, self.priority_classes, "WorkloadPriorityClass")
+        unique(name, self.priority_classes, "WorkloadPriorityClass")
         self.priority_classes[name] = value
 
-    def configuration(self, name: str, item: dict[str, Any], fields: _Fields) -> None:
+    def configuration(self, name: str, item: dict[str, Any], fields: Fields) -> None:
         block = item.get("fairSharing")
         for key in item:
             if key not in {"apiVersion", "kind", "metadata", "fairSharing"}:
@@ -282,6 +274,8 @@ class _Reader:
         self.fair_sharing = FairSharing(enabled=enabled, strategies=strategies)
 
 
+_KINDS = "Kueue objects (ResourceFlavor, Cohort, ClusterQueue, LocalQueue, WorkloadPriorityClass, Configuration)"
+
 _READERS = {
     "ResourceFlavor": _Reader.resource_flavor,
     "Cohort": _Reader.cohort,
@@ -292,55 +286,7 @@ _READERS = {
 }
 
 
-class _Fields:
-    """Field checks of one object: unknown fields are listed as ignored, with their path."""
-
-    def __init__(self, where: str, ignore: Callable[[str], None]) -> None:
-        self.where = where
-        self._ignore = ignore
-
-    def only(self, value: Any, path: str, used: set[str], *, ignored: set[str] = frozenset()) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{self.where}: {path or 'the object'} must be a mapping, got {type(value).__name__}")
-        for key in value:
-            if key not in used:
-                self.ignore(f"{path}.{key}" if path else key)
-        return value
-
-    def ignore(self, path: str) -> None:
-        self._ignore(f"{self.where.split()[0]} field {path}")
-
-    def choice(self, value: Any, path: str, allowed: tuple[str, ...]) -> Any:
-        """`value`, one of `allowed` (the first when unset), else Kubernetes' refusal."""
-        if value is None or value == "":
-            return allowed[0]
-        if value not in allowed:
-            raise ConfigError(f"{self.where}: {path}: Unsupported value: {value!r}: supported values: {', '.join(map(repr, allowed))}")
-        return value
-
-
-def _name(item: dict[str, Any], position: int) -> str:
-    name = (item.get("metadata") or {}).get("name") if isinstance(item.get("metadata"), dict) else None
-    if not isinstance(name, str) or not name:
-        raise ConfigError(f"object {position} ({item.get('kind')}): metadata.name is required")
-    return name
-
-
-def _unique(name: str, seen: Any, kind: str) -> str:
-    if name in seen:
-        raise ConfigError(f"{kind} {name} is defined twice")
-    return name
-
-
-def _text(value: Any, where: str) -> str | None:
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str):
-        raise ConfigError(f"{where} must be a name, got {value!r}")
-    return value
-
-
-def _fair_sharing_annotation(item: dict[str, Any], parent: str | None, fields: _Fields) -> bool:
+def _fair_sharing_annotation(item: dict[str, Any], parent: str | None, fields: Fields) -> bool:
     annotations = (item.get("metadata") or {}).get("annotations") or {}
     value = annotations.get(FAIR_SHARING_ANNOTATION) if isinstance(annotations, dict) else None
     if value is None:
@@ -352,7 +298,7 @@ def _fair_sharing_annotation(item: dict[str, Any], parent: str | None, fields: _
     return value == "true"
 
 
-def _weight(block: Any, fields: _Fields) -> float:
+def _weight(block: Any, fields: Fields) -> float:
     block = fields.only(block or {}, "spec.fairSharing", {"weight"})
     if "weight" not in block:
         return 1.0
@@ -371,7 +317,7 @@ def _weight(block: Any, fields: _Fields) -> float:
     return weight
 
 
-def _preemption(block: Any, fields: _Fields) -> Preemption:
+def _preemption(block: Any, fields: Fields) -> Preemption:
     block = fields.only(block or {}, "spec.preemption", {"withinClusterQueue", "reclaimWithinCohort", "borrowWithinCohort"})
     borrow = fields.only(block.get("borrowWithinCohort") or {}, "spec.preemption.borrowWithinCohort", {"policy", "maxPriorityThreshold"})
     threshold = borrow.get("maxPriorityThreshold")
@@ -388,7 +334,7 @@ def _preemption(block: Any, fields: _Fields) -> Preemption:
     return preemption
 
 
-def _resource_groups(groups: Any, fields: _Fields, *, has_cohort: bool) -> tuple[ResourceGroup, ...]:
+def _resource_groups(groups: Any, fields: Fields, *, has_cohort: bool) -> tuple[ResourceGroup, ...]:
     if groups is None:
         return ()
     if not isinstance(groups, list):
@@ -398,7 +344,7 @@ def _resource_groups(groups: Any, fields: _Fields, *, has_cohort: bool) -> tuple
     return parsed
 
 
-def _resource_group(group: Any, index: int, fields: _Fields, has_cohort: bool) -> ResourceGroup:
+def _resource_group(group: Any, index: int, fields: Fields, has_cohort: bool) -> ResourceGroup:
     path = f"spec.resourceGroups[{index}]"
     group = fields.only(group, path, {"coveredResources", "flavors"})
     covered = group.get("coveredResources") or []
@@ -413,14 +359,14 @@ def _resource_group(group: Any, index: int, fields: _Fields, has_cohort: bool) -
         if names != covered:
             raise ConfigError(f"{fields.where}: {path}.flavors[{number}].resources must list the coveredResources {list(covered)} in that order, got {list(names)}")
         quotas = {r["name"]: _quota(r, f"{path}.flavors[{number}].resources[{i}]", fields, has_cohort) for i, r in enumerate(resources)}
-        name = _text(flavor.get("name"), f"{fields.where}: {path}.flavors[{number}].name")
+        name = name_or_none(flavor.get("name"), f"{fields.where}: {path}.flavors[{number}].name")
         if name is None:
             raise ConfigError(f"{fields.where}: {path}.flavors[{number}].name is required")
         flavors.append(FlavorQuotas(name, quotas))
     return ResourceGroup(covered, tuple(flavors))
 
 
-def _quota(resource: dict[str, Any], path: str, fields: _Fields, has_cohort: bool) -> Quota:
+def _quota(resource: dict[str, Any], path: str, fields: Fields, has_cohort: bool) -> Quota:
     fields.only(resource, path, {"name", "nominalQuota", "borrowingLimit", "lendingLimit"})
     name = resource["name"]
 
