@@ -10,7 +10,7 @@ from typing import Any
 
 from preemptd.events import ConfigError
 
-__all__ = ["Fields", "kubernetes_objects", "name_or_none", "object_name", "unique"]
+__all__ = ["Fields", "Warnings", "kubernetes_objects", "name_or_none", "object_name", "unique"]
 
 
 def kubernetes_objects(document: Any, model: str, kinds: str) -> list[Any]:
@@ -22,6 +22,15 @@ def kubernetes_objects(document: Any, model: str, kinds: str) -> list[Any]:
     if isinstance(document, dict) and "kind" in document:
         return [document]
     raise ConfigError(f"a {model} configuration is a list of {kinds}")
+
+
+class Warnings(list[str]):
+    """What a configuration's reading reports, in the order found; each thing ignored once."""
+
+    def ignore(self, what: str) -> None:
+        line = f"ignored: {what} (preemptd does not use it)"
+        if line not in self:
+            self.append(line)
 
 
 class Fields:

@@ -23,7 +23,7 @@ import msgspec
 
 from preemptd.events import ConfigError, QuantityError, parse_quantity
 
-from .._kubernetes import Fields, kubernetes_objects, name_or_none, object_name, unique
+from .._kubernetes import Fields, Warnings, kubernetes_objects, name_or_none, object_name, unique
 
 __all__ = [
     "ClusterQueue",
@@ -141,8 +141,7 @@ class _Reader:
         self.local_queues: dict[str, str] = {}
         self.priority_classes: dict[str, int] = {}
         self.fair_sharing = FairSharing()
-        self.warnings: list[str] = []
-        self._ignored: dict[str, None] = {}
+        self.warnings = Warnings()
 
     def read(self, item: Any, position: int) -> None:
         if not isinstance(item, dict):
@@ -155,18 +154,14 @@ class _Reader:
         if group != expected or version not in _VERSIONS:
             if group in (_API_GROUP, _CONFIG_GROUP) or kind in _READERS:
                 raise ConfigError(f"{where}: apiVersion {item.get('apiVersion')!r} is not {expected}/v1beta2 or {expected}/v1beta1")
-            self._ignore(f"{kind} {name} ({item.get('apiVersion')})")
+            self.warnings.ignore(f"{kind} {name} ({item.get('apiVersion')})")
             return
         read = _READERS.get(kind)
         if read is None:
-            self._ignore(f"kind {kind}")
+            self.warnings.ignore(f"kind {kind}")
             return
-        read(self, name, item, Fields(where, self._ignore))
+        read(self, name, item, Fields(where, self.warnings.ignore))
 
-    def _ignore(self, what: str) -> None:
-        if what not in self._ignored:
-            self._ignored[what] = None
-            self.warnings.append(f"ignored: {what} (preemptd does not use it)")
 
     def config(self) -> KueueConfig:
         for owner in [*self.cluster_queues.values(), *self.cohorts.values()]:

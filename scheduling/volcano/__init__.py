@@ -1,0 +1,12 @@
+"""The Volcano model (in progress, not registered yet): queues sharing by weight or deserved
+capacity, jobs that start whole (gang), and preemption at three levels: reclaim across queues,
+preempt between jobs of a queue and between tasks of a job.
+
+- `_objects`: Volcano's Queue objects and scheduler configuration read into one `VolcanoConfig`.
+"""
+
+from __future__ import annotations
+
+from ._objects import VolcanoConfig, parse_objects
+
+__all__ = ["VolcanoConfig", "parse_objects"]

@@ -1,0 +1,117 @@
+"""Volcano's configuration as a user pastes it: Queue objects and the scheduler configuration,
+bare or in its ConfigMap, read with Volcano's defaults; what Volcano refuses is refused with its
+reason, and what preemptd does not use is listed once."""
+
+from __future__ import annotations
+
+import pytest
+
+from preemptd.events import ConfigError
+from preemptd.scheduling.volcano._objects import DEFAULT_CONF, parse_objects
+
+QUEUE_API = "scheduling.volcano.sh/v1beta1"
+
+CONFIGMAP = {
+    "apiVersion": "v1",
+    "kind": "ConfigMap",
+    "metadata": {"name": "volcano-scheduler-configmap", "namespace": "volcano-system"},
+    "data": {
+        "volcano-scheduler.conf": """
+actions: "enqueue, allocate, preempt, reclaim, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+    enablePreemptable: false
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+    enablePreemptable: false
+  - name: predicates
+    arguments:
+      predicate.GPUSharingEnable: true
+  - name: capacity
+    enableHierarchy: true
+    arguments:
+      ancestorReclaimLevel: 1
+  - name: nodeorder
+configurations:
+- name: preempt
+  arguments:
+    enableTopologyAwarePreemption: false
+"""
+    },
+}
+
+
+def queue(name: str, **spec: object) -> dict:
+    return {"apiVersion": QUEUE_API, "kind": "Queue", "metadata": {"name": name}, "spec": spec}
+
+
+def test_a_configmap_and_queues_are_read_whole() -> None:
+    config, warnings = parse_objects(
+        [
+            CONFIGMAP,
+            queue("research", weight=10, capability={"cpu": 100, "memory": "100Gi"}, reclaimable=True, priority=100),
+            queue("batch", weight=1, deserved={"cpu": "20"}, guarantee={"resource": {"cpu": "4"}}, reclaimable=False, parent="research"),
+            {**queue("old"), "status": {"state": "Closed"}},
+        ]
+    )
+    research, batch = config.queues["research"], config.queues["batch"]
+    assert (research.weight, research.capability, research.priority) == (10, {"cpu": 100_000, "memory": 100 * 2**30}, 100)
+    assert (batch.deserved, batch.guarantee, batch.reclaimable, batch.parent) == ({"cpu": 20_000}, {"cpu": 4000}, False, "research")
+    assert config.queues["old"].closed and not research.closed
+    assert config.queues["root"].implicit and config.queues["default"].implicit, "Volcano creates root and default"
+    conf = config.scheduler
+    assert conf.actions == ("enqueue", "allocate", "preempt", "reclaim", "backfill")
+    assert [[p.name for p in tier] for tier in conf.tiers] == [["priority", "gang", "conformance"], ["drf", "predicates", "capacity"]]
+    gang, capacity = conf.tiers[0][1], conf.tiers[1][2]
+    assert not gang.enabled("enablePreemptable") and gang.enabled("enableJobStarving"), "a switch left out is on"
+    assert capacity.enabled("enableHierarchy") and not conf.tiers[1][0].enabled("enableHierarchy"), "except enableHierarchy"
+    assert capacity.arguments == {"ancestorReclaimLevel": 1}
+    assert warnings == (
+        "ignored: plugin overcommit (preemptd does not use it)",
+        "ignored: ConfigMap field plugin predicates argument predicate.GPUSharingEnable (preemptd does not use it)",
+        "ignored: plugin nodeorder (preemptd does not use it)",
+        "ignored: ConfigMap field action preempt argument enableTopologyAwarePreemption (preemptd does not use it)",
+    )
+
+
+def test_the_bare_conf_file_is_read_too_and_without_one_volcanos_default_applies() -> None:
+    bare, _ = parse_objects([{"actions": "allocate, reclaim", "tiers": [{"plugins": [{"name": "proportion"}]}]}])
+    assert bare.scheduler.actions == ("allocate", "reclaim")
+    assert [p.name for p in bare.scheduler.tiers[0]] == ["proportion"]
+    default, _ = parse_objects([queue("q")])
+    assert default.scheduler == DEFAULT_CONF
+    assert default.scheduler.actions == ("enqueue", "allocate", "backfill"), "Volcano's default runs neither preempt nor reclaim"
+
+
+def test_unknown_actions_and_kinds_are_listed_once_not_refused() -> None:
+    _, warnings = parse_objects([{"actions": "enqueue, shuffle, allocate, shuffle"}, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}])
+    assert warnings == ("ignored: action shuffle (preemptd does not use it)", "ignored: Pod p (v1) (preemptd does not use it)")
+
+
+@pytest.mark.parametrize(
+    ("objects", "reason"),
+    [
+        ([queue("q", weight=0)], "Queue q: queue weight must be a positive integer, got 0"),
+        ([queue("q", capability={"cpu": 4}, deserved={"cpu": 8})], "Queue q: deserved cpu must be less than or equal to capability cpu"),
+        ([queue("q", capability={"cpu": 4}, guarantee={"resource": {"cpu": 8}})], "Queue q: guarantee cpu must be less than or equal to capability cpu"),
+        ([queue("q", capability={"cpu": "lots"})], "Queue q: spec.capability"),
+        ([queue("q", parent="nowhere")], "Queue q: its parent queue nowhere does not exist"),
+        ([queue("q"), queue("q")], "Queue q is defined twice"),
+        ([{**queue("q"), "apiVersion": "scheduling.volcano.sh/v1alpha1"}], "is not scheduling.volcano.sh/v1beta1"),
+        ([{**queue("q"), "status": {"state": "Sleeping"}}], "status.state: Unsupported value: 'Sleeping'"),
+        ([{"actions": ["allocate"]}], "actions must be Volcano's comma-separated string"),
+        ([{"actions": "allocate, allocate"}], "action allocate is listed twice"),
+        ([{"actions": "allocate"}, {"actions": "reclaim"}], "a second scheduler configuration"),
+        ([{"tiers": [{"plugins": [{"name": "gang", "enablePreemptable": "maybe"}]}]}], "plugin gang: enablePreemptable must be true or false"),
+        ([{**CONFIGMAP, "data": {"volcano-scheduler.conf": "actions: [unclosed"}}], "data.volcano-scheduler.conf is not YAML"),
+        ({"spec": {}}, "a Volcano configuration is a list of Volcano objects"),
+    ],
+)
+def test_what_volcano_refuses_is_refused_with_its_reason(objects: object, reason: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        parse_objects(objects)
+    assert reason in str(refused.value)
