@@ -3,6 +3,7 @@ capacity, jobs that start whole (gang), and preemption at three levels: reclaim 
 preempt between jobs of a queue and between tasks of a job.
 
 - `_objects`: Volcano's Queue objects and scheduler configuration read into one `VolcanoConfig`.
+- `_shares`: what each queue deserves (proportion's water-filling, capacity's deserved) and its share.
 """
 
 from __future__ import annotations
