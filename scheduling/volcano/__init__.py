@@ -3,6 +3,8 @@ capacity, jobs that start whole (gang), and preemption at three levels: reclaim 
 preempt between jobs of a queue and between tasks of a job.
 
 - `_objects`: Volcano's Queue objects and scheduler configuration read into one `VolcanoConfig`.
+- `_jobs`: applications seen as jobs (gang size, starving) and tasks (task priority,
+  preemptable, BestEffort, the pod slot).
 - `_shares`: what each queue deserves (proportion's water-filling, capacity's deserved) and its share.
 """
 

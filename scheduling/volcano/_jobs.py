@@ -1,0 +1,100 @@
+"""Jobs and tasks as the Volcano model sees a partition.
+
+- A job is an application: its queue, its priority (the PriorityClass of its PodGroup, here the
+  application's priority) and its `min_available` (gang: the job runs only with that many tasks
+  placed; 0 means all of its tasks, as a Volcano Job without minAvailable).
+- A task is a pod. Its priority within the job is its `task_priority` (Volcano's
+  `volcano.sh/task-priority` annotation), else its own priority. It may be a victim unless
+  `preemptable` is false (missing means true). One that requests nothing is BestEffort. Every
+  task takes one `pods` slot of its node: the model adds it to what the shim sent.
+- A job is *ready* with `min_available` tasks running; whether it *starves* (may preempt) is
+  voted by the gang and priority plugins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from preemptd.projections import PartitionState, TaskState
+
+__all__ = ["POD_SLOT", "Job", "Task", "jobs_of"]
+
+POD_SLOT = "pods"
+
+
+@dataclass(frozen=True, eq=False)
+class Task:
+    id: str
+    job: str
+    queue: str
+    resources: dict[str, int]  # with its pod slot
+    priority: int  # within its job
+    preemptable: bool
+    may_preempt: bool  # preemptionPolicy is not Never
+    running: bool
+    node: str | None
+    seq: int
+
+    @property
+    def best_effort(self) -> bool:
+        """Requests nothing but its pod slot."""
+        return not any(amount for name, amount in self.resources.items() if name != POD_SLOT)
+
+
+@dataclass(eq=False)
+class Job:
+    id: str
+    queue: str
+    priority: int
+    min_available: int
+    seq: int
+    tasks: list[Task] = field(default_factory=list)
+
+    @property
+    def running(self) -> int:
+        return sum(task.running for task in self.tasks)
+
+    @property
+    def pending(self) -> list[Task]:
+        """Its tasks waiting for a node, in Volcano's task order: higher priority first, then
+        the order they were submitted."""
+        return sorted((t for t in self.tasks if not t.running), key=lambda t: (-t.priority, t.seq))
+
+    @property
+    def ready(self) -> bool:
+        """Enough tasks run for the gang."""
+        return self.running >= self.min_available
+
+    def starving(self, *, gang: bool, priority: bool) -> bool:
+        """Volcano's JobStarving, an AND of the plugins that vote: gang while fewer than
+        `min_available` tasks run, priority while fewer than all; no voter, not starving."""
+        if not (gang or priority):
+            return False
+        return (not gang or self.running < self.min_available) and (not priority or self.running < len(self.tasks))
+
+
+def jobs_of(p: PartitionState) -> dict[str, Job]:
+    """The partition's jobs by id, each with its tasks in submission order."""
+    jobs: dict[str, Job] = {}
+    for app in p.apps.values():
+        if not app.tasks:
+            continue
+        tasks = [_task(p.tasks[t]) for t in app.tasks]
+        min_available = app.min_available or len(tasks)
+        jobs[app.id] = Job(id=app.id, queue=app.queue, priority=app.priority, min_available=min_available, seq=app.seq, tasks=sorted(tasks, key=lambda t: t.seq))
+    return jobs
+
+
+def _task(t: TaskState) -> Task:
+    return Task(
+        id=t.id,
+        job=t.app,
+        queue=t.queue,
+        resources={**t.resources, POD_SLOT: 1},
+        priority=t.task_priority or t.priority,
+        preemptable=t.preemptable is not False,
+        may_preempt=t.may_preempt,
+        running=t.status != "pending",
+        node=t.node,
+        seq=t.seq,
+    )
