@@ -5,6 +5,8 @@ preempt between jobs of a queue and between tasks of a job.
 - `_objects`: Volcano's Queue objects and scheduler configuration read into one `VolcanoConfig`.
 - `_jobs`: applications seen as jobs (gang size, starving) and tasks (task priority,
   preemptable, BestEffort, the pod slot).
+- `_nodes`: nodes (idle, releasing, pipelined, pod slots) and statements committed or discarded.
+- `_allocate`: allocate for one job, gang-aware.
 - `_shares`: what each queue deserves (proportion's water-filling, capacity's deserved) and its share.
 """
 
