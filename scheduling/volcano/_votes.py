@@ -1,0 +1,120 @@
+"""Which candidates may be victims: the plugins' votes, combined tier by tier as Volcano does.
+
+In a tier, every enabled plugin that votes on the hook (`preemptable` for preempt, `reclaimable`
+for reclaim, each behind its `enablePreemptable` / `enableReclaimable` switch) is shown every
+candidate, and the victims are those every one of them keeps; a plugin keeping none leaves the
+tier without victims. The first tier with victims decides; a tier where no plugin votes is
+passed over. So where a plugin sits in the tiers matters, as in Volcano.
+
+The votes:
+
+- **gang**: a victim's job keeps at least `min_available` running tasks (counting the
+  candidates before it from the same job): a job at its gang size is protected.
+- **priority** (preempt only): the victim's job has a strictly lower priority than the
+  preemptor's; within the same job, a strictly lower task priority.
+- **proportion** (reclaim only): a victim's queue holds more than it deserves (on some
+  resource), counting the candidates before it from the same queue as gone.
+- **conformance**: keeps every candidate (the tasks it protects, kube-system and critical pods,
+  are not in the contract).
+
+Every candidate a vote drops gets a line saying which plugin dropped it and why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+
+from ._jobs import POD_SLOT, Job, Task
+from ._objects import Plugin, SchedulerConf
+
+__all__ = ["Ballot", "victims"]
+
+
+@dataclass(frozen=True)
+class Ballot:
+    """What the votes need to know: the jobs, and per queue what it holds and deserves."""
+
+    jobs: Mapping[str, Job]
+    allocated: Mapping[str, Mapping[str, int]]
+    deserved: Mapping[str, Mapping[str, Fraction]]
+
+
+Vote = Callable[[Ballot, Task, list[Task], dict[str, str]], list[Task]]
+
+
+def _gang(ballot: Ballot, preemptor: Task, candidates: list[Task], dropped: dict[str, str]) -> list[Task]:
+    running: dict[str, int] = {}
+    kept = []
+    for task in candidates:
+        job = ballot.jobs[task.job]
+        left = running.setdefault(job.id, job.running)
+        if left > job.min_available:
+            running[job.id] = left - 1
+            kept.append(task)
+        else:
+            dropped[task.id] = f"gang: job {job.id} would drop below min_available {job.min_available} ({left} running)"
+    return kept
+
+
+def _priority(ballot: Ballot, preemptor: Task, candidates: list[Task], dropped: dict[str, str]) -> list[Task]:
+    mine = ballot.jobs[preemptor.job]
+    kept = []
+    for task in candidates:
+        theirs = ballot.jobs[task.job]
+        if theirs.id == mine.id:
+            allowed, why = task.priority < preemptor.priority, f"task priority {task.priority} is not below the preemptor's {preemptor.priority}"
+        else:
+            allowed, why = theirs.priority < mine.priority, f"job priority {theirs.priority} is not below the preemptor job's {mine.priority}"
+        if allowed:
+            kept.append(task)
+        else:
+            dropped[task.id] = f"priority: {why}"
+    return kept
+
+
+def _proportion(ballot: Ballot, preemptor: Task, candidates: list[Task], dropped: dict[str, str]) -> list[Task]:
+    holding: dict[str, dict[str, int]] = {}
+    kept = []
+    for task in candidates:
+        held = holding.setdefault(task.queue, dict(ballot.allocated.get(task.queue, {})))
+        deserved = ballot.deserved.get(task.queue, {})
+        if all(amount <= deserved.get(r, 0) for r, amount in held.items() if r != POD_SLOT):
+            dropped[task.id] = f"proportion: queue {task.queue} holds no more than it deserves"
+            continue
+        for r, amount in task.resources.items():
+            held[r] = held.get(r, 0) - amount
+        kept.append(task)
+    return kept
+
+
+def _everyone(ballot: Ballot, preemptor: Task, candidates: list[Task], dropped: dict[str, str]) -> list[Task]:
+    return list(candidates)
+
+
+VOTES: dict[str, dict[str, Vote]] = {
+    "preemptable": {"gang": _gang, "priority": _priority, "conformance": _everyone},
+    "reclaimable": {"gang": _gang, "proportion": _proportion, "conformance": _everyone},
+}
+SWITCH = {"preemptable": "enablePreemptable", "reclaimable": "enableReclaimable"}
+
+
+def victims(conf: SchedulerConf, hook: str, ballot: Ballot, preemptor: Task, candidates: list[Task]) -> tuple[list[Task], dict[str, str]]:
+    """The victims the first tier with any allows among `candidates` (in victim order), and,
+    for the candidates it drops, which plugin dropped each and why."""
+    dropped: dict[str, str] = {}
+    for tier in conf.tiers:
+        voters = [plugin for plugin in tier if _votes(plugin, hook)]
+        if not voters:
+            continue
+        kept = {task.id for task in candidates}
+        for plugin in voters:  # each sees every candidate; the tier keeps what all keep
+            kept &= {task.id for task in VOTES[hook][plugin.name](ballot, preemptor, candidates, dropped)}
+        if kept:
+            return [task for task in candidates if task.id in kept], {task: why for task, why in dropped.items() if task not in kept}
+    return [], dropped
+
+
+def _votes(plugin: Plugin, hook: str) -> bool:
+    return plugin.name in VOTES[hook] and plugin.enabled(SWITCH[hook])

@@ -1,0 +1,71 @@
+"""The plugins' votes on victims, combined tier by tier: gang protects a job at its gang size,
+priority keeps lower-priority jobs (lower task priority within a job), proportion takes from a
+queue only what it holds beyond its deserved share; the first tier with victims decides, and a
+tier where one plugin keeps none yields none."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import msgspec
+
+from preemptd import events as ev
+from preemptd.projections import ClusterState, LogRecord
+from preemptd.scheduling import apply
+from preemptd.scheduling.volcano._jobs import jobs_of
+from preemptd.scheduling.volcano._objects import DEFAULT_CONF, parse_objects
+from preemptd.scheduling.volcano._votes import Ballot, victims
+
+
+def jobs(*events: dict):
+    s = ClusterState(log_id="t")
+    for i, event in enumerate([{"type": "node.upserted", "node": "n1", "capacity": {"vcore": 64}}, *events], 1):
+        apply(s, LogRecord(s.seq + 1, 0, ev.decode_cluster_event(msgspec.json.encode({"id": f"e{i}", "ts": 0, **event}))))
+    return jobs_of(s.partitions["default"])
+
+
+def running(job: str, queue: str, count: int, min_available: int, priority: int) -> list[dict]:
+    return [
+        {"type": "app.submitted", "app": job, "queue": queue, "priority": priority, "min_available": min_available},
+        *({"type": "task.bound", "task": f"{job}-{i}", "app": job, "node": "n1", "resources": {"vcore": 1}} for i in range(count)),
+    ]
+
+
+JOBS = jobs(
+    *running("low", "root.default", 3, 2, priority=0),
+    *running("same", "root.default", 1, 1, priority=10),
+    {"type": "app.submitted", "app": "high", "queue": "root.default", "priority": 10, "min_available": 1},
+    {"type": "task.submitted", "task": "high-0", "app": "high", "resources": {"vcore": 1}},
+)
+CANDIDATES = [*JOBS["low"].tasks, *JOBS["same"].tasks]
+PREEMPTOR = JOBS["high"].tasks[0]
+BALLOT = Ballot(jobs=JOBS, allocated={"root.default": {"vcore": 4000}}, deserved={"root.default": {"vcore": Fraction(3000)}})
+
+
+def conf(*tiers: list[dict]):
+    return parse_objects([{"actions": "preempt, reclaim", "tiers": [{"plugins": plugins} for plugins in tiers]}])[0].scheduler
+
+
+def test_the_default_tiers_let_priority_decide_and_gang_does_not_vote_on_preemption() -> None:
+    chosen, dropped = victims(DEFAULT_CONF, "preemptable", BALLOT, PREEMPTOR, CANDIDATES)
+    assert [t.id for t in chosen] == ["low-0", "low-1", "low-2"]
+    assert dropped == {"same-0": "priority: job priority 10 is not below the preemptor job's 10"}
+
+
+def test_gang_protects_a_job_at_its_gang_size() -> None:
+    chosen, dropped = victims(conf([{"name": "priority"}, {"name": "gang"}]), "preemptable", BALLOT, PREEMPTOR, CANDIDATES)
+    assert [t.id for t in chosen] == ["low-0"], "low runs 3 with min_available 2: one may go"
+    assert dropped["low-1"] == "gang: job low would drop below min_available 2 (2 running)"
+
+
+def test_a_tier_where_one_plugin_keeps_none_yields_none_and_the_next_tier_decides() -> None:
+    only_same_job = conf([{"name": "gang"}, {"name": "priority"}], [{"name": "conformance"}])
+    chosen, _ = victims(only_same_job, "preemptable", BALLOT, PREEMPTOR, JOBS["same"].tasks)
+    assert [t.id for t in chosen] == ["same-0"], "tier 1 keeps nothing (gang and priority refuse); conformance in tier 2 keeps it"
+    assert victims(conf([{"name": "gang"}]), "preemptable", BALLOT, PREEMPTOR, JOBS["same"].tasks)[0] == []
+
+
+def test_proportion_reclaims_only_what_a_queue_holds_beyond_its_deserved_share() -> None:
+    chosen, dropped = victims(conf([{"name": "proportion"}]), "reclaimable", BALLOT, PREEMPTOR, CANDIDATES)
+    assert [t.id for t in chosen] == ["low-0"], "root.default holds 4 and deserves 3"
+    assert dropped["low-1"] == "proportion: queue root.default holds no more than it deserves"
