@@ -27,21 +27,17 @@ def job_of(tasks: int, min_available: int, cpu: int = 2) -> list[dict]:
     ]
 
 
-def in_use(nodes: Nodes) -> dict[str, dict[str, int]]:
-    return {name: {r: amount for r, amount in used.items() if amount} for name, used in nodes.used.items()}
-
-
 NODES = [{"type": "node.upserted", "node": f"n{i}", "capacity": {"vcore": 2, "pods": 110}} for i in (1, 2)]
 
 
 def test_a_gang_that_cannot_start_whole_places_nothing_and_leaves_the_nodes_as_they_were() -> None:
     p = partition(*NODES, *job_of(tasks=3, min_available=3))
     nodes = Nodes.of(p)
-    before = in_use(nodes)
+    before = {name: dict(used) for name, used in nodes.used.items()}
     placed, why = allocate_job(jobs_of(p)["j"], nodes)
     assert placed == []
     assert why == "gang: 0 running and 2 placeable of the 3 tasks job j needs to start (min_available); t2 fit no node now"
-    assert in_use(nodes) == before
+    assert nodes.used == before
 
 
 def test_a_gang_of_two_starts_with_the_tasks_that_fit() -> None:

@@ -1,0 +1,67 @@
+"""Making room for one preemptor on one node, as Volcano's preempt and reclaim do.
+
+The nodes are tried by name. On each, the candidates there (in victim order) go to the plugins'
+votes; the node is passed over unless the preemptor would fit once every victim the votes allow
+is gone. Then victims are evicted one after another, only while the preemptor does not fit in
+the node's future (idle plus releasing less pipelined) or `enough` (the queue's rule) says more
+is needed; once it fits, it is pipelined on the node and the search ends. A node where it still
+does not fit has its evictions undone, and the next node is tried.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from ._jobs import Task
+from ._nodes import Nodes, Statement
+from ._objects import SchedulerConf
+from ._votes import Ballot, victims
+
+__all__ = ["Room", "make_room"]
+
+Room = tuple[str, list[Task]]
+
+
+def make_room(
+    preemptor: Task,
+    candidates: Sequence[Task],
+    hook: str,
+    conf: SchedulerConf,
+    ballot: Ballot,
+    statement: Statement,
+    enough: Callable[[], bool] = lambda: True,
+) -> tuple[Room | None, dict[str, str]]:
+    """The node and victims that make room for `preemptor` (kept in `statement`), or None;
+    and, per candidate spared, the plugin and rule that spared it."""
+    nodes = statement.nodes
+    spared: dict[str, str] = {}
+    for node in nodes.capacity:
+        here = [task for task in candidates if task.node == node]
+        allowed, dropped = victims(conf, hook, ballot, preemptor, here) if here else ([], {})
+        spared.update(dropped)
+        if not _fits_without(nodes, node, preemptor, allowed):
+            continue
+        attempt = Statement(nodes)
+        for victim in allowed:
+            if not nodes.short_in_future(node, preemptor.resources) and enough():
+                break
+            attempt.evict(victim)
+        if nodes.short_in_future(node, preemptor.resources) or not enough():
+            attempt.discard()
+            continue
+        attempt.pipeline(preemptor, node)
+        chosen = list(attempt.evicted)
+        statement.absorb(attempt)
+        return (node, chosen), spared
+    return None, spared
+
+
+def _fits_without(nodes: Nodes, node: str, preemptor: Task, allowed: list[Task]) -> bool:
+    """`preemptor` would fit `node`'s future were every task of `allowed` gone."""
+    attempt = Statement(nodes)
+    for victim in allowed:
+        attempt.evict(victim)
+    try:
+        return not nodes.short_in_future(node, preemptor.resources)
+    finally:
+        attempt.discard()
