@@ -1,0 +1,37 @@
+"""The orders Volcano's actions go in.
+
+- Queues: higher `priority` first, then the lower share (how far into what it deserves), then
+  the name.
+- Jobs of a queue: higher priority first, then the older.
+- Tasks of a job: higher task priority first, then the older (`Job.pending`).
+- Victims, the reverse: queues of lower priority and higher share first, then jobs of lower
+  priority and the newer, then tasks of lower task priority and the newer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from fractions import Fraction
+
+from ._jobs import Job, Task
+from ._objects import Queue
+
+__all__ = ["job_key", "queue_key", "victim_key"]
+
+
+def queue_key(queue: Queue, share: Fraction) -> tuple[int, Fraction, str]:
+    return (-queue.priority, share, queue.name)
+
+
+def job_key(job: Job) -> tuple[int, int]:
+    return (-job.priority, job.seq)
+
+
+def victim_key(queues: Mapping[str, Queue], shares: Mapping[str, Fraction], jobs: Mapping[str, Job]) -> Callable[[Task], tuple[int, Fraction, int, int, int, int]]:
+    """The sort key of victims: the reverse of the queue, job and task orders."""
+
+    def key(task: Task) -> tuple[int, Fraction, int, int, int, int]:
+        queue, job = queues[task.queue], jobs[task.job]
+        return (queue.priority, -shares.get(task.queue, Fraction(0)), job.priority, -job.seq, task.priority, -task.seq)
+
+    return key
