@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from preemptd.events import ConfigError
+from preemptd.events import ConfigError, cut_text
 
-__all__ = ["Fields", "Warnings", "kubernetes_objects", "name_or_none", "object_name", "unique"]
+__all__ = ["Fields", "Warnings", "kubernetes_objects", "name_or_none", "object_name", "shown", "unique"]
 
 
 def kubernetes_objects(document: Any, model: str, kinds: str) -> list[Any]:
@@ -79,5 +79,10 @@ def name_or_none(value: Any, where: str) -> str | None:
     if value is None or value == "":
         return None
     if not isinstance(value, str):
-        raise ConfigError(f"{where} must be a name, got {value!r}")
+        raise ConfigError(f"{where} must be a name, got {shown(value)}")
     return value
+
+
+def shown(value: Any) -> str:
+    """A value a refusal quotes, cut short: what a shim sent may be of any size."""
+    return cut_text(repr(value), 80)

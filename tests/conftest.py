@@ -1,5 +1,6 @@
 """Shared fixtures: a real nats-server from the bundled binary on a free loopback port, real
-SQLite files in temporary directories, and the daemon as a subprocess."""
+SQLite files in temporary directories, and the daemon as a subprocess; and the state a list of
+events (as a shim would publish them) folds into."""
 
 from __future__ import annotations
 
@@ -10,9 +11,13 @@ import sys
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from preemptd.daemon.embedded import EmbeddedNats
+from preemptd.events import decode_cluster_event
+from preemptd.projections import ClusterState, LogRecord, PartitionState
+from preemptd.scheduling import apply
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -98,3 +103,12 @@ def preemptd(*args: str, input: str | None = None, timeout: float = 120, hash_se
     env = {**os.environ, **({"PYTHONHASHSEED": str(hash_seed)} if hash_seed is not None else {})}
     command = [sys.executable, "-m", "preemptd.daemon.cli", *args]
     return subprocess.run(command, input=input, capture_output=True, text=True, cwd=ROOT, timeout=timeout, env=env)
+
+
+def partition_after(*events: dict) -> PartitionState:
+    """The default partition once `events` (dicts as published, without id and ts) are folded."""
+    state = ClusterState(log_id="t")
+    for i, event in enumerate(events, 1):
+        decoded = decode_cluster_event(msgspec.json.encode({"id": f"e{i}", "ts": 0, **event}))
+        apply(state, LogRecord(state.seq + 1, 0, decoded))
+    return state.partitions["default"]

@@ -3,21 +3,11 @@ undone), and every task takes a pod slot, so a node's pod count limits even Best
 
 from __future__ import annotations
 
-import msgspec
+from conftest import partition_after
 
-from preemptd import events as ev
-from preemptd.projections import ClusterState, LogRecord
-from preemptd.scheduling import apply
 from preemptd.scheduling.volcano._allocate import allocate_job
 from preemptd.scheduling.volcano._jobs import jobs_of
 from preemptd.scheduling.volcano._nodes import Nodes
-
-
-def partition(*events: dict):
-    s = ClusterState(log_id="t")
-    for i, event in enumerate(events, 1):
-        apply(s, LogRecord(s.seq + 1, 0, ev.decode_cluster_event(msgspec.json.encode({"id": f"e{i}", "ts": 0, **event}))))
-    return s.partitions["default"]
 
 
 def job_of(tasks: int, min_available: int, cpu: int = 2) -> list[dict]:
@@ -31,7 +21,7 @@ NODES = [{"type": "node.upserted", "node": f"n{i}", "capacity": {"vcore": 2, "po
 
 
 def test_a_gang_that_cannot_start_whole_places_nothing_and_leaves_the_nodes_as_they_were() -> None:
-    p = partition(*NODES, *job_of(tasks=3, min_available=3))
+    p = partition_after(*NODES, *job_of(tasks=3, min_available=3))
     nodes = Nodes.of(p)
     before = {name: dict(used) for name, used in nodes.used.items()}
     placed, why = allocate_job(jobs_of(p)["j"], nodes)
@@ -41,12 +31,12 @@ def test_a_gang_that_cannot_start_whole_places_nothing_and_leaves_the_nodes_as_t
 
 
 def test_a_gang_of_two_starts_with_the_tasks_that_fit() -> None:
-    p = partition(*NODES, *job_of(tasks=3, min_available=2))
+    p = partition_after(*NODES, *job_of(tasks=3, min_available=2))
     placed, why = allocate_job(jobs_of(p)["j"], Nodes.of(p))
     assert [(task.id, node) for task, node in placed] == [("t0", "n1"), ("t1", "n2")] and why is None
 
 
 def test_the_pod_count_of_a_node_limits_best_effort_tasks() -> None:
-    p = partition({"type": "node.upserted", "node": "n1", "capacity": {"vcore": 8, "pods": 2}}, *job_of(tasks=3, min_available=1, cpu=0))
+    p = partition_after({"type": "node.upserted", "node": "n1", "capacity": {"vcore": 8, "pods": 2}}, *job_of(tasks=3, min_available=1, cpu=0))
     placed, _ = allocate_job(jobs_of(p)["j"], Nodes.of(p))
     assert [task.id for task, _ in placed] == ["t0", "t1"], "two pod slots: the third BestEffort task waits"

@@ -4,24 +4,13 @@ the gang and priority plugins vote it."""
 
 from __future__ import annotations
 
-import msgspec
+from conftest import partition_after
 
-from preemptd import events as ev
-from preemptd.projections import ClusterState, LogRecord
-from preemptd.scheduling import apply
 from preemptd.scheduling.volcano._jobs import jobs_of
 
 
-def state(*events: dict) -> ClusterState:
-    s = ClusterState(log_id="t")
-    for i, event in enumerate(events, 1):
-        decoded = ev.decode_cluster_event(msgspec.json.encode({"id": f"e{i}", "ts": 0, **event}))
-        apply(s, LogRecord(s.seq + 1, 0, decoded))
-    return s
-
-
 def test_a_job_is_an_application_with_its_gang_and_its_tasks_in_volcanos_task_order() -> None:
-    s = state(
+    p = partition_after(
         {"type": "node.upserted", "node": "n1", "capacity": {"vcore": 8}},
         {"type": "app.submitted", "app": "train", "queue": "root.default", "priority": 100, "min_available": 2},
         {"type": "task.submitted", "task": "ps", "app": "train", "resources": {"vcore": 1}, "task_priority": 10},
@@ -29,7 +18,7 @@ def test_a_job_is_an_application_with_its_gang_and_its_tasks_in_volcanos_task_or
         {"type": "task.submitted", "task": "worker-2", "app": "train", "resources": {"vcore": 2}},
         {"type": "task.bound", "task": "worker-1", "app": "train", "node": "n1", "resources": {}},
     )
-    job = jobs_of(s.partitions["default"])["train"]
+    job = jobs_of(p)["train"]
     assert (job.queue, job.priority, job.min_available, job.running) == ("root.default", 100, 2, 1)
     assert [t.id for t in job.pending] == ["worker-2", "ps", "worker-0"], "the pod's priority (the job's, 100) unless task_priority overrides it"
     ps, worker0, worker2, worker1 = job.tasks
@@ -43,10 +32,10 @@ def test_a_job_is_an_application_with_its_gang_and_its_tasks_in_volcanos_task_or
 
 
 def test_a_job_without_min_available_is_a_gang_of_all_its_tasks() -> None:
-    s = state(
+    p = partition_after(
         {"type": "node.upserted", "node": "n1", "capacity": {"vcore": 8}},
         {"type": "task.submitted", "task": "a", "app": "j", "queue": "root.default", "resources": {"vcore": 1}},
         {"type": "task.bound", "task": "b", "app": "j", "node": "n1", "resources": {"vcore": 1}},
     )
-    job = jobs_of(s.partitions["default"])["j"]
+    job = jobs_of(p)["j"]
     assert job.min_available == 2 and job.running == 1 and job.starving(gang=True, priority=False)

@@ -7,11 +7,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 
-import msgspec
+from conftest import partition_after
 
-from preemptd import events as ev
-from preemptd.projections import ClusterState, LogRecord
-from preemptd.scheduling import apply
 from preemptd.scheduling.volcano._jobs import jobs_of
 from preemptd.scheduling.volcano._nodes import Nodes, Statement
 from preemptd.scheduling.volcano._objects import parse_objects
@@ -21,14 +18,7 @@ from preemptd.scheduling.volcano._votes import Ballot
 CONF = parse_objects([{"actions": "preempt", "tiers": [{"plugins": [{"name": "priority"}, {"name": "gang"}]}]}])[0].scheduler
 
 
-def partition(*events: dict):
-    s = ClusterState(log_id="t")
-    for i, event in enumerate(events, 1):
-        apply(s, LogRecord(s.seq + 1, 0, ev.decode_cluster_event(msgspec.json.encode({"id": f"e{i}", "ts": 0, **event}))))
-    return s.partitions["default"]
-
-
-P = partition(
+P = partition_after(
     {"type": "node.upserted", "node": "n1", "capacity": {"vcore": 4, "pods": 10}},
     {"type": "node.upserted", "node": "n2", "capacity": {"vcore": 4, "pods": 10}},
     # on n1, a gang job at its gang size: protected

@@ -7,21 +7,15 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-import msgspec
+from conftest import partition_after
 
-from preemptd import events as ev
-from preemptd.projections import ClusterState, LogRecord
-from preemptd.scheduling import apply
 from preemptd.scheduling.volcano._jobs import jobs_of
 from preemptd.scheduling.volcano._objects import DEFAULT_CONF, parse_objects
 from preemptd.scheduling.volcano._votes import Ballot, victims
 
 
 def jobs(*events: dict):
-    s = ClusterState(log_id="t")
-    for i, event in enumerate([{"type": "node.upserted", "node": "n1", "capacity": {"vcore": 64}}, *events], 1):
-        apply(s, LogRecord(s.seq + 1, 0, ev.decode_cluster_event(msgspec.json.encode({"id": f"e{i}", "ts": 0, **event}))))
-    return jobs_of(s.partitions["default"])
+    return jobs_of(partition_after({"type": "node.upserted", "node": "n1", "capacity": {"vcore": 64}}, *events))
 
 
 def running(job: str, queue: str, count: int, min_available: int, priority: int) -> list[dict]:

@@ -26,7 +26,7 @@ import msgspec
 
 from preemptd.events import ConfigError, QuantityError, parse_quantity
 
-from .._kubernetes import Fields, Warnings, kubernetes_objects, name_or_none, object_name, unique
+from .._kubernetes import Fields, Warnings, kubernetes_objects, name_or_none, object_name, shown, unique
 
 __all__ = ["ACTIONS", "PLUGINS", "Plugin", "Queue", "SchedulerConf", "VolcanoConfig", "parse_objects"]
 
@@ -122,7 +122,7 @@ class _Reader:
         fields = Fields(f"{kind} {name}", self.warnings.ignore)
         if kind == "Queue":
             if item.get("apiVersion") != _QUEUE_API:
-                raise ConfigError(f"Queue {name}: apiVersion {item.get('apiVersion')!r} is not {_QUEUE_API}")
+                raise ConfigError(f"Queue {name}: apiVersion {shown(item.get('apiVersion'))} is not {_QUEUE_API}")
             return self._queue(name, item, fields)
         if kind == "ConfigMap" and isinstance(item.get("data"), dict) and _CONF_FILE in item["data"]:
             return self._scheduler(_conf_file(item["data"][_CONF_FILE], name), f"ConfigMap {name}")
@@ -145,7 +145,7 @@ class _Reader:
         status = fields.only(item.get("status") or {}, "status", {"state"})
         weight = spec.get("weight", 1)
         if not isinstance(weight, int) or isinstance(weight, bool) or weight < 1:
-            raise ConfigError(f"{fields.where}: queue weight must be a positive integer, got {weight!r}")
+            raise ConfigError(f"{fields.where}: queue weight must be a positive integer, got {shown(weight)}")
         guarantee = fields.only(spec.get("guarantee") or {}, "spec.guarantee", {"resource"})
         queue = Queue(
             name=name,
@@ -221,7 +221,7 @@ def _actions(value: Any, where: str, ignore: Any) -> tuple[str, ...]:
     if value is None:
         return DEFAULT_CONF.actions
     if not isinstance(value, str):
-        raise ConfigError(f"{where}: actions must be Volcano's comma-separated string, such as \"enqueue, allocate, preempt, reclaim, backfill\"; got {value!r}")
+        raise ConfigError(f"{where}: actions must be Volcano's comma-separated string, such as \"enqueue, allocate, preempt, reclaim, backfill\"; got {shown(value)}")
     actions: list[str] = []
     for action in (part.strip() for part in value.split(",")):
         if not action:
@@ -239,7 +239,7 @@ def _resources(value: Any, where: str) -> Resources | None:
     if value is None:
         return None
     if not isinstance(value, dict):
-        raise ConfigError(f"{where} must be a mapping of resource names to quantities, got {value!r}")
+        raise ConfigError(f"{where} must be a mapping of resource names to quantities, got {shown(value)}")
     try:
         return {str(name): parse_quantity(str(name), amount) for name, amount in value.items()}
     except QuantityError as exc:
@@ -260,10 +260,10 @@ def _flag(value: Any, where: str) -> bool:
         return value
     if value in ("true", "false"):  # a string, as an annotation or a hand-written conf gives it
         return value == "true"
-    raise ConfigError(f"{where} must be true or false, got {value!r}")
+    raise ConfigError(f"{where} must be true or false, got {shown(value)}")
 
 
 def _integer(value: Any, where: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not -(2**31) <= value < 2**31:
-        raise ConfigError(f"{where} must be a 32-bit integer, got {value!r}")
+        raise ConfigError(f"{where} must be a 32-bit integer, got {shown(value)}")
     return value
