@@ -32,8 +32,10 @@ share here counts the preemptor's request as admitted.
    most one victim.
 5. On a fit, every victim the preemptor fits without is given back, as in classic preemption,
    and the others are tested again in order on the shares they now meet (a victim of the
-   preemptor's side given back raises that side's share); if one fails, nothing is evicted
-   (Kueue does not test again). Without a fit nothing is evicted either.
+   preemptor's side given back raises that side's share); if one fails, or a victim from another
+   queue would fit within that queue's nominal quota once evicted (it would take its room back
+   at once), nothing is evicted (Kueue checks neither).
+   Without a fit nothing is evicted either.
 """
 
 from __future__ import annotations
@@ -219,7 +221,7 @@ class _Walk:
             return restated
         names = ", ".join(c.workload.id for c in minimal)
         for candidate in minimal:
-            self.skipped[candidate.workload.id] = f"the fewest victims that make room ({names}) fail a share test once the others are given back: {failure}; none is evicted"
+            self.skipped[candidate.workload.id] = f"the fewest victims that make room ({names}) may not all go: {failure}; none is evicted"
         return []
 
     def _restated(self, targets: list[Candidate]) -> tuple[list[Candidate], str | None]:
@@ -236,7 +238,20 @@ class _Walk:
                     failure = f"{target.workload.id}: {target.shares}"
             self.s.take(target.workload)
             restated.append(target)
-        return restated, failure
+        return restated, failure or self._taken_back(restated)
+
+    def _taken_back(self, targets: list[Candidate]) -> str | None:
+        """A victim from another queue that, requeued, would fit within its queue's nominal
+        quota: it would reclaim its room at once, without a share test, and the two would evict
+        each other without end (a property test found it; Kueue does not check)."""
+        for target in targets:
+            if target.reason == "InClusterQueue":
+                continue
+            queue = self.s.tree.queues[target.workload.queue]
+            used = self.s.usage.get(queue, {})
+            if all(used.get(fr, 0) + amount <= queue.subtree.get(fr, 0) for fr, amount in target.workload.usage.items()):
+                return f"{target.workload.id} would fit within the nominal quota of ClusterQueue {queue.name} once evicted, and take its room back at once"
+        return None
 
     def _tested_again(self, target: Candidate) -> tuple[Candidate, bool]:
         lca, mine, theirs = sides(self.s.node, self.s.tree.queues[target.workload.queue])

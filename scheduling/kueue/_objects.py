@@ -23,7 +23,7 @@ import msgspec
 
 from preemptd.events import ConfigError, QuantityError, parse_quantity
 
-from .._kubernetes import Fields, Warnings, kubernetes_objects, name_or_none, object_name, unique
+from .._kubernetes import Fields, Warnings, kubernetes_objects, name_or_none, object_name, shown, unique
 
 __all__ = [
     "ClusterQueue",
@@ -287,7 +287,7 @@ def _fair_sharing_annotation(item: dict[str, Any], parent: str | None, fields: F
     if value is None:
         return False
     if value not in ("true", "false"):
-        raise ConfigError(f"{fields.where}: annotation {FAIR_SHARING_ANNOTATION} must be \"true\" or \"false\", got {value!r}")
+        raise ConfigError(f"{fields.where}: annotation {FAIR_SHARING_ANNOTATION} must be \"true\" or \"false\", got {shown(value)}")
     if value == "true" and parent is not None:
         raise ConfigError(f"{fields.where}: annotation {FAIR_SHARING_ANNOTATION} turns fair sharing on for a whole cohort tree: put it on the root cohort, not on one with parent {parent}")
     return value == "true"
