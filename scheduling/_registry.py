@@ -12,7 +12,7 @@ from typing import cast
 
 from preemptd.projections import Projection
 
-from . import kueue, yunikorn
+from . import kueue, volcano, yunikorn
 from ._model import Model
 
 __all__ = ["DEFAULT_MODEL", "MODELS", "PROJECTION", "apply", "fold", "model_named", "restore", "snapshot"]
@@ -22,6 +22,7 @@ MODELS: dict[str, Model] = {
     for model in (
         yunikorn.MODEL,
         kueue.MODEL,
+        volcano.MODEL,
     )
 }  # fmt: skip
 

@@ -102,7 +102,7 @@ def test_a_models_refusal_is_the_reason_of_the_dead_letter(stub: Model) -> None:
 
 
 def test_an_unregistered_model_is_refused_by_name() -> None:
-    with pytest.raises(Rejected, match=r"model 'stub' is not supported by this version \(supported: kueue, yunikorn\)"):
+    with pytest.raises(Rejected, match=r"model 'stub' is not supported by this version \(supported: kueue, volcano, yunikorn\)"):
         folded(stub_config())
 
 

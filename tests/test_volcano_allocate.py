@@ -26,14 +26,14 @@ def test_a_gang_that_cannot_start_whole_places_nothing_and_leaves_the_nodes_as_t
     before = {name: dict(used) for name, used in nodes.used.items()}
     placed, why = allocate_job(jobs_of(p)["j"], nodes)
     assert placed == []
-    assert why == "gang: 0 running and 2 placeable of the 3 tasks job j needs to start (min_available); t2 fit no node now"
+    assert why == dict.fromkeys(("t0", "t1", "t2"), "gang: job j needs 3 tasks placed to start (min_available); 0 are and 2 more could be now")
     assert nodes.used == before
 
 
 def test_a_gang_of_two_starts_with_the_tasks_that_fit() -> None:
     p = partition_after(*NODES, *job_of(tasks=3, min_available=2))
     placed, why = allocate_job(jobs_of(p)["j"], Nodes.of(p))
-    assert [(task.id, node) for task, node in placed] == [("t0", "n1"), ("t1", "n2")] and why is None
+    assert [(task.id, node) for task, node in placed] == [("t0", "n1"), ("t1", "n2")] and why == {"t2": "no node has room for it now"}
 
 
 def test_the_pod_count_of_a_node_limits_best_effort_tasks() -> None:

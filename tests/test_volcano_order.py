@@ -15,7 +15,18 @@ SHARES = {"vip": Fraction(2), "a": Fraction(1, 2), "b": Fraction(3, 2)}
 
 
 def task(name: str, job: str, queue: str, priority: int, seq: int) -> Task:
-    return Task(id=name, job=job, queue=queue, resources={"cpu": 1000, "pods": 1}, priority=priority, preemptable=True, may_preempt=True, running=True, node="n1", seq=seq)
+    return Task(
+        id=name,
+        job=job,
+        queue=queue,
+        resources={"cpu": 1000, "pods": 1},
+        priority=priority,
+        preemptable=True,
+        may_preempt=True,
+        status="running",
+        node="n1",
+        seq=seq,
+    )
 
 
 def test_queues_go_by_priority_then_the_lower_share() -> None:
@@ -23,7 +34,11 @@ def test_queues_go_by_priority_then_the_lower_share() -> None:
 
 
 def test_jobs_go_by_priority_then_age() -> None:
-    jobs = [Job(id="new-high", queue="a", priority=5, min_available=1, seq=9), Job(id="old-low", queue="a", priority=0, min_available=1, seq=1), Job(id="old-high", queue="a", priority=5, min_available=1, seq=2)]
+    jobs = [
+        Job(id="new-high", queue="a", priority=5, min_available=1, seq=9),
+        Job(id="old-low", queue="a", priority=0, min_available=1, seq=1),
+        Job(id="old-high", queue="a", priority=5, min_available=1, seq=2),
+    ]
     assert [j.id for j in sorted(jobs, key=job_key)] == ["old-high", "new-high", "old-low"]
 
 

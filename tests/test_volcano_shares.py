@@ -60,7 +60,10 @@ def test_capacity_deserves_spec_deserved_capped_and_raised_to_the_guarantee() ->
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(1, 5), st.integers(0, 12), st.integers(0, 3), st.one_of(st.none(), st.integers(1, 12))), min_size=1, max_size=6), st.integers(0, 20))
+@given(
+    st.lists(st.tuples(st.integers(1, 5), st.integers(0, 12), st.integers(0, 3), st.one_of(st.none(), st.integers(1, 12))), min_size=1, max_size=6),
+    st.integers(0, 20),
+)
 def test_water_filling_shares_out_no_more_than_the_cluster_and_respects_each_bound(specs: list[tuple[int, int, int, int | None]], cores: int) -> None:
     queues, demands = {}, {}
     for i, (weight, asks, guarantee, capability) in enumerate(specs):

@@ -32,7 +32,7 @@ P = partition_after(
     {"type": "task.submitted", "task": "high-0", "app": "high", "resources": {"vcore": 2}},
 )
 JOBS = jobs_of(P)
-BALLOT = Ballot(jobs=JOBS, allocated={}, deserved={})
+BALLOT = Ballot(jobs=JOBS, held={}, deserved={}, ready={job.id: job.running for job in JOBS.values()})
 CANDIDATES = [*JOBS["gang"].tasks, *JOBS["low"].tasks]
 
 
@@ -40,18 +40,18 @@ def test_victims_go_only_until_the_preemptor_fits_on_the_first_node_that_can_mak
     statement = Statement(Nodes.of(P))
     room, spared = make_room(JOBS["high"].tasks[0], CANDIDATES, "preemptable", CONF, BALLOT, statement)
     assert room is not None
-    node, chosen = room
-    assert (node, [t.id for t in chosen]) == ("n2", ["low-0"]), "n2 has 1 idle: one victim of 1 makes 2"
-    assert spared["gang-0"] == "gang: job gang would drop below min_available 2 (2 running)"
+    assert (room.node, [t.id for t in room.victims]) == ("n2", ["low-0"]), "n2 has 1 idle: one victim of 1 makes 2"
+    assert room.voters == ("priority", "gang")
+    assert spared["gang-0"] == "gang: job gang would drop below min_available 2 (2 ready)"
     assert statement.nodes.releasing["n2"]["vcore"] == 1000 and statement.nodes.pipelined["n2"]["vcore"] == 2000
 
 
 def test_a_node_that_cannot_make_room_keeps_every_task_and_nothing_stays_pipelined() -> None:
-    nodes = Nodes.of(P)
-    before = copy.deepcopy((nodes.releasing, nodes.pipelined))
+    nodes = Nodes.of(P, [task for job in JOBS.values() for task in job.tasks])
+    before = copy.deepcopy((nodes.releasing, nodes.pipelined, nodes.held, nodes.ready, nodes.waiting))
     task = JOBS["high"].tasks[0]
     big = dataclasses.replace(task, resources={"vcore": 5000, "pods": 1})  # more than any node holds
     assert make_room(big, CANDIDATES, "preemptable", CONF, BALLOT, Statement(nodes))[0] is None
     never_enough = make_room(task, CANDIDATES, "preemptable", CONF, BALLOT, Statement(nodes), enough=lambda: False)
     assert never_enough[0] is None, "the queue's rule wants more than n2's victims: all evicted, then undone"
-    assert (nodes.releasing, nodes.pipelined) == before
+    assert (nodes.releasing, nodes.pipelined, nodes.held, nodes.ready, nodes.waiting) == before

@@ -33,7 +33,12 @@ JOBS = jobs(
 )
 CANDIDATES = [*JOBS["low"].tasks, *JOBS["same"].tasks]
 PREEMPTOR = JOBS["high"].tasks[0]
-BALLOT = Ballot(jobs=JOBS, allocated={"root.default": {"vcore": 4000}}, deserved={"root.default": {"vcore": Fraction(3000)}})
+BALLOT = Ballot(
+    jobs=JOBS,
+    held={"root.default": {"vcore": 4000}},
+    deserved={"root.default": {"vcore": Fraction(3000)}},
+    ready={job.id: job.running for job in JOBS.values()},
+)
 
 
 def conf(*tiers: list[dict]):
@@ -41,25 +46,38 @@ def conf(*tiers: list[dict]):
 
 
 def test_the_default_tiers_let_priority_decide_and_gang_does_not_vote_on_preemption() -> None:
-    chosen, dropped = victims(DEFAULT_CONF, "preemptable", BALLOT, PREEMPTOR, CANDIDATES)
-    assert [t.id for t in chosen] == ["low-0", "low-1", "low-2"]
-    assert dropped == {"same-0": "priority: job priority 10 is not below the preemptor job's 10"}
+    verdict = victims(DEFAULT_CONF, "preemptable", BALLOT, PREEMPTOR, CANDIDATES)
+    assert [t.id for t in verdict.allowed] == ["low-0", "low-1", "low-2"]
+    assert verdict.voters == ("priority", "conformance")
+    assert verdict.dropped == {"same-0": "priority: job priority 10 is not below the preemptor job's 10"}
 
 
 def test_gang_protects_a_job_at_its_gang_size() -> None:
-    chosen, dropped = victims(conf([{"name": "priority"}, {"name": "gang"}]), "preemptable", BALLOT, PREEMPTOR, CANDIDATES)
-    assert [t.id for t in chosen] == ["low-0"], "low runs 3 with min_available 2: one may go"
-    assert dropped["low-1"] == "gang: job low would drop below min_available 2 (2 running)"
+    verdict = victims(conf([{"name": "priority"}, {"name": "gang"}]), "preemptable", BALLOT, PREEMPTOR, CANDIDATES)
+    assert [t.id for t in verdict.allowed] == ["low-0"], "low runs 3 with min_available 2: one may go"
+    assert verdict.dropped["low-1"] == "gang: job low would drop below min_available 2 (2 ready)"
 
 
 def test_a_tier_where_one_plugin_keeps_none_yields_none_and_the_next_tier_decides() -> None:
     only_same_job = conf([{"name": "gang"}, {"name": "priority"}], [{"name": "conformance"}])
-    chosen, _ = victims(only_same_job, "preemptable", BALLOT, PREEMPTOR, JOBS["same"].tasks)
-    assert [t.id for t in chosen] == ["same-0"], "tier 1 keeps nothing (gang and priority refuse); conformance in tier 2 keeps it"
-    assert victims(conf([{"name": "gang"}]), "preemptable", BALLOT, PREEMPTOR, JOBS["same"].tasks)[0] == []
+    verdict = victims(only_same_job, "preemptable", BALLOT, PREEMPTOR, JOBS["same"].tasks)
+    assert [t.id for t in verdict.allowed] == ["same-0"], "tier 1 keeps nothing (gang and priority refuse); conformance in tier 2 keeps it"
+    assert verdict.voters == ("conformance",)
+    assert victims(conf([{"name": "gang"}]), "preemptable", BALLOT, PREEMPTOR, JOBS["same"].tasks).allowed == []
 
 
 def test_proportion_reclaims_only_what_a_queue_holds_beyond_its_deserved_share() -> None:
-    chosen, dropped = victims(conf([{"name": "proportion"}]), "reclaimable", BALLOT, PREEMPTOR, CANDIDATES)
-    assert [t.id for t in chosen] == ["low-0"], "root.default holds 4 and deserves 3"
-    assert dropped["low-1"] == "proportion: queue root.default holds no more than it deserves"
+    verdict = victims(conf([{"name": "proportion"}]), "reclaimable", BALLOT, PREEMPTOR, CANDIDATES)
+    assert [t.id for t in verdict.allowed] == ["low-0"], "root.default holds 4 and deserves 3"
+    assert verdict.dropped["low-1"] == "proportion: queue root.default holds no more than it deserves"
+
+
+def test_capacity_reclaims_what_a_queue_holds_beyond_deserved_never_below_its_guarantee() -> None:
+    beyond = Ballot(jobs=JOBS, held={"root.default": {"vcore": 4000}}, deserved={"root.default": {"vcore": Fraction(3000)}}, ready=BALLOT.ready)
+    verdict = victims(conf([{"name": "capacity"}]), "reclaimable", beyond, PREEMPTOR, CANDIDATES)
+    assert [t.id for t in verdict.allowed] == ["low-0"], "4 held, 3 deserved: one of 1 goes"
+    assert verdict.dropped["low-1"] == "capacity: queue root.default holds no more than it deserves of what the task uses"
+    guarded = Ballot(jobs=JOBS, held=beyond.held, deserved={}, ready=BALLOT.ready, guarantees={"root.default": {"vcore": 2000}})
+    verdict = victims(conf([{"name": "capacity"}]), "reclaimable", guarded, PREEMPTOR, CANDIDATES)
+    assert [t.id for t in verdict.allowed] == ["low-0", "low-1"], "no deserved: best effort, taken down to the guarantee of 2"
+    assert verdict.dropped["low-2"] == "capacity: queue root.default would drop below its guarantee"

@@ -1,20 +1,54 @@
-"""The Volcano model (in progress, not registered yet): queues sharing by weight or deserved
-capacity, jobs that start whole (gang), and preemption at three levels: reclaim across queues,
-preempt between jobs of a queue and between tasks of a job.
+"""The Volcano model: queues sharing by weight or deserved capacity, jobs that start whole (gang),
+and preemption at three levels: reclaim across queues, preempt between jobs of a queue and
+between tasks of a job.
 
 - `_objects`: Volcano's Queue objects and scheduler configuration read into one `VolcanoConfig`.
 - `_jobs`: applications seen as jobs (gang size, starving) and tasks (task priority,
   preemptable, BestEffort, the pod slot).
-- `_nodes`: nodes (idle, releasing, pipelined, pod slots) and statements committed or discarded.
-- `_allocate`: allocate for one job, gang-aware.
-- `_order`: the orders of queues, jobs and tasks, and of victims (the reverse).
-- `_votes`: the plugins' votes on victims (gang, priority, proportion, conformance), tier by tier.
-- `_victims`: making room for one preemptor on the first node that can, evicting only until it fits.
+- `_nodes`: nodes (idle, releasing, pipelined, pod slots), what queues and jobs hold, and
+  statements committed or discarded.
 - `_shares`: what each queue deserves (proportion's water-filling, capacity's deserved) and its share.
+- `_queues`: the sharing plugin's rules: allocatable, overused, preemptive, enqueueable.
+- `_order`: the orders of queues, jobs and tasks, and of victims (the reverse).
+- `_allocate`: allocate for one job, gang-aware.
+- `_votes`: the plugins' votes on victims (gang, priority, proportion, capacity, conformance), tier by tier.
+- `_victims`: making room for one preemptor on the first node that can, evicting only until it fits.
+- `_cycle`: the session: the configured actions in order, then why every task still waits.
+
+README.md beside this file describes the model for users, and where it departs from Volcano.
 """
 
 from __future__ import annotations
 
-from ._objects import VolcanoConfig, parse_objects
+from typing import Any
 
-__all__ = ["VolcanoConfig", "parse_objects"]
+from preemptd.projections import ParsedConfig, PartitionState, QueueConfig
+
+from .._model import Model
+from ._cycle import BLOCKED_PER_CYCLE as BLOCKED_PER_CYCLE, schedule
+from ._objects import Queue, VolcanoConfig, parse_objects
+
+__all__ = ["MODEL", "VolcanoConfig", "parse_config", "parse_objects"]
+
+
+def parse_config(document: Any, partition: str) -> ParsedConfig:
+    """Volcano's objects (`{}`: none) as the partition's configuration: the queue tree under
+    `root` by `spec.parent` (a queue without one is under root), each queue named as in Volcano."""
+    config, warnings = parse_objects([] if document == {} else document)
+    children: dict[str, list[Queue]] = {}
+    for queue in config.queues.values():
+        if queue.name != "root":
+            children.setdefault(queue.parent or "root", []).append(queue)
+
+    def node(queue: Queue) -> QueueConfig:
+        below = tuple(node(child) for child in children.get(queue.name, ()))
+        return QueueConfig(name=queue.name, path=queue.name, children=below, is_parent=bool(below) or queue.name == "root")
+
+    return ParsedConfig(root=node(config.queues["root"]), settings=config, warnings=warnings)
+
+
+def next_wakeup(partition: PartitionState, now: int) -> int | None:
+    return None  # nothing in this model waits on time
+
+
+MODEL = Model(name="volcano", parse_config=parse_config, schedule=schedule, next_wakeup=next_wakeup)

@@ -1,9 +1,12 @@
 """Volcano's allocate for one job: its pending tasks, in task order, each on the first node (by
-name) where it fits now; kept only if the job then runs its gang (`min_available` tasks), else
-every placement is undone. A task that fits nowhere is passed over, and the next ones are tried:
-a smaller task may still fit and complete the gang."""
+name) where it fits now and its queue allows it; kept only if the job then has its gang
+(`min_available` tasks ready or waiting on a node held for them), else every placement is
+undone. A task that cannot be placed is passed over, and the next ones are tried: a smaller
+task may still fit and complete the gang."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterable
 
 from ._jobs import Job, Task
 from ._nodes import Nodes, Statement
@@ -11,18 +14,24 @@ from ._nodes import Nodes, Statement
 __all__ = ["allocate_job"]
 
 
-def allocate_job(job: Job, nodes: Nodes) -> tuple[list[tuple[Task, str]], str | None]:
-    """The placements kept, and why none were when the gang was not reached."""
+def allocate_job(
+    job: Job, nodes: Nodes, tasks: Iterable[Task] | None = None, queue_refuses: Callable[[Task], str | None] = lambda task: None
+) -> tuple[list[tuple[Task, str]], dict[str, str]]:
+    """The placements kept of `tasks` (the job's pending ones by default), and, for each task
+    not placed, why."""
     statement = Statement(nodes)
-    unplaced: list[str] = []
-    for task in job.pending:
-        node = nodes.first_fitting(task.resources)
+    unplaced: dict[str, str] = {}
+    for task in job.pending if tasks is None else tasks:
+        refusal = queue_refuses(task)
+        node = None if refusal else nodes.first_fitting(task.resources)
         if node is None:
-            unplaced.append(task.id)
+            unplaced[task.id] = refusal or "no node has room for it now"
             continue
         statement.allocate(task, node)
-    if job.running + len(statement.placed) >= job.min_available:
-        return statement.commit(), None
     placed = len(statement.placed)
+    gang = nodes.ready.get(job.id, 0) + nodes.waiting.get(job.id, 0)  # the placements counted
+    if gang >= job.min_available:
+        return statement.commit(), unplaced
     statement.discard()
-    return [], f"gang: {job.running} running and {placed} placeable of the {job.min_available} tasks job {job.id} needs to start (min_available); {', '.join(unplaced)} fit no node now"
+    short = f"gang: job {job.id} needs {job.min_available} tasks placed to start (min_available); {gang - placed} are and {placed} more could be now"
+    return [], {task.id: short for task in (job.pending if tasks is None else tasks)}

@@ -31,9 +31,19 @@ class Task:
     priority: int  # within its job
     preemptable: bool
     may_preempt: bool  # preemptionPolicy is not Never
-    running: bool
+    status: str  # pending, running, or preempting (a victim on its way out)
     node: str | None
     seq: int
+    reserved: str | None = None  # a preemptor pipelined on this node, waiting for its victims
+
+    @property
+    def running(self) -> bool:
+        return self.status == "running"
+
+    @property
+    def waiting(self) -> bool:
+        """Pending, with no node held for it."""
+        return self.status == "pending" and self.reserved is None
 
     @property
     def best_effort(self) -> bool:
@@ -52,25 +62,34 @@ class Job:
 
     @property
     def running(self) -> int:
+        """Its tasks running (victims on their way out are not)."""
         return sum(task.running for task in self.tasks)
+
+    @property
+    def pipelined(self) -> int:
+        """Its tasks waiting on a node held for them."""
+        return sum(task.reserved is not None for task in self.tasks)
 
     @property
     def pending(self) -> list[Task]:
         """Its tasks waiting for a node, in Volcano's task order: higher priority first, then
         the order they were submitted."""
-        return sorted((t for t in self.tasks if not t.running), key=lambda t: (-t.priority, t.seq))
+        return sorted((t for t in self.tasks if t.waiting), key=lambda t: (-t.priority, t.seq))
 
     @property
     def ready(self) -> bool:
         """Enough tasks run for the gang."""
         return self.running >= self.min_available
 
-    def starving(self, *, gang: bool, priority: bool) -> bool:
+    def starving(self, *, gang: bool, priority: bool, placed: int | None = None) -> bool:
         """Volcano's JobStarving, an AND of the plugins that vote: gang while fewer than
-        `min_available` tasks run, priority while fewer than all; no voter, not starving."""
+        `min_available` tasks are placed (running, or waiting on a node held for them; by
+        default as the job is now), priority while fewer than all; no voter, not starving."""
         if not (gang or priority):
             return False
-        return (not gang or self.running < self.min_available) and (not priority or self.running < len(self.tasks))
+        if placed is None:
+            placed = self.running + self.pipelined
+        return (not gang or placed < self.min_available) and (not priority or placed < len(self.tasks))
 
 
 def jobs_of(p: PartitionState) -> dict[str, Job]:
@@ -81,7 +100,9 @@ def jobs_of(p: PartitionState) -> dict[str, Job]:
             continue
         tasks = [_task(p.tasks[t]) for t in app.tasks]
         min_available = app.min_available or len(tasks)
-        jobs[app.id] = Job(id=app.id, queue=app.queue, priority=app.priority, min_available=min_available, seq=app.seq, tasks=sorted(tasks, key=lambda t: t.seq))
+        jobs[app.id] = Job(
+            id=app.id, queue=app.queue, priority=app.priority, min_available=min_available, seq=app.seq, tasks=sorted(tasks, key=lambda t: t.seq)
+        )
     return jobs
 
 
@@ -94,7 +115,8 @@ def _task(t: TaskState) -> Task:
         priority=t.task_priority or t.priority,
         preemptable=t.preemptable is not False,
         may_preempt=t.may_preempt,
-        running=t.status != "pending",
+        status=t.status,
         node=t.node,
         seq=t.seq,
+        reserved=t.reserved_node,
     )

@@ -1,11 +1,18 @@
-"""Nodes as Volcano's actions see them, and the statement that changes them as a unit.
+"""Nodes as Volcano's actions see them, with what each queue and job holds, and the statement
+that changes them as a unit.
 
 A node has what it can hold (its capacity; `pods`, when the shim sends it, is its pod count:
 every task takes one slot) and what is *used* by the tasks bound there. Victims in flight are
-*releasing*; preemptors waiting for them are *pipelined* on the node. A task fits a node now
-when its request is within the node's idle resources (capacity less used), and in the future
-when within idle plus releasing less pipelined (Volcano's FutureIdle). A resource the node does
-not list is not limited there.
+*releasing*; preemptors waiting for them are *pipelined* on the node. A task fits a node in the
+future when its request is within idle (capacity less used) plus releasing less pipelined
+(Volcano's FutureIdle), and now when it fits both idle and the future: a preemptor waits for its
+room across cycles here (Volcano forgets a pipelined task at the end of a session), so what is
+promised to it is not given to another task. A resource the node does not list is not limited
+there.
+
+Beside the nodes, the session keeps what each queue *holds* (its running tasks, those placed
+and those pipelined; not victims in flight) and how many tasks of each job are *ready* (running
+or placed) and *pipelined*: the queue rules and the gang vote read them as they change.
 
 A `Statement` records placements, evictions and pipelined preemptors on the nodes as they are
 tried, and is committed (kept) or discarded (every change undone, last first), as Volcano's
@@ -33,23 +40,29 @@ class Nodes:
     used: dict[str, Amounts]
     releasing: dict[str, Amounts] = field(default_factory=dict)
     pipelined: dict[str, Amounts] = field(default_factory=dict)
+    held: dict[str, Amounts] = field(default_factory=dict)  # per queue
+    ready: dict[str, int] = field(default_factory=dict)  # per job
+    waiting: dict[str, int] = field(default_factory=dict)  # per job: its pipelined tasks
 
     @classmethod
-    def of(cls, p: PartitionState) -> Nodes:
-        """The schedulable nodes of `p`, by name, with what their tasks use (a pod slot each)."""
-        capacity: dict[str, Amounts] = {}
-        used: dict[str, Amounts] = {}
-        releasing: dict[str, Amounts] = {}
-        pipelined: dict[str, Amounts] = {}
+    def of(cls, p: PartitionState, tasks: Iterable[Task] = ()) -> Nodes:
+        """The schedulable nodes of `p`, by name, with what their tasks use (a pod slot each),
+        and what the queues and jobs of `tasks` hold."""
+        nodes = cls({}, {})
         for name in sorted(p.nodes):
             node = p.nodes[name]
             if not node.schedulable:
                 continue
-            capacity[name] = dict(node.capacity)
-            used[name] = _nonzero({**node.allocated, POD_SLOT: len(node.tasks)})
-            releasing[name] = _nonzero({**node.preempting, POD_SLOT: sum(1 for t in node.tasks if p.tasks[t].status == "preempting")})
-            pipelined[name] = _nonzero({**node.reserved, POD_SLOT: len(node.reservations)})
-        return cls(capacity, used, releasing, pipelined)
+            nodes.capacity[name] = dict(node.capacity)
+            nodes.used[name] = _nonzero({**node.allocated, POD_SLOT: len(node.tasks)})
+            nodes.releasing[name] = _nonzero({**node.preempting, POD_SLOT: sum(1 for t in node.tasks if p.tasks[t].status == "preempting")})
+            nodes.pipelined[name] = _nonzero({**node.reserved, POD_SLOT: len(node.reservations)})
+        for task in tasks:
+            if task.running or task.reserved is not None:
+                _add(nodes.held.setdefault(task.queue, {}), task.resources, +1)
+                counts = nodes.ready if task.running else nodes.waiting
+                counts[task.job] = counts.get(task.job, 0) + 1
+        return nodes
 
     def short_now(self, node: str, request: Mapping[str, int]) -> list[str]:
         """The resources `request` does not find idle on `node` (none: it fits now)."""
@@ -67,9 +80,8 @@ class Nodes:
             if name not in capacity or not amount:
                 continue
             idle = capacity[name] - used.get(name, 0)
-            if future:
-                idle += releasing.get(name, 0) - pipelined.get(name, 0)
-            if amount > idle:
+            future_idle = idle + releasing.get(name, 0) - pipelined.get(name, 0)
+            if amount > (future_idle if future else min(idle, future_idle)):
                 short.append(name)
         return short
 
@@ -117,6 +129,19 @@ class Statement:
         self._change("pipelined", task, node, +1)
         self.pipelined.append((task, node))
 
+    def land(self, task: Task, node: str) -> bool:
+        """Bind `task`, pipelined on `node` in an earlier session, there if it fits now."""
+        self.unpipeline(task, node)
+        if self.nodes.short_now(node, task.resources):
+            self._change("pipelined", task, node, +1)
+            return False
+        self.allocate(task, node)
+        return True
+
+    def unpipeline(self, task: Task, node: str) -> None:
+        """`task`, pipelined on `node` in an earlier session, waits there no more."""
+        self._change("pipelined", task, node, -1)
+
     def absorb(self, attempt: Statement) -> None:
         """Take over what `attempt` (on the same nodes) changed, to keep or undo with the rest."""
         self.placed += attempt.placed
@@ -134,7 +159,12 @@ class Statement:
         self.placed, self.evicted, self.pipelined = [], [], []
 
     def _change(self, what: str, task: Task, node: str, sign: int) -> None:
-        _add(getattr(self.nodes, what).setdefault(node, {}), task.resources, sign)
+        nodes = self.nodes
+        _add(getattr(nodes, what).setdefault(node, {}), task.resources, sign)
+        held = -sign if what == "releasing" else sign  # a victim's queue holds it no more
+        _add(nodes.held.setdefault(task.queue, {}), task.resources, held)
+        counts = nodes.waiting if what == "pipelined" else nodes.ready
+        counts[task.job] = counts.get(task.job, 0) + held
 
     def commit(self) -> list[tuple[Task, str]]:
         """Keep every change; the placements made (evictions and pipelines stay in `evicted`

@@ -112,7 +112,6 @@ class _Reader:
         self.scheduler: SchedulerConf | None = None
         self.warnings = Warnings()
 
-
     def read(self, item: Any, position: int) -> None:
         if not isinstance(item, dict):
             raise ConfigError(f"object {position}: expected a Kubernetes object or the scheduler configuration, got {type(item).__name__}")
@@ -136,12 +135,18 @@ class _Reader:
         for queue in queues.values():
             if queue.parent is not None and queue.parent not in queues:
                 raise ConfigError(f"Queue {queue.name}: its parent queue {queue.parent} does not exist")
+            _no_cycle(queue, queues)
         return VolcanoConfig(queues=dict(sorted(queues.items())), scheduler=self.scheduler or DEFAULT_CONF)
 
     def _queue(self, name: str, item: dict[str, Any], fields: Fields) -> None:
         unique(name, self.queues, "Queue")
         fields.only(item, "", {"apiVersion", "kind", "metadata", "spec", "status"})
-        spec = fields.only(item.get("spec") or {}, "spec", {"weight", "capability", "deserved", "guarantee", "reclaimable", "priority", "parent"}, ignored={"affinity", "type", "extendClusters"})
+        spec = fields.only(
+            item.get("spec") or {},
+            "spec",
+            {"weight", "capability", "deserved", "guarantee", "reclaimable", "priority", "parent"},
+            ignored={"affinity", "type", "extendClusters"},
+        )
         status = fields.only(item.get("status") or {}, "status", {"state"})
         weight = spec.get("weight", 1)
         if not isinstance(weight, int) or isinstance(weight, bool) or weight < 1:
@@ -196,6 +201,14 @@ class _Reader:
         return tuple(plugins)
 
 
+def _no_cycle(queue: Queue, queues: dict[str, Queue]) -> None:
+    seen = [queue.name]
+    while (parent := queues[seen[-1]].parent) is not None:
+        if parent in seen:
+            raise ConfigError(f"Queue {queue.name}: its parents make a cycle: {' -> '.join([*seen, parent])}")
+        seen.append(parent)
+
+
 def _arguments(value: Any, owner: str, known: set[str], fields: Fields) -> dict[str, Any]:
     """`value`, a mapping of arguments; those preemptd does not use are listed as ignored."""
     if value is None:
@@ -221,7 +234,9 @@ def _actions(value: Any, where: str, ignore: Any) -> tuple[str, ...]:
     if value is None:
         return DEFAULT_CONF.actions
     if not isinstance(value, str):
-        raise ConfigError(f"{where}: actions must be Volcano's comma-separated string, such as \"enqueue, allocate, preempt, reclaim, backfill\"; got {shown(value)}")
+        raise ConfigError(
+            f'{where}: actions must be Volcano\'s comma-separated string, such as "enqueue, allocate, preempt, reclaim, backfill"; got {shown(value)}'
+        )
     actions: list[str] = []
     for action in (part.strip() for part in value.split(",")):
         if not action:

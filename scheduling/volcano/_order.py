@@ -27,7 +27,9 @@ def job_key(job: Job) -> tuple[int, int]:
     return (-job.priority, job.seq)
 
 
-def victim_key(queues: Mapping[str, Queue], shares: Mapping[str, Fraction], jobs: Mapping[str, Job]) -> Callable[[Task], tuple[int, Fraction, int, int, int, int]]:
+def victim_key(
+    queues: Mapping[str, Queue], shares: Mapping[str, Fraction], jobs: Mapping[str, Job]
+) -> Callable[[Task], tuple[int, Fraction, int, int, int, int]]:
     """The sort key of victims: the reverse of the queue, job and task orders."""
 
     def key(task: Task) -> tuple[int, Fraction, int, int, int, int]:

@@ -11,6 +11,7 @@ does not fit has its evictions undone, and the next node is tried.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from ._jobs import Task
 from ._nodes import Nodes, Statement
@@ -19,7 +20,14 @@ from ._votes import Ballot, victims
 
 __all__ = ["Room", "make_room"]
 
-Room = tuple[str, list[Task]]
+
+@dataclass(frozen=True)
+class Room:
+    """Where a preemptor waits, the victims evicted for it, and the plugins that allowed them."""
+
+    node: str
+    victims: list[Task]
+    voters: tuple[str, ...]
 
 
 def make_room(
@@ -30,15 +38,20 @@ def make_room(
     ballot: Ballot,
     statement: Statement,
     enough: Callable[[], bool] = lambda: True,
+    guard: str | None = None,
 ) -> tuple[Room | None, dict[str, str]]:
     """The node and victims that make room for `preemptor` (kept in `statement`), or None;
     and, per candidate spared, the plugin and rule that spared it."""
     nodes = statement.nodes
     spared: dict[str, str] = {}
+    by_node: dict[str, list[Task]] = {}
+    for task in candidates:
+        by_node.setdefault(task.node or "", []).append(task)
     for node in nodes.capacity:
-        here = [task for task in candidates if task.node == node]
-        allowed, dropped = victims(conf, hook, ballot, preemptor, here) if here else ([], {})
-        spared.update(dropped)
+        here = by_node.get(node, [])
+        verdict = victims(conf, hook, ballot, preemptor, here, guard) if here else None
+        allowed = verdict.allowed if verdict else []
+        spared.update(verdict.dropped if verdict else {})
         if not _fits_without(nodes, node, preemptor, allowed):
             continue
         attempt = Statement(nodes)
@@ -50,9 +63,9 @@ def make_room(
             attempt.discard()
             continue
         attempt.pipeline(preemptor, node)
-        chosen = list(attempt.evicted)
+        room = Room(node, list(attempt.evicted), verdict.voters if verdict and attempt.evicted else ())
         statement.absorb(attempt)
-        return (node, chosen), spared
+        return room, spared
     return None, spared
 
 

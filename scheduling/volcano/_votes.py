@@ -8,12 +8,15 @@ passed over. So where a plugin sits in the tiers matters, as in Volcano.
 
 The votes:
 
-- **gang**: a victim's job keeps at least `min_available` running tasks (counting the
+- **gang**: a victim's job keeps at least `min_available` ready tasks (counting the
   candidates before it from the same job): a job at its gang size is protected.
 - **priority** (preempt only): the victim's job has a strictly lower priority than the
   preemptor's; within the same job, a strictly lower task priority.
 - **proportion** (reclaim only): a victim's queue holds more than it deserves (on some
   resource), counting the candidates before it from the same queue as gone.
+- **capacity** (reclaim only): a victim must use a resource the reclaimer asks for; its queue
+  never drops below its guarantee; and it is taken if its queue deserves none of what it uses,
+  or holds more than it deserves of something it uses.
 - **conformance**: keeps every candidate (the tasks it protects, kube-system and critical pods,
   are not in the contract).
 
@@ -23,22 +26,25 @@ Every candidate a vote drops gets a line saying which plugin dropped it and why.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 from ._jobs import POD_SLOT, Job, Task
 from ._objects import Plugin, SchedulerConf
 
-__all__ = ["Ballot", "victims"]
+__all__ = ["Ballot", "Verdict", "victims"]
 
 
 @dataclass(frozen=True)
 class Ballot:
-    """What the votes need to know: the jobs, and per queue what it holds and deserves."""
+    """What the votes need to know: the jobs and how many tasks of each are ready, and per
+    queue what it holds, deserves and is guaranteed (held and ready change as victims go)."""
 
     jobs: Mapping[str, Job]
-    allocated: Mapping[str, Mapping[str, int]]
+    held: Mapping[str, Mapping[str, int]]
     deserved: Mapping[str, Mapping[str, Fraction]]
+    ready: Mapping[str, int]
+    guarantees: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
 
 Vote = Callable[[Ballot, Task, list[Task], dict[str, str]], list[Task]]
@@ -49,12 +55,12 @@ def _gang(ballot: Ballot, preemptor: Task, candidates: list[Task], dropped: dict
     kept = []
     for task in candidates:
         job = ballot.jobs[task.job]
-        left = running.setdefault(job.id, job.running)
+        left = running.setdefault(job.id, ballot.ready.get(job.id, 0))
         if left > job.min_available:
             running[job.id] = left - 1
             kept.append(task)
         else:
-            dropped[task.id] = f"gang: job {job.id} would drop below min_available {job.min_available} ({left} running)"
+            dropped[task.id] = f"gang: job {job.id} would drop below min_available {job.min_available} ({left} ready)"
     return kept
 
 
@@ -78,15 +84,44 @@ def _proportion(ballot: Ballot, preemptor: Task, candidates: list[Task], dropped
     holding: dict[str, dict[str, int]] = {}
     kept = []
     for task in candidates:
-        held = holding.setdefault(task.queue, dict(ballot.allocated.get(task.queue, {})))
+        held = holding.setdefault(task.queue, dict(ballot.held.get(task.queue, {})))
         deserved = ballot.deserved.get(task.queue, {})
         if all(amount <= deserved.get(r, 0) for r, amount in held.items() if r != POD_SLOT):
             dropped[task.id] = f"proportion: queue {task.queue} holds no more than it deserves"
             continue
-        for r, amount in task.resources.items():
-            held[r] = held.get(r, 0) - amount
+        _take(held, task)
         kept.append(task)
     return kept
+
+
+def _capacity(ballot: Ballot, preemptor: Task, candidates: list[Task], dropped: dict[str, str]) -> list[Task]:
+    wanted = _used(preemptor)
+    holding: dict[str, dict[str, int]] = {}
+    kept = []
+    for task in candidates:
+        held = holding.setdefault(task.queue, dict(ballot.held.get(task.queue, {})))
+        deserved, guarantee, uses = ballot.deserved.get(task.queue, {}), ballot.guarantees.get(task.queue, {}), _used(task)
+        if not uses & wanted:
+            why = "it uses none of the resources the reclaimer asks for"
+        elif any(held.get(r, 0) - task.resources[r] < guarantee.get(r, 0) for r in uses):
+            why = f"queue {task.queue} would drop below its guarantee"
+        elif uses & set(deserved) and all(held.get(r, 0) <= deserved[r] for r in uses & set(deserved)):
+            why = f"queue {task.queue} holds no more than it deserves of what the task uses"
+        else:
+            _take(held, task)
+            kept.append(task)
+            continue
+        dropped[task.id] = f"capacity: {why}"
+    return kept
+
+
+def _used(task: Task) -> set[str]:
+    return {r for r, amount in task.resources.items() if amount and r != POD_SLOT}
+
+
+def _take(held: dict[str, int], task: Task) -> None:
+    for r, amount in task.resources.items():
+        held[r] = held.get(r, 0) - amount
 
 
 def _everyone(ballot: Ballot, preemptor: Task, candidates: list[Task], dropped: dict[str, str]) -> list[Task]:
@@ -95,25 +130,40 @@ def _everyone(ballot: Ballot, preemptor: Task, candidates: list[Task], dropped: 
 
 VOTES: dict[str, dict[str, Vote]] = {
     "preemptable": {"gang": _gang, "priority": _priority, "conformance": _everyone},
-    "reclaimable": {"gang": _gang, "proportion": _proportion, "conformance": _everyone},
+    "reclaimable": {"gang": _gang, "proportion": _proportion, "capacity": _capacity, "conformance": _everyone},
 }
 SWITCH = {"preemptable": "enablePreemptable", "reclaimable": "enableReclaimable"}
 
 
-def victims(conf: SchedulerConf, hook: str, ballot: Ballot, preemptor: Task, candidates: list[Task]) -> tuple[list[Task], dict[str, str]]:
-    """The victims the first tier with any allows among `candidates` (in victim order), and,
-    for the candidates it drops, which plugin dropped each and why."""
+@dataclass(frozen=True)
+class Verdict:
+    """The victims allowed (in victim order), the plugins of the tier that allowed them, and
+    for each candidate dropped, which plugin dropped it and why."""
+
+    allowed: list[Task]
+    voters: tuple[str, ...]
+    dropped: dict[str, str]
+
+
+def victims(conf: SchedulerConf, hook: str, ballot: Ballot, preemptor: Task, candidates: list[Task], guard: str | None = None) -> Verdict:
+    """What the first tier with any victims allows among `candidates` (in victim order). A
+    `guard` plugin votes on what a tier allows whichever tier it sits in."""
     dropped: dict[str, str] = {}
     for tier in conf.tiers:
-        voters = [plugin for plugin in tier if _votes(plugin, hook)]
+        voters = [plugin.name for plugin in tier if _votes(plugin, hook)]
         if not voters:
             continue
         kept = {task.id for task in candidates}
         for plugin in voters:  # each sees every candidate; the tier keeps what all keep
-            kept &= {task.id for task in VOTES[hook][plugin.name](ballot, preemptor, candidates, dropped)}
-        if kept:
-            return [task for task in candidates if task.id in kept], {task: why for task, why in dropped.items() if task not in kept}
-    return [], dropped
+            kept &= {task.id for task in VOTES[hook][plugin](ballot, preemptor, candidates, dropped)}
+        allowed = [task for task in candidates if task.id in kept]
+        if guard is not None and guard not in voters and allowed:
+            voters.append(guard)
+            allowed = VOTES[hook][guard](ballot, preemptor, allowed, dropped)
+            kept = {task.id for task in allowed}
+        if allowed:
+            return Verdict(allowed, tuple(voters), {task: why for task, why in dropped.items() if task not in kept})
+    return Verdict([], (), dropped)
 
 
 def _votes(plugin: Plugin, hook: str) -> bool:

@@ -1,0 +1,413 @@
+"""One session of the Volcano model: the configured actions, in their order, on one picture of
+the cluster; then every task still waiting is told why.
+
+- First, a preemptor pipelined in an earlier session whose victims are gone is bound to the node
+  held for it (`decision.allocated`), or let go (`decision.unreserved`) if the node went or still
+  lacks room with nothing left to release there.
+- **enqueue**: a job that has not started is let in if its queue is open and has room under its
+  capability for its gang's request (the first `min_available` tasks) beside what it holds and
+  what was let in before it this session. Without enqueue, every job of an open queue is in. A
+  job that has started is always in.
+- **allocate**: queues by priority, then the lower share, a job at a time (the queue goes back in
+  line after each job); a job's pending tasks go on the first node where they fit now, within
+  what the queue may hold, and are kept only if the job then has its gang.
+- **preempt**: in each queue, every starving job's pending tasks evict running tasks of the
+  queue's lower-priority jobs, node by node, through the plugins' votes (hook `preemptable`);
+  the job's evictions are made only if it then has its gang. Then, within each job still
+  starving, a pending task evicts running tasks of its own job with a lower task priority, one
+  preemptor at a time, until one cannot.
+- **reclaim**: queues that hold less than they deserve, their starving jobs in order: a pending
+  task the queue may reclaim for (preemptive) evicts running tasks of other reclaimable queues
+  through the votes (hook `reclaimable`), only until it fits; the job's evictions are made only
+  if it then has its gang.
+- **backfill**: BestEffort tasks (they ask only a pod slot) of jobs let in, on the first node
+  with a slot, gang-aware.
+
+A preemptor that needs no victim but fits the room others' victims are releasing waits on that
+node too (`decision.preempted` with no victims). A BestEffort preemptor takes only BestEffort
+victims; a task whose preemptionPolicy is Never evicts nothing. Reclaim never takes from a queue
+of higher priority than the reclaimer's (the design's queue levels; Volcano orders by it only).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from preemptd.events import Allocated, Blocked, Preempted, Resources, Unreserved, Victim
+
+from .._explain import amounts
+from .._model import Cycle
+from ._allocate import allocate_job
+from ._jobs import POD_SLOT, Job, Task, jobs_of
+from ._nodes import Nodes, Statement
+from ._objects import VolcanoConfig
+from ._order import job_key, queue_key, victim_key
+from ._queues import Quotas
+from ._victims import Room, make_room
+from ._votes import Ballot
+
+__all__ = ["BLOCKED_PER_CYCLE", "schedule"]
+
+BLOCKED_PER_CYCLE = 1000
+SPARED_SHOWN = 10  # candidates spared, listed in an explanation
+
+
+def schedule(cycle: Cycle) -> None:
+    if cycle.partition.pending_count:
+        _Session(cycle).run()
+
+
+@dataclass(frozen=True)
+class _Eviction:
+    """A preemptor, the room made for it and the candidates spared."""
+
+    task: Task
+    room: Room
+    spared: dict[str, str]
+
+
+class _Session:
+    def __init__(self, cycle: Cycle) -> None:
+        p = cycle.partition
+        self.cycle, self.p = cycle, p
+        self.config: VolcanoConfig = p.settings
+        self.conf = self.config.scheduler
+        self.jobs = jobs_of(p)
+        self.tasks = {task.id: task for job in self.jobs.values() for task in job.tasks}
+        self.nodes = Nodes.of(p, self.tasks.values())
+        self.quotas = Quotas(self.config, p.capacity, self.jobs, self.nodes.held)
+        self.ballot = Ballot(
+            jobs=self.jobs,
+            held=self.nodes.held,
+            deserved=self.quotas.deserved,
+            ready=self.nodes.ready,
+            guarantees={q.name: q.guarantee or {} for q in self.config.queues.values()},
+        )
+        self.starving_voters = _starving_voters(self.conf.tiers)
+        self.admitted: set[str] = set()  # jobs let in this session
+        self.settled: set[str] = set()  # tasks placed or pipelined this session
+        self.gone: set[str] = set()  # victims evicted this session
+        self.why: dict[str, dict[str, None]] = {}  # a waiting task: why, in the order found
+        self.details: dict[str, tuple[str, ...]] = {}
+
+    def run(self) -> None:
+        self._land_reservations()
+        if "enqueue" not in self.conf.actions:
+            self.admitted = {job.id for job in self.jobs.values() if self._started(job) or not self._closed(job)}
+        actions: dict[str, Callable[[], None]] = {
+            "enqueue": self._enqueue, "allocate": self._allocate, "preempt": self._preempt, "reclaim": self._reclaim, "backfill": self._backfill,
+        }  # fmt: skip
+        for action in self.conf.actions:
+            actions[action]()
+        self._block()
+
+    # -- the jobs and tasks in play ------------------------------------------------------------
+
+    def _started(self, job: Job) -> bool:
+        return len(job.pending) < len(job.tasks)
+
+    def _closed(self, job: Job) -> bool:
+        return self.config.queues[job.queue].closed
+
+    def _waiting(self, job: Job) -> list[Task]:
+        """Its tasks still waiting for a node, in task order."""
+        return [task for task in job.pending if task.id not in self.settled]
+
+    def _starving(self, job: Job) -> bool:
+        gang, priority = self.starving_voters
+        placed = self.nodes.ready.get(job.id, 0) + self.nodes.waiting.get(job.id, 0)
+        return job.starving(gang=gang, priority=priority, placed=placed)
+
+    def _has_gang(self, job: Job) -> bool:
+        return self.nodes.ready.get(job.id, 0) + self.nodes.waiting.get(job.id, 0) >= job.min_available
+
+    def _queues_in_order(self, jobs: Iterable[Job]) -> list[tuple[str, list[Job]]]:
+        """The queues of `jobs` by priority then share, each with its jobs in job order."""
+        by_queue: dict[str, list[Job]] = {}
+        for job in jobs:
+            by_queue.setdefault(job.queue, []).append(job)
+        ordered = sorted(by_queue, key=lambda q: queue_key(self.config.queues[q], self.quotas.share(q)))
+        return [(q, sorted(by_queue[q], key=job_key)) for q in ordered]
+
+    def _note(self, tasks: Iterable[Task], why: str) -> None:
+        for task in tasks:
+            self.why.setdefault(task.id, {})[why] = None
+
+    # -- reservations from earlier sessions -----------------------------------------------------
+
+    def _land_reservations(self) -> None:
+        for task in sorted((t for t in self.tasks.values() if t.reserved is not None), key=lambda t: t.seq):
+            node, state = task.reserved, self.p.tasks[task.id]
+            if node not in self.nodes.capacity:
+                reason = f"{node} is gone or no longer schedulable; the task is pending again"
+            elif state.victims:
+                continue  # its victims are still leaving
+            elif Statement(self.nodes).land(task, node):
+                self.settled.add(task.id)
+                self._allocated(task, node, f"its victims are gone: {node}, held for it, has room now")
+                continue
+            elif self.nodes.releasing.get(node):
+                continue  # still waiting for what others' victims release there
+            else:
+                reason = f"its victims are gone but {node} still lacks room; the task is pending again"
+            self.cycle.emit(Unreserved, task=task.id, node=node, reason=reason)
+            if node in self.nodes.capacity:
+                Statement(self.nodes).unpipeline(task, node)
+            self.settled.add(task.id)  # pending again: tried from the next session on
+
+    # -- enqueue and allocate -------------------------------------------------------------------
+
+    def _enqueue(self) -> None:
+        inqueue: dict[str, dict[str, int]] = {}
+        for queue, jobs in self._queues_in_order(self.jobs.values()):
+            for job in jobs:
+                if self._started(job):
+                    self.admitted.add(job.id)
+                    continue
+                if self._closed(job):
+                    self._note(job.pending, f"enqueue: queue {queue} is closed: it takes no new jobs")
+                    continue
+                gang = _sum(task.resources for task in job.pending[: job.min_available])
+                wanted = _sum((inqueue.get(queue, {}), gang))
+                refusal = self.quotas.enqueueable(queue, wanted)
+                if refusal:
+                    self._note(job.pending, f"enqueue: {refusal}")
+                    continue
+                inqueue[queue] = wanted
+                self.admitted.add(job.id)
+
+    def _allocate(self) -> None:
+        lines = self._queues_in_order(job for job in self.jobs.values() if job.id in self.admitted and self._waiting(job))
+        heap = [(queue_key(self.config.queues[q], self.quotas.share(q)), q) for q, _ in lines]
+        heapq.heapify(heap)
+        jobs = {q: list(reversed(js)) for q, js in lines}
+        while heap:
+            _, queue = heapq.heappop(heap)
+            self._place(jobs[queue].pop(), "allocate", lambda task, queue=queue: self.quotas.allocatable(queue, task.resources))
+            if jobs[queue]:
+                heapq.heappush(heap, (queue_key(self.config.queues[queue], self.quotas.share(queue)), queue))
+
+    def _backfill(self) -> None:
+        for job in sorted((self.jobs[j] for j in self.admitted), key=job_key):
+            best_effort = [task for task in self._waiting(job) if task.best_effort]
+            if best_effort:
+                self._place(job, "backfill", tasks=best_effort)
+
+    def _place(self, job: Job, action: str, queue_refuses: Callable[[Task], str | None] = lambda task: None, tasks: list[Task] | None = None) -> None:
+        placed, unplaced = allocate_job(job, self.nodes, self._waiting(job) if tasks is None else tasks, queue_refuses)
+        for task, node in placed:
+            self.settled.add(task.id)
+            self._allocated(
+                task,
+                node,
+                f"{action}: the first node, by name, where the task fits now"
+                + (f"; job {job.id} has its gang of {job.min_available}" if job.min_available > 1 else ""),
+            )
+        for task_id, why in unplaced.items():
+            self._note([self.tasks[task_id]], f"{action}: {why}")
+
+    def _allocated(self, task: Task, node: str, why: str) -> None:
+        state = self.p.tasks[task.id]
+        self.cycle.emit(Allocated, task=task.id, app=task.job, queue=task.queue, node=node, resources=Resources(state.resources), explanation=(why,))
+
+    # -- preempt and reclaim --------------------------------------------------------------------
+
+    def _starving_jobs(self) -> list[tuple[str, list[Job]]]:
+        return self._queues_in_order(job for job in self.jobs.values() if job.id in self.admitted and self._waiting(job) and self._starving(job))
+
+    def _preempt(self) -> None:
+        running = self._running()
+        for queue, jobs in self._starving_jobs():
+            mine = [task for task in running if task.queue == queue]
+            for job in jobs:
+                self._for_gang(job, "preempt", lambda task, job=job: ([t for t in mine if t.job != job.id], {}), "preemptable")
+            for job in jobs:
+                self._within_job(job, [t for t in mine if t.job == job.id])
+
+    def _reclaim(self) -> None:
+        running = self._running()
+        for queue, jobs in self._starving_jobs():
+            if self.quotas.overused(queue):
+                self._note(
+                    (t for job in jobs for t in self._waiting(job)), f"reclaim: queue {queue} holds what it deserves ({self.quotas.name}): it reclaims nothing"
+                )
+                continue
+            level = self.config.queues[queue].priority
+            others = [t for t in running if t.queue != queue]
+            for job in jobs:
+                self._for_gang(job, "reclaim", lambda task, others=others, level=level: self._reclaimable(others, level), "reclaimable")
+
+    def _running(self) -> list[Task]:
+        """The running tasks, in victim order (as the shares are now)."""
+        shares = {q: self.quotas.share(q) for q in self.config.queues}
+        return sorted((t for t in self.tasks.values() if t.running), key=victim_key(self.config.queues, shares, self.jobs))
+
+    def _reclaimable(self, others: list[Task], level: int) -> tuple[list[Task], dict[str, str]]:
+        kept, spared = [], {}
+        for task in others:
+            queue = self.config.queues[task.queue]
+            if not queue.reclaimable:
+                spared[task.id] = f"reclaimable: queue {queue.name} is not reclaimable"
+            elif queue.priority > level:
+                spared[task.id] = f"queue priority: queue {queue.name} has priority {queue.priority}, above the reclaimer's {level}"
+            else:
+                kept.append(task)
+        return kept, spared
+
+    def _for_gang(self, job: Job, action: str, candidates_of: Callable[[Task], tuple[list[Task], dict[str, str]]], hook: str) -> None:
+        """`action` for `job`'s waiting tasks while it starves; its evictions are made only if
+        it then has its gang."""
+        statement, evictions = Statement(self.nodes), []
+        for task in self._waiting(job):
+            if not self._starving(job):
+                break
+            refusal = self._may_not_evict(task, action)
+            if refusal:
+                self._note([task], refusal)
+                continue
+            candidates, spared = candidates_of(task)
+            eviction = self._make_room(task, candidates, spared, hook, statement, action)
+            if eviction is not None:
+                evictions.append(eviction)
+        if not evictions:
+            return
+        if self._has_gang(job):
+            self._commit(statement, evictions, action)
+            return
+        statement.discard()
+        self.settled.difference_update(e.task.id for e in evictions)
+        ready = self.nodes.ready.get(job.id, 0) + self.nodes.waiting.get(job.id, 0)
+        self._note(
+            (e.task for e in evictions),
+            f"{action}: gang: room was found for {len(evictions)} tasks, but job {job.id} would still have {ready + len(evictions)} of the {job.min_available} it needs to start (min_available): nothing evicted",
+        )
+
+    def _within_job(self, job: Job, own: list[Task]) -> None:
+        for task in self._waiting(job):
+            if not self._starving(job):
+                return
+            if self._may_not_evict(task, "preempt"):
+                continue
+            statement = Statement(self.nodes)
+            eviction = self._make_room(task, own, {}, "preemptable", statement, "preempt")
+            if eviction is None or not eviction.room.victims:
+                statement.discard()
+                self.settled.discard(task.id)
+                return
+            self._commit(statement, [eviction], "preempt")
+
+    def _commit(self, statement: Statement, evictions: list[_Eviction], action: str) -> None:
+        statement.commit()
+        for eviction in evictions:
+            self.gone.update(victim.id for victim in eviction.room.victims)
+            self._evicted(eviction, action)
+
+    def _may_not_evict(self, task: Task, action: str) -> str | None:
+        if not task.may_preempt:
+            return f"{action}: its preemptionPolicy is Never: it evicts nothing"
+        if action == "reclaim":
+            refusal = self.quotas.preemptive(task.queue, task.resources)
+            return f"reclaim: {refusal}" if refusal else None
+        return None
+
+    def _make_room(self, task: Task, candidates: list[Task], spared: dict[str, str], hook: str, statement: Statement, action: str) -> _Eviction | None:
+        spared = dict(spared)
+        leaving = self.gone | {victim.id for victim in statement.evicted}
+        candidates = [t for t in candidates if t.id not in leaving]
+        if task.best_effort:
+            kept = [t for t in candidates if t.best_effort]
+            spared.update((t.id, "BestEffort: a BestEffort preemptor takes only BestEffort victims") for t in candidates if not t.best_effort)
+            candidates = kept
+        enough = (lambda: self.quotas.allocatable(task.queue, task.resources) is None) if action == "preempt" else (lambda: True)
+        guard = self.quotas.name if action == "reclaim" and self.quotas.plugin else None  # the design: never below deserved
+        room, dropped = make_room(task, candidates, hook, self.conf, self.ballot, statement, enough, guard)
+        spared.update(dropped)
+        if room is None:
+            self._note([task], f"{action}: no node has room for it even with every victim the plugins allow ({len(candidates)} candidates)")
+            self.details[task.id] = _spared_lines(spared)
+            return None
+        self.settled.add(task.id)
+        return _Eviction(task, room, spared)
+
+    def _evicted(self, eviction: _Eviction, action: str) -> None:
+        task, room = eviction.task, eviction.room
+        job = self.jobs[task.job]
+        victims = tuple(
+            Victim(
+                task=v.id,
+                app=v.job,
+                queue=v.queue,
+                node=v.node or room.node,
+                priority=self.p.tasks[v.id].priority,
+                resources=Resources(self.p.tasks[v.id].resources),
+                why=f"{action}: {self._why_victim(task, v, action)}; allowed by {', '.join(room.voters)}",
+            )
+            for v in room.victims
+        )
+        if not victims:
+            reason = f"{action}: job {job.id} waits on {room.node} for the room being released there"
+        elif action == "reclaim":
+            reason = f"reclaim: queue {task.queue} takes back what it deserves ({self.quotas.name}) from queues holding more than theirs"
+        elif all(v.job == job.id for v in room.victims):
+            reason = f"preempt: within job {job.id}, a task of task priority {task.priority} takes the place of lower ones"
+        else:
+            reason = f"preempt: job {job.id} (priority {job.priority}) takes from lower-priority jobs of queue {task.queue}"
+        self.cycle.emit(
+            Preempted,
+            preemptor=task.id,
+            app=task.job,
+            queue=task.queue,
+            node=room.node,
+            resources=Resources(self.p.tasks[task.id].resources),
+            victims=victims,
+            model=self.p.model,
+            reason=reason,
+            explanation=_spared_lines(eviction.spared),
+        )
+
+    def _why_victim(self, task: Task, victim: Task, action: str) -> str:
+        if action == "reclaim":
+            deserved = self.quotas.deserved.get(victim.queue, {})
+            return f"queue {victim.queue} held more than it deserves ({amounts({r: int(a) for r, a in deserved.items() if r != POD_SLOT})})"
+        if victim.job == task.job:
+            return f"task priority {victim.priority} is below the preemptor's {task.priority}"
+        return f"job {victim.job} (priority {self.jobs[victim.job].priority}) is below job {task.job} (priority {self.jobs[task.job].priority})"
+
+    # -- why the rest wait ----------------------------------------------------------------------
+
+    def _block(self) -> None:
+        blocked = 0
+        for task_id, why in self.why.items():
+            if task_id in self.settled or blocked >= BLOCKED_PER_CYCLE:
+                continue
+            reasons = tuple(why)
+            if reasons != self.p.tasks[task_id].blocked:
+                blocked += 1
+                task = self.tasks[task_id]
+                self.cycle.emit(Blocked, task=task.id, app=task.job, queue=task.queue, reasons=reasons, explanation=self.details.get(task_id, ()))
+
+
+def _starving_voters(tiers: tuple) -> tuple[bool, bool]:
+    """Whether gang and priority vote on JobStarving: those of the first tier with either."""
+    for tier in tiers:
+        voters = {plugin.name for plugin in tier if plugin.name in ("gang", "priority") and plugin.enabled("enableJobStarving")}
+        if voters:
+            return "gang" in voters, "priority" in voters
+    return False, False
+
+
+def _spared_lines(spared: dict[str, str]) -> tuple[str, ...]:
+    lines = [f"spared {task}: {why}" for task, why in sorted(spared.items())]
+    if len(lines) > SPARED_SHOWN:
+        lines = [*lines[:SPARED_SHOWN], f"and {len(lines) - SPARED_SHOWN} more candidates spared"]
+    return tuple(lines)
+
+
+def _sum(amounts: Iterable[dict[str, int]]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for one in amounts:
+        for r, amount in one.items():
+            total[r] = total.get(r, 0) + amount
+    return total

@@ -1,0 +1,199 @@
+"""The queue rules of the plugin that shares the cluster among queues: capacity if the tiers
+name it, else proportion, else none (no queue limits, every queue deserves nothing).
+
+- **allocatable** (allocate, and enough evicted in preempt): proportion lets a queue hold up to
+  what it deserves; capacity up to its real capability (and, with `enableHierarchy`, every
+  ancestor's), so that it may borrow idle resources beyond what it deserves.
+- **overused** (reclaim skips the queue): it holds at least what it deserves of every
+  resource it deserves (a capacity queue that deserves nothing is always overused: it runs on
+  what others leave).
+- **preemptive** (may this queue reclaim for a task): proportion, if it would hold no more than
+  it deserves; capacity, if it stays within its real capability and would hold no more than it
+  deserves of some resource the task asks for, or an ancestor up to `ancestorReclaimLevel`
+  levels above it would.
+
+Only the resources a task asks for are compared, as Volcano's LessEqualWithDimension does; a
+queue's limits leave the pod count out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fractions import Fraction
+
+from preemptd.events import format_human
+
+from ._jobs import Job
+from ._objects import Plugin, Queue, VolcanoConfig
+from ._shares import QUEUE_EXEMPT, Demand, capacity_deserved, proportion_deserved, real_capability, share
+
+__all__ = ["Quotas"]
+
+Limits = Mapping[str, Fraction]
+
+
+class Quotas:
+    def __init__(self, config: VolcanoConfig, total: Mapping[str, int], jobs: Mapping[str, Job], held: Mapping[str, Mapping[str, int]]) -> None:
+        self.queues = config.queues
+        self.held = held  # live: per leaf queue, as the session's statements change it
+        self.plugin = _sharing_plugin(config)
+        name = self.plugin.name if self.plugin else None
+        self.hierarchy = name == "capacity" and self.plugin is not None and self.plugin.enabled("enableHierarchy")
+        self.reclaim_level = _level(self.plugin) if name == "capacity" else 0
+        self.children: dict[str, list[str]] = {}
+        for queue in self.queues.values():
+            if queue.parent is not None:
+                self.children.setdefault(queue.parent, []).append(queue.name)
+        if name == "proportion":
+            demands = _demands(jobs)
+            self.deserved = proportion_deserved(self.queues, demands, total)
+            guarantees = _guarantees(self.queues, demands)
+            self.real = {q: real_capability(self.queues[q], total, guarantees) for q in demands}
+        elif name == "capacity":
+            everyone = dict.fromkeys(self.queues, Demand({}, {}))
+            self.deserved = capacity_deserved(self.queues, everyone, total)
+            guarantees = _guarantees(self.queues, everyone)
+            self.real = self._inherited({q: real_capability(self.queues[q], total, guarantees) for q in self.queues})
+        else:
+            self.deserved, self.real = {}, {}
+
+    @property
+    def name(self) -> str:
+        return self.plugin.name if self.plugin else "none"
+
+    def holds(self, queue: str) -> dict[str, int]:
+        """What `queue` holds: its own, or its leaves' under a parent."""
+        if queue not in self.children:
+            return dict(self.held.get(queue, {}))
+        total: dict[str, int] = {}
+        for child in self.children[queue]:
+            for r, amount in self.holds(child).items():
+                total[r] = total.get(r, 0) + amount
+        return total
+
+    def share(self, queue: str) -> Fraction:
+        return share(self.holds(queue), self.deserved.get(queue, {}))
+
+    def allocatable(self, queue: str, request: Mapping[str, int]) -> str | None:
+        """Why `queue` may not hold `request` more (None: it may)."""
+        if self.name == "proportion":
+            return self._over(queue, request, self.deserved.get(queue, {}), "deserves")
+        if self.name == "capacity":
+            for ancestor in self._limited(queue):
+                refusal = self._over(ancestor, request, self.real.get(ancestor, {}), "may have (its capability)")
+                if refusal:
+                    return refusal
+        return None
+
+    def enqueueable(self, queue: str, request: Mapping[str, int]) -> str | None:
+        """Why a job asking `request` to start may not be let into `queue` (None: it may)."""
+        for limited in self._limited(queue):
+            refusal = self._over(limited, request, self.real.get(limited, {}), "may have (its capability)")
+            if refusal:
+                return refusal
+        return None
+
+    def overused(self, queue: str) -> bool:
+        held, deserved = self.holds(queue), self.deserved.get(queue, {})
+        return all(held.get(r, 0) >= amount for r, amount in deserved.items() if r not in QUEUE_EXEMPT)
+
+    def preemptive(self, queue: str, request: Mapping[str, int]) -> str | None:
+        """Why `queue` may not reclaim for `request` (None: it may)."""
+        if self.name == "proportion":
+            return self._over(queue, request, self.deserved.get(queue, {}), "deserves")
+        if self.name != "capacity":
+            return None
+        refusal = self.allocatable(queue, request)
+        if refusal:
+            return refusal
+        lineage = self._lineage(queue)[: self.reclaim_level + 1]
+        if any(self._within_somewhere(q, request) for q in lineage):
+            return None
+        named = (
+            f"queue {queue}" if len(lineage) == 1 else f"queue {queue} nor its ancestors {', '.join(lineage[1:])} (ancestorReclaimLevel {self.reclaim_level})"
+        )
+        return (
+            f"capacity: neither {named} would stay within what it deserves of any resource the task asks for"
+            if len(lineage) > 1
+            else f"capacity: queue {queue} would hold more than it deserves of every resource the task asks for"
+        )
+
+    def _within_somewhere(self, queue: str, request: Mapping[str, int]) -> bool:
+        held, deserved = self.holds(queue), self.deserved.get(queue, {})
+        return any(r in deserved and held.get(r, 0) + amount <= deserved[r] for r, amount in request.items() if amount and r not in QUEUE_EXEMPT)
+
+    def _over(self, queue: str, request: Mapping[str, int], limit: Limits, what: str) -> str | None:
+        held = self.holds(queue)
+        for r, amount in request.items():
+            if not amount or r in QUEUE_EXEMPT or r not in limit:
+                continue
+            if held.get(r, 0) + amount > limit[r]:
+                return f"{self.name}: queue {queue} would hold {format_human(r, held.get(r, 0) + amount)} of {r}, more than the {format_human(r, int(limit[r]))} it {what}"
+        return None
+
+    def _lineage(self, queue: str) -> list[str]:
+        """`queue`, then its ancestors below root."""
+        lineage = [queue]
+        while (parent := self.queues[lineage[-1]].parent) not in (None, "root"):
+            lineage.append(parent)
+        return lineage
+
+    def _limited(self, queue: str) -> list[str]:
+        return self._lineage(queue) if self.hierarchy else [queue]
+
+    def _inherited(self, real: dict[str, dict[str, Fraction]]) -> dict[str, dict[str, Fraction]]:
+        """Under hierarchy, a queue may have no more than its parent may."""
+        if not self.hierarchy:
+            return real
+        for queue in _parents_first(self.queues):
+            parent = self.queues[queue].parent
+            if parent is not None and parent != "root":
+                real[queue] = {r: min(amount, real[parent].get(r, amount)) for r, amount in real[queue].items()}
+        return real
+
+
+def _sharing_plugin(config: VolcanoConfig) -> Plugin | None:
+    plugins = {plugin.name: plugin for tier in config.scheduler.tiers for plugin in tier}
+    return plugins.get("capacity") or plugins.get("proportion")
+
+
+def _level(plugin: Plugin | None) -> int:
+    level = (plugin.arguments if plugin else {}).get("ancestorReclaimLevel", 0)
+    return level if isinstance(level, int) and not isinstance(level, bool) and level >= 0 else 0
+
+
+def _demands(jobs: Mapping[str, Job]) -> dict[str, Demand]:
+    """Per queue with jobs, what its tasks hold (running, or waiting on a node held for them)
+    and what they ask in all."""
+    allocated: dict[str, dict[str, int]] = {}
+    request: dict[str, dict[str, int]] = {}
+    for job in jobs.values():
+        held, asked = allocated.setdefault(job.queue, {}), request.setdefault(job.queue, {})
+        for task in job.tasks:
+            if task.status == "preempting":
+                continue
+            for r, amount in task.resources.items():
+                asked[r] = asked.get(r, 0) + amount
+                if task.running or task.reserved is not None:
+                    held[r] = held.get(r, 0) + amount
+    return {q: Demand(allocated[q], request[q]) for q in sorted(allocated)}
+
+
+def _guarantees(queues: Mapping[str, Queue], among: Mapping[str, object]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for name in among:
+        for r, amount in (queues[name].guarantee or {}).items():
+            total[r] = total.get(r, 0) + amount
+    return total
+
+
+def _parents_first(queues: Mapping[str, Queue]) -> list[str]:
+    depth: dict[str, int] = {}
+
+    def of(name: str) -> int:
+        if name not in depth:
+            parent = queues[name].parent
+            depth[name] = 0 if parent is None else of(parent) + 1
+        return depth[name]
+
+    return sorted(queues, key=lambda name: (of(name), name))
