@@ -26,7 +26,7 @@ def test_a_gang_that_cannot_start_whole_places_nothing_and_leaves_the_nodes_as_t
     before = {name: dict(used) for name, used in nodes.used.items()}
     placed, why = allocate_job(jobs_of(p)["j"], nodes)
     assert placed == []
-    assert why == dict.fromkeys(("t0", "t1", "t2"), "gang: job j needs 3 tasks placed to start (min_available); 0 are and 2 more could be now")
+    assert why == dict.fromkeys(("t0", "t1", "t2"), "gang: job j needs 3 tasks placed to start (min_available): 0 placed, 2 more could be now")
     assert nodes.used == before
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from .._explain import plural
 from ._jobs import Job, Task
 from ._nodes import Nodes, Statement
 
@@ -33,5 +34,5 @@ def allocate_job(
     if gang >= job.min_available:
         return statement.commit(), unplaced
     statement.discard()
-    short = f"gang: job {job.id} needs {job.min_available} tasks placed to start (min_available); {gang - placed} are and {placed} more could be now"
+    short = f"gang: job {job.id} needs {plural(job.min_available, 'task')} placed to start (min_available): {gang - placed} placed, {placed} more could be now"
     return [], {task.id: short for task in (job.pending if tasks is None else tasks)}

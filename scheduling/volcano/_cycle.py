@@ -160,7 +160,13 @@ class _Session:
     # -- enqueue and allocate -------------------------------------------------------------------
 
     def _enqueue(self) -> None:
+        """What a queue lets in counts its elastic resources (running tasks beyond their job's
+        gang) as free: preemption can take them back."""
         inqueue: dict[str, dict[str, int]] = {}
+        elastic: dict[str, dict[str, int]] = {}
+        for job in self.jobs.values():
+            beyond = sorted((t for t in job.tasks if t.running), key=lambda t: (-t.priority, t.seq))[job.min_available :]
+            elastic[job.queue] = _sum((elastic.get(job.queue, {}), *(t.resources for t in beyond)))
         for queue, jobs in self._queues_in_order(self.jobs.values()):
             for job in jobs:
                 if self._started(job):
@@ -171,7 +177,7 @@ class _Session:
                     continue
                 gang = _sum(task.resources for task in job.pending[: job.min_available])
                 wanted = _sum((inqueue.get(queue, {}), gang))
-                refusal = self.quotas.enqueueable(queue, wanted)
+                refusal = self.quotas.enqueueable(queue, wanted, elastic.get(queue, {}))
                 if refusal:
                     self._note(job.pending, f"enqueue: {refusal}")
                     continue
@@ -285,7 +291,7 @@ class _Session:
         )
 
     def _within_job(self, job: Job, own: list[Task]) -> None:
-        for task in self._waiting(job):
+        for task in self._waiting(job) if own else ():
             if not self._starving(job):
                 return
             if self._may_not_evict(task, "preempt"):
@@ -316,6 +322,8 @@ class _Session:
         spared = dict(spared)
         leaving = self.gone | {victim.id for victim in statement.evicted}
         candidates = [t for t in candidates if t.id not in leaving]
+        spared.update((t.id, "preemptable: the task is marked not preemptable") for t in candidates if not t.preemptable)
+        candidates = [t for t in candidates if t.preemptable]
         if task.best_effort:
             kept = [t for t in candidates if t.best_effort]
             spared.update((t.id, "BestEffort: a BestEffort preemptor takes only BestEffort victims") for t in candidates if not t.best_effort)
@@ -325,7 +333,10 @@ class _Session:
         room, dropped = make_room(task, candidates, hook, self.conf, self.ballot, statement, enough, guard)
         spared.update(dropped)
         if room is None:
-            self._note([task], f"{action}: no node has room for it even with every victim the plugins allow ({len(candidates)} candidates)")
+            if not candidates:
+                self._note([task], f"{action}: no running task may make room for it" + (" (spared: see the explanation)" if spared else ""))
+            else:
+                self._note([task], f"{action}: no node has room for it even with every victim the plugins allow")
             self.details[task.id] = _spared_lines(spared)
             return None
         self.settled.add(task.id)

@@ -85,15 +85,20 @@ class Quotas:
                     return refusal
         return None
 
-    def enqueueable(self, queue: str, request: Mapping[str, int]) -> str | None:
-        """Why a job asking `request` to start may not be let into `queue` (None: it may)."""
+    def enqueueable(self, queue: str, request: Mapping[str, int], elastic: Mapping[str, int]) -> str | None:
+        """Why jobs asking `request` to start may not be let into `queue` (None: they may),
+        counting what it holds less `elastic` (what preemption could take back)."""
         for limited in self._limited(queue):
-            refusal = self._over(limited, request, self.real.get(limited, {}), "may have (its capability)")
+            refusal = self._over(limited, request, self.real.get(limited, {}), "may have (its capability)", elastic)
             if refusal:
                 return refusal
         return None
 
     def overused(self, queue: str) -> bool:
+        """So is every ancestor up to the reclaim level, for capacity."""
+        return all(self._holds_all_it_deserves(q) for q in self._lineage(queue)[: self.reclaim_level + 1])
+
+    def _holds_all_it_deserves(self, queue: str) -> bool:
         held, deserved = self.holds(queue), self.deserved.get(queue, {})
         return all(held.get(r, 0) >= amount for r, amount in deserved.items() if r not in QUEUE_EXEMPT)
 
@@ -122,8 +127,10 @@ class Quotas:
         held, deserved = self.holds(queue), self.deserved.get(queue, {})
         return any(r in deserved and held.get(r, 0) + amount <= deserved[r] for r, amount in request.items() if amount and r not in QUEUE_EXEMPT)
 
-    def _over(self, queue: str, request: Mapping[str, int], limit: Limits, what: str) -> str | None:
+    def _over(self, queue: str, request: Mapping[str, int], limit: Limits, what: str, elastic: Mapping[str, int] | None = None) -> str | None:
         held = self.holds(queue)
+        for r, amount in (elastic or {}).items():
+            held[r] = held.get(r, 0) - amount
         for r, amount in request.items():
             if not amount or r in QUEUE_EXEMPT or r not in limit:
                 continue
