@@ -59,11 +59,17 @@ def test_gang_protects_a_job_at_its_gang_size() -> None:
 
 
 def test_a_tier_where_one_plugin_keeps_none_yields_none_and_the_next_tier_decides() -> None:
-    only_same_job = conf([{"name": "gang"}, {"name": "priority"}], [{"name": "conformance"}])
-    verdict = victims(only_same_job, "preemptable", BALLOT, PREEMPTOR, JOBS["same"].tasks)
-    assert [t.id for t in verdict.allowed] == ["same-0"], "tier 1 keeps nothing (gang and priority refuse); conformance in tier 2 keeps it"
+    priority_first = conf([{"name": "priority"}, {"name": "conformance"}], [{"name": "conformance"}])
+    verdict = victims(priority_first, "preemptable", BALLOT, PREEMPTOR, JOBS["same"].tasks)
+    assert [t.id for t in verdict.allowed] == ["same-0"], "tier 1 keeps nothing (priority refuses); conformance in tier 2 keeps it"
     assert verdict.voters == ("conformance",)
-    assert victims(conf([{"name": "gang"}]), "preemptable", BALLOT, PREEMPTOR, JOBS["same"].tasks).allowed == []
+
+
+def test_a_gang_the_gang_plugin_protects_is_not_given_up_by_a_later_tier() -> None:
+    gang_first = conf([{"name": "gang"}, {"name": "priority"}], [{"name": "conformance"}])
+    verdict = victims(gang_first, "preemptable", BALLOT, PREEMPTOR, JOBS["same"].tasks)
+    assert verdict.allowed == [], "Volcano would let conformance in tier 2 take same-0; gang guards every tier"
+    assert verdict.dropped["same-0"] == "gang: job same would drop below min_available 1 (1 ready)"
 
 
 def test_proportion_reclaims_only_what_a_queue_holds_beyond_its_deserved_share() -> None:

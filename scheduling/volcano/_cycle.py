@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from preemptd.events import Allocated, Blocked, Preempted, Resources, Unreserved, Victim
 
-from .._explain import amounts
+from .._explain import amounts, plural
 from .._model import Cycle
 from ._allocate import allocate_job
 from ._jobs import POD_SLOT, Job, Task, jobs_of
@@ -263,12 +263,14 @@ class _Session:
         return kept, spared
 
     def _for_gang(self, job: Job, action: str, candidates_of: Callable[[Task], tuple[list[Task], dict[str, str]]], hook: str) -> None:
-        """`action` for `job`'s waiting tasks while it starves; its evictions are made only if
-        it then has its gang."""
+        """`action` for `job`'s waiting tasks while it starves: each is placed where it fits
+        now, else room is made for it; all is kept only if the job then has its gang."""
         statement, evictions = Statement(self.nodes), []
         for task in self._waiting(job):
             if not self._starving(job):
                 break
+            if self._place_now(task, statement):
+                continue
             refusal = self._may_not_evict(task, action)
             if refusal:
                 self._note([task], refusal)
@@ -278,17 +280,31 @@ class _Session:
             if eviction is not None:
                 evictions.append(eviction)
         if not evictions:
+            statement.discard()
+            self.settled.difference_update(task.id for task, _ in statement.placed)
             return
         if self._has_gang(job):
             self._commit(statement, evictions, action)
             return
+        found = len(evictions) + len(statement.placed)
+        self.settled.difference_update([*(e.task.id for e in evictions), *(task.id for task, _ in statement.placed)])
         statement.discard()
-        self.settled.difference_update(e.task.id for e in evictions)
         ready = self.nodes.ready.get(job.id, 0) + self.nodes.waiting.get(job.id, 0)
         self._note(
             (e.task for e in evictions),
-            f"{action}: gang: room was found for {len(evictions)} tasks, but job {job.id} would still have {ready + len(evictions)} of the {job.min_available} it needs to start (min_available): nothing evicted",
+            f"{action}: gang: room was found for {plural(found, 'task')}, but job {job.id} would still have {ready + found} of the {job.min_available} it needs to start (min_available): nothing evicted",
         )
+
+    def _place_now(self, task: Task, statement: Statement) -> bool:
+        """Place `task` where it fits now, within what its queue may hold, if it does anywhere."""
+        if self.quotas.allocatable(task.queue, task.resources) is not None:
+            return False
+        node = self.nodes.first_fitting(task.resources)
+        if node is None:
+            return False
+        statement.allocate(task, node)
+        self.settled.add(task.id)
+        return True
 
     def _within_job(self, job: Job, own: list[Task]) -> None:
         for task in self._waiting(job) if own else ():
@@ -305,7 +321,8 @@ class _Session:
             self._commit(statement, [eviction], "preempt")
 
     def _commit(self, statement: Statement, evictions: list[_Eviction], action: str) -> None:
-        statement.commit()
+        for task, node in statement.commit():
+            self._allocated(task, node, f"{action}: placed with the room made for job {task.job}'s gang")
         for eviction in evictions:
             self.gone.update(victim.id for victim in eviction.room.victims)
             self._evicted(eviction, action)

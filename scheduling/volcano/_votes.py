@@ -146,9 +146,14 @@ class Verdict:
 
 
 def victims(conf: SchedulerConf, hook: str, ballot: Ballot, preemptor: Task, candidates: list[Task], guard: str | None = None) -> Verdict:
-    """What the first tier with any victims allows among `candidates` (in victim order). A
-    `guard` plugin votes on what a tier allows whichever tier it sits in."""
+    """What the first tier with any victims allows among `candidates` (in victim order).
+
+    Guards vote on what a tier allows whichever tier they sit in (Volcano asks a later tier
+    when one refuses all): gang wherever it votes on `hook` (a gang it protects is never
+    broken), and `guard` if given (the sharing plugin, for reclaim)."""
     dropped: dict[str, str] = {}
+    guards = [plugin.name for tier in conf.tiers for plugin in tier if plugin.name == "gang" and _votes(plugin, hook)]
+    guards += [guard] if guard is not None else []
     for tier in conf.tiers:
         voters = [plugin.name for plugin in tier if _votes(plugin, hook)]
         if not voters:
@@ -157,10 +162,11 @@ def victims(conf: SchedulerConf, hook: str, ballot: Ballot, preemptor: Task, can
         for plugin in voters:  # each sees every candidate; the tier keeps what all keep
             kept &= {task.id for task in VOTES[hook][plugin](ballot, preemptor, candidates, dropped)}
         allowed = [task for task in candidates if task.id in kept]
-        if guard is not None and guard not in voters and allowed:
-            voters.append(guard)
-            allowed = VOTES[hook][guard](ballot, preemptor, allowed, dropped)
-            kept = {task.id for task in allowed}
+        for plugin in guards:
+            if plugin not in voters and allowed:
+                voters.append(plugin)
+                allowed = VOTES[hook][plugin](ballot, preemptor, allowed, dropped)
+        kept = {task.id for task in allowed}
         if allowed:
             return Verdict(allowed, tuple(voters), {task: why for task, why in dropped.items() if task not in kept})
     return Verdict([], (), dropped)
