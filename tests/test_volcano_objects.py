@@ -115,3 +115,25 @@ def test_what_volcano_refuses_is_refused_with_its_reason(objects: object, reason
     with pytest.raises(ConfigError) as refused:
         parse_objects(objects)
     assert reason in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 200_000 + "]" * 200_000,  # libyaml (msgspec.yaml) crashes the process on this
+        "- " * 100_000 + "x",
+        "a: &a [*a]",
+        "a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n" + "".join(f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 10)}]\n" for i in range(8)),
+    ],
+    ids=["flow-bomb", "block-bomb", "self-alias", "billion-laughs"],
+)
+def test_a_configmap_nested_too_deep_or_expanding_without_end_is_refused(text: str) -> None:
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "volcano-scheduler-configmap"}, "data": {"volcano-scheduler.conf": text}}
+    with pytest.raises(ConfigError, match="ConfigMap volcano-scheduler-configmap: data.volcano-scheduler.conf nests deeper than 64 levels"):
+        parse_objects([configmap])
+
+
+def test_an_ancestor_reclaim_level_must_be_a_small_integer() -> None:
+    conf = {"actions": "reclaim", "tiers": [{"plugins": [{"name": "capacity", "arguments": {"ancestorReclaimLevel": "two"}}]}]}
+    with pytest.raises(ConfigError, match="plugin capacity: ancestorReclaimLevel must be an integer from 0 to 64, got 'two'"):
+        parse_objects([conf])

@@ -221,7 +221,18 @@ class _Session:
     # -- preempt and reclaim --------------------------------------------------------------------
 
     def _starving_jobs(self) -> list[tuple[str, list[Job]]]:
-        return self._queues_in_order(job for job in self.jobs.values() if job.id in self.admitted and self._waiting(job) and self._starving(job))
+        """The queues of the jobs that starve (they may evict), in order; the waiting tasks of
+        the others are told why they evict nothing."""
+        starving = []
+        for job in self.jobs.values():
+            waiting = self._waiting(job) if job.id in self.admitted else []
+            if waiting and self._starving(job):
+                starving.append(job)
+            elif waiting:
+                self._note(
+                    waiting, f"job {job.id} is not starving (it has its gang of {job.min_available}): its other tasks wait for free room and evict nothing"
+                )
+        return self._queues_in_order(starving)
 
     def _preempt(self) -> None:
         running = self._running()

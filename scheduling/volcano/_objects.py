@@ -23,8 +23,9 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+import yaml
 
-from preemptd.events import ConfigError, QuantityError, parse_quantity
+from preemptd.events import MAX_DEPTH, ConfigError, QuantityError, parse_quantity
 
 from .._kubernetes import Fields, Warnings, kubernetes_objects, name_or_none, object_name, shown, unique
 
@@ -48,7 +49,7 @@ SWITCHES = (
 )  # fmt: skip
 _OFF_BY_DEFAULT = frozenset({"enableHierarchy"})
 #: The arguments preemptd reads, per plugin and per action; others are listed as ignored.
-PLUGIN_ARGUMENTS: dict[str, set[str]] = {"capacity": {"ancestorReclaimLevel"}}
+PLUGIN_ARGUMENTS: dict[str, set[str]] = {"capacity": {"ancestorReclaimLevel"}}  # a non-negative integer
 ACTION_ARGUMENTS: dict[str, set[str]] = {}
 
 Resources = dict[str, int]
@@ -197,6 +198,10 @@ class _Reader:
                 continue
             switches = {key: _flag(value, f"{where}: plugin {name}: {key}") for key, value in plugin.items() if key in SWITCHES}
             arguments = _arguments(plugin.get("arguments"), f"plugin {name}", PLUGIN_ARGUMENTS.get(name, set()), fields)
+            if "ancestorReclaimLevel" in arguments:
+                level = arguments["ancestorReclaimLevel"]
+                if not isinstance(level, int) or isinstance(level, bool) or not 0 <= level <= MAX_DEPTH:
+                    raise ConfigError(f"{where}: plugin {name}: ancestorReclaimLevel must be an integer from 0 to {MAX_DEPTH}, got {shown(level)}")
             plugins.append(Plugin(name=name, switches=switches, arguments=arguments))
         return tuple(plugins)
 
@@ -222,12 +227,43 @@ def _arguments(value: Any, owner: str, known: set[str], fields: Fields) -> dict[
 
 
 def _conf_file(text: Any, configmap: str) -> Any:
+    """The file's YAML, read by PyYAML's pure-Python loader: a shim may send anything, and text
+    nested too deep ends there in a RecursionError (libyaml, under msgspec.yaml, crashes the
+    process); nesting deeper than events may, or an alias to itself, is refused."""
+    where = f"ConfigMap {configmap}: data.{_CONF_FILE}"
     if not isinstance(text, str):
-        raise ConfigError(f"ConfigMap {configmap}: data.{_CONF_FILE} must be the file's text")
+        raise ConfigError(f"{where} must be the file's text")
     try:
-        return msgspec.yaml.decode(text)
-    except msgspec.DecodeError as exc:
-        raise ConfigError(f"ConfigMap {configmap}: data.{_CONF_FILE} is not YAML: {exc}") from None
+        conf = yaml.load(text, Loader=yaml.SafeLoader)  # noqa: S506 (SafeLoader builds plain values only)
+    except RecursionError:
+        raise ConfigError(f"{where} nests deeper than {MAX_DEPTH} levels") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{where} is not YAML: {' '.join(str(exc).split())[:300]}") from None
+    if _unbounded(conf):
+        raise ConfigError(f"{where} nests deeper than {MAX_DEPTH} levels, expands to more than {_MAX_VALUES:,} values through aliases, or holds itself")
+    return conf
+
+
+_MAX_VALUES = 100_000  # far more than a scheduler configuration holds; aliases can multiply a few lines
+
+
+def _unbounded(value: Any) -> bool:
+    """Whether `value` nests deeper than events may, expands past `_MAX_VALUES` or holds
+    itself; walked without recursion."""
+    stack = [(value, 0, frozenset[int]())]
+    visits = 0
+    while stack:
+        item, depth, above = stack.pop()
+        visits += 1
+        if visits > _MAX_VALUES:
+            return True
+        if not isinstance(item, dict | list):
+            continue
+        if depth >= MAX_DEPTH or id(item) in above:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1, above | {id(item)}) for child in children)
+    return False
 
 
 def _actions(value: Any, where: str, ignore: Any) -> tuple[str, ...]:

@@ -165,8 +165,7 @@ def _sharing_plugin(config: VolcanoConfig) -> Plugin | None:
 
 
 def _level(plugin: Plugin | None) -> int:
-    level = (plugin.arguments if plugin else {}).get("ancestorReclaimLevel", 0)
-    return level if isinstance(level, int) and not isinstance(level, bool) and level >= 0 else 0
+    return int((plugin.arguments if plugin else {}).get("ancestorReclaimLevel", 0))  # checked when read
 
 
 def _demands(jobs: Mapping[str, Job]) -> dict[str, Demand]:
