@@ -33,12 +33,18 @@ P = partition_after(
 )
 JOBS = jobs_of(P)
 BALLOT = Ballot(jobs=JOBS, held={}, deserved={}, ready={job.id: job.running for job in JOBS.values()})
-CANDIDATES = [*JOBS["gang"].tasks, *JOBS["low"].tasks]
+CANDIDATES: dict[str, list] = {}
+for candidate in [*JOBS["gang"].tasks, *JOBS["low"].tasks]:
+    CANDIDATES.setdefault(candidate.node, []).append(candidate)
+
+
+def anyone(task) -> bool:
+    return True
 
 
 def test_victims_go_only_until_the_preemptor_fits_on_the_first_node_that_can_make_room() -> None:
     statement = Statement(Nodes.of(P))
-    room, spared = make_room(JOBS["high"].tasks[0], CANDIDATES, "preemptable", CONF, BALLOT, statement)
+    room, spared, seen = make_room(JOBS["high"].tasks[0], CANDIDATES, anyone, "preemptable", CONF, BALLOT, statement)
     assert room is not None
     assert (room.node, [t.id for t in room.victims]) == ("n2", ["low-0"]), "n2 has 1 idle: one victim of 1 makes 2"
     assert room.voters == ("priority", "gang")
@@ -51,7 +57,7 @@ def test_a_node_that_cannot_make_room_keeps_every_task_and_nothing_stays_pipelin
     before = copy.deepcopy((nodes.releasing, nodes.pipelined, nodes.held, nodes.ready, nodes.waiting))
     task = JOBS["high"].tasks[0]
     big = dataclasses.replace(task, resources={"vcore": 5000, "pods": 1})  # more than any node holds
-    assert make_room(big, CANDIDATES, "preemptable", CONF, BALLOT, Statement(nodes))[0] is None
-    never_enough = make_room(task, CANDIDATES, "preemptable", CONF, BALLOT, Statement(nodes), enough=lambda: False)
+    assert make_room(big, CANDIDATES, anyone, "preemptable", CONF, BALLOT, Statement(nodes))[0] is None
+    never_enough = make_room(task, CANDIDATES, anyone, "preemptable", CONF, BALLOT, Statement(nodes), enough=lambda: False)
     assert never_enough[0] is None, "the queue's rule wants more than n2's victims: all evicted, then undone"
     assert (nodes.releasing, nodes.pipelined, nodes.held, nodes.ready, nodes.waiting) == before

@@ -237,11 +237,10 @@ class _Session:
     def _preempt(self) -> None:
         running = self._running()
         for queue, jobs in self._starving_jobs():
-            mine = [task for task in running if task.queue == queue]
             for job in jobs:
-                self._for_gang(job, "preempt", lambda task, job=job: ([t for t in mine if t.job != job.id], {}), "preemptable")
+                self._for_gang(job, "preempt", running, lambda t, queue=queue, job=job: t.queue == queue and t.job != job.id, "preemptable")
             for job in jobs:
-                self._within_job(job, [t for t in mine if t.job == job.id])
+                self._within_job(job, running)
 
     def _reclaim(self) -> None:
         running = self._running()
@@ -251,29 +250,29 @@ class _Session:
                     (t for job in jobs for t in self._waiting(job)), f"reclaim: queue {queue} holds what it deserves ({self.quotas.name}): it reclaims nothing"
                 )
                 continue
-            level = self.config.queues[queue].priority
-            others = [t for t in running if t.queue != queue]
             for job in jobs:
-                self._for_gang(job, "reclaim", lambda task, others=others, level=level: self._reclaimable(others, level), "reclaimable")
+                self._for_gang(job, "reclaim", running, lambda t, queue=queue: self._reclaimable(t, queue), "reclaimable")
 
-    def _running(self) -> list[Task]:
-        """The running tasks, in victim order (as the shares are now)."""
+    def _running(self) -> dict[str, list[Task]]:
+        """The running tasks by node, in victim order (as the shares are now)."""
         shares = {q: self.quotas.share(q) for q in self.config.queues}
-        return sorted((t for t in self.tasks.values() if t.running), key=victim_key(self.config.queues, shares, self.jobs))
+        by_node: dict[str, list[Task]] = {}
+        for task in sorted((t for t in self.tasks.values() if t.running), key=victim_key(self.config.queues, shares, self.jobs)):
+            by_node.setdefault(task.node or "", []).append(task)
+        return by_node
 
-    def _reclaimable(self, others: list[Task], level: int) -> tuple[list[Task], dict[str, str]]:
-        kept, spared = [], {}
-        for task in others:
-            queue = self.config.queues[task.queue]
-            if not queue.reclaimable:
-                spared[task.id] = f"reclaimable: queue {queue.name} is not reclaimable"
-            elif queue.priority > level:
-                spared[task.id] = f"queue priority: queue {queue.name} has priority {queue.priority}, above the reclaimer's {level}"
-            else:
-                kept.append(task)
-        return kept, spared
+    def _reclaimable(self, task: Task, reclaimer: str) -> bool | str:
+        """Whether `task` may be reclaimed for a task of queue `reclaimer` (a reason: spared)."""
+        if task.queue == reclaimer:
+            return False
+        queue, level = self.config.queues[task.queue], self.config.queues[reclaimer].priority
+        if not queue.reclaimable:
+            return f"reclaimable: queue {queue.name} is not reclaimable"
+        if queue.priority > level:
+            return f"queue priority: queue {queue.name} has priority {queue.priority}, above the reclaimer's {level}"
+        return True
 
-    def _for_gang(self, job: Job, action: str, candidates_of: Callable[[Task], tuple[list[Task], dict[str, str]]], hook: str) -> None:
+    def _for_gang(self, job: Job, action: str, running: dict[str, list[Task]], candidate: Callable[[Task], bool | str], hook: str) -> None:
         """`action` for `job`'s waiting tasks while it starves: each is placed where it fits
         now, else room is made for it; all is kept only if the job then has its gang."""
         statement, evictions = Statement(self.nodes), []
@@ -286,8 +285,7 @@ class _Session:
             if refusal:
                 self._note([task], refusal)
                 continue
-            candidates, spared = candidates_of(task)
-            eviction = self._make_room(task, candidates, spared, hook, statement, action)
+            eviction = self._make_room(task, running, candidate, hook, statement, action)
             if eviction is not None:
                 evictions.append(eviction)
         if not evictions:
@@ -317,14 +315,16 @@ class _Session:
         self.settled.add(task.id)
         return True
 
-    def _within_job(self, job: Job, own: list[Task]) -> None:
-        for task in self._waiting(job) if own else ():
+    def _within_job(self, job: Job, running: dict[str, list[Task]]) -> None:
+        if not self.nodes.ready.get(job.id):
+            return  # nothing of its own to give
+        for task in self._waiting(job):
             if not self._starving(job):
                 return
             if self._may_not_evict(task, "preempt"):
                 continue
             statement = Statement(self.nodes)
-            eviction = self._make_room(task, own, {}, "preemptable", statement, "preempt")
+            eviction = self._make_room(task, running, lambda t: t.job == job.id, "preemptable", statement, "preempt")
             if eviction is None or not eviction.room.victims:
                 statement.discard()
                 self.settled.discard(task.id)
@@ -346,22 +346,26 @@ class _Session:
             return f"reclaim: {refusal}" if refusal else None
         return None
 
-    def _make_room(self, task: Task, candidates: list[Task], spared: dict[str, str], hook: str, statement: Statement, action: str) -> _Eviction | None:
-        spared = dict(spared)
+    def _make_room(
+        self, task: Task, running: dict[str, list[Task]], candidate: Callable[[Task], bool | str], hook: str, statement: Statement, action: str
+    ) -> _Eviction | None:
         leaving = self.gone | {victim.id for victim in statement.evicted}
-        candidates = [t for t in candidates if t.id not in leaving]
-        spared.update((t.id, "preemptable: the task is marked not preemptable") for t in candidates if not t.preemptable)
-        candidates = [t for t in candidates if t.preemptable]
-        if task.best_effort:
-            kept = [t for t in candidates if t.best_effort]
-            spared.update((t.id, "BestEffort: a BestEffort preemptor takes only BestEffort victims") for t in candidates if not t.best_effort)
-            candidates = kept
+
+        def eligible(t: Task) -> bool | str:
+            verdict = candidate(t)
+            if verdict is not True or t.id in leaving:
+                return verdict if t.id not in leaving else False
+            if not t.preemptable:
+                return "preemptable: the task is marked not preemptable"
+            if task.best_effort and not t.best_effort:
+                return "BestEffort: a BestEffort preemptor takes only BestEffort victims"
+            return True
+
         enough = (lambda: self.quotas.allocatable(task.queue, task.resources) is None) if action == "preempt" else (lambda: True)
         guard = self.quotas.name if action == "reclaim" and self.quotas.plugin else None  # the design: never below deserved
-        room, dropped = make_room(task, candidates, hook, self.conf, self.ballot, statement, enough, guard)
-        spared.update(dropped)
+        room, spared, seen = make_room(task, running, eligible, hook, self.conf, self.ballot, statement, enough, guard)
         if room is None:
-            if not candidates:
+            if not seen:
                 self._note([task], f"{action}: no running task may make room for it" + (" (spared: see the explanation)" if spared else ""))
             else:
                 self._note([task], f"{action}: no node has room for it even with every victim the plugins allow")

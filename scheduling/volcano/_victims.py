@@ -10,7 +10,7 @@ does not fit has its evictions undone, and the next node is tried.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ._jobs import Task
@@ -32,26 +32,35 @@ class Room:
 
 def make_room(
     preemptor: Task,
-    candidates: Sequence[Task],
+    candidates: Mapping[str, Sequence[Task]],
+    eligible: Callable[[Task], bool | str],
     hook: str,
     conf: SchedulerConf,
     ballot: Ballot,
     statement: Statement,
     enough: Callable[[], bool] = lambda: True,
     guard: str | None = None,
-) -> tuple[Room | None, dict[str, str]]:
+) -> tuple[Room | None, dict[str, str], int]:
     """The node and victims that make room for `preemptor` (kept in `statement`), or None;
-    and, per candidate spared, the plugin and rule that spared it."""
+    per candidate spared on the nodes tried, the rule or plugin that spared it; and how many
+    candidates were eligible there. `candidates` are the running tasks by node, in victim
+    order; `eligible` says whether one may be a victim of `preemptor` (a reason: spared, and why).
+    """
     nodes = statement.nodes
     spared: dict[str, str] = {}
-    by_node: dict[str, list[Task]] = {}
-    for task in candidates:
-        by_node.setdefault(task.node or "", []).append(task)
+    seen = 0
     for node in nodes.capacity:
-        here = by_node.get(node, [])
-        verdict = victims(conf, hook, ballot, preemptor, here, guard) if here else None
-        allowed = verdict.allowed if verdict else []
-        spared.update(verdict.dropped if verdict else {})
+        here = []
+        for task in candidates.get(node, ()):
+            verdict = eligible(task)
+            if verdict is True:
+                here.append(task)
+            elif verdict:
+                spared[task.id] = verdict
+        seen += len(here)
+        voted = victims(conf, hook, ballot, preemptor, here, guard) if here else None
+        allowed = voted.allowed if voted else []
+        spared.update(voted.dropped if voted else {})
         if not _fits_without(nodes, node, preemptor, allowed):
             continue
         attempt = Statement(nodes)
@@ -63,10 +72,10 @@ def make_room(
             attempt.discard()
             continue
         attempt.pipeline(preemptor, node)
-        room = Room(node, list(attempt.evicted), verdict.voters if verdict and attempt.evicted else ())
+        room = Room(node, list(attempt.evicted), voted.voters if voted and attempt.evicted else ())
         statement.absorb(attempt)
-        return room, spared
-    return None, spared
+        return room, spared, seen
+    return None, spared, seen
 
 
 def _fits_without(nodes: Nodes, node: str, preemptor: Task, allowed: list[Task]) -> bool:
