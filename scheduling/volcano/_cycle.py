@@ -236,11 +236,16 @@ class _Session:
 
     def _preempt(self) -> None:
         running = self._running()
+        by_queue: dict[str, dict[str, list[Task]]] = {}
+        for node, tasks in running.items():
+            for task in tasks:
+                by_queue.setdefault(task.queue, {}).setdefault(node, []).append(task)
         for queue, jobs in self._starving_jobs():
+            mine = by_queue.get(queue, {})
             for job in jobs:
-                self._for_gang(job, "preempt", running, lambda t, queue=queue, job=job: t.queue == queue and t.job != job.id, "preemptable")
+                self._for_gang(job, "preempt", mine, lambda t, job=job: t.job != job.id, "preemptable")
             for job in jobs:
-                self._within_job(job, running)
+                self._within_job(job, mine)
 
     def _reclaim(self) -> None:
         running = self._running()
@@ -276,18 +281,27 @@ class _Session:
         """`action` for `job`'s waiting tasks while it starves: each is placed where it fits
         now, else room is made for it; all is kept only if the job then has its gang."""
         statement, evictions = Statement(self.nodes), []
+        failed: dict[tuple, Task] = {}  # tasks alike that found no room since the last change
         for task in self._waiting(job):
             if not self._starving(job):
                 break
             if self._place_now(task, statement):
+                failed.clear()
                 continue
             refusal = self._may_not_evict(task, action)
             if refusal:
                 self._note([task], refusal)
                 continue
+            alike = (tuple(sorted(task.resources.items())), task.priority)
+            if alike in failed:  # the same search on the same state: the same answer, at no cost
+                self._fail_like(task, failed[alike])
+                continue
             eviction = self._make_room(task, running, candidate, hook, statement, action)
-            if eviction is not None:
+            if eviction is None:
+                failed[alike] = task
+            else:
                 evictions.append(eviction)
+                failed.clear()
         if not evictions:
             statement.discard()
             self.settled.difference_update(task.id for task, _ in statement.placed)
@@ -303,6 +317,13 @@ class _Session:
             (e.task for e in evictions),
             f"{action}: gang: room was found for {plural(found, 'task')}, but job {job.id} would still have {ready + found} of the {job.min_available} it needs to start (min_available): nothing evicted",
         )
+
+    def _fail_like(self, task: Task, other: Task) -> None:
+        """`task` finds no room, as `other`, just before it, did not."""
+        for why in self.why.get(other.id, {}):
+            self._note([task], why)
+        if other.id in self.details:
+            self.details[task.id] = self.details[other.id]
 
     def _place_now(self, task: Task, statement: Statement) -> bool:
         """Place `task` where it fits now, within what its queue may hold, if it does anywhere."""

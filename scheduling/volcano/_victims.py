@@ -58,6 +58,8 @@ def make_room(
             elif verdict:
                 spared[task.id] = verdict
         seen += len(here)
+        if not here and nodes.short_in_future(node, preemptor.resources):
+            continue  # no victim here, and no room without one
         voted = victims(conf, hook, ballot, preemptor, here, guard) if here else None
         allowed = voted.allowed if voted else []
         spared.update(voted.dropped if voted else {})
