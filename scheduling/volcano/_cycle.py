@@ -235,36 +235,46 @@ class _Session:
         return self._queues_in_order(starving)
 
     def _preempt(self) -> None:
-        running = self._running()
-        by_queue: dict[str, dict[str, list[Task]]] = {}
-        for node, tasks in running.items():
-            for task in tasks:
-                by_queue.setdefault(task.queue, {}).setdefault(node, []).append(task)
-        for queue, jobs in self._starving_jobs():
-            mine = by_queue.get(queue, {})
+        starving = self._starving_jobs()
+        running = self._running({queue for queue, _ in starving})
+        for queue, jobs in starving:
+            mine = running.get(queue, {})
             for job in jobs:
                 self._for_gang(job, "preempt", mine, lambda t, job=job: t.job != job.id, "preemptable")
             for job in jobs:
                 self._within_job(job, mine)
 
     def _reclaim(self) -> None:
-        running = self._running()
+        running: dict[str, list[Task]] | None = None  # sorted once a queue may reclaim
         for queue, jobs in self._starving_jobs():
             if self.quotas.overused(queue):
                 self._note(
                     (t for job in jobs for t in self._waiting(job)), f"reclaim: queue {queue} holds what it deserves ({self.quotas.name}): it reclaims nothing"
                 )
                 continue
+            if running is None:
+                running = self._running_by_node()
             for job in jobs:
                 self._for_gang(job, "reclaim", running, lambda t, queue=queue: self._reclaimable(t, queue), "reclaimable")
 
-    def _running(self) -> dict[str, list[Task]]:
-        """The running tasks by node, in victim order (as the shares are now)."""
-        shares = {q: self.quotas.share(q) for q in self.config.queues}
+    def _victim_key(self) -> Callable[[Task], tuple]:
+        """Victim order, as the shares are now."""
+        return victim_key(self.config.queues, {q: self.quotas.share(q) for q in self.config.queues}, self.jobs)
+
+    def _running_by_node(self) -> dict[str, list[Task]]:
+        """The running tasks by node, in victim order."""
         by_node: dict[str, list[Task]] = {}
-        for task in sorted((t for t in self.tasks.values() if t.running), key=victim_key(self.config.queues, shares, self.jobs)):
+        for task in sorted((t for t in self.tasks.values() if t.running), key=self._victim_key()):
             by_node.setdefault(task.node or "", []).append(task)
         return by_node
+
+    def _running(self, queues: set[str]) -> dict[str, dict[str, list[Task]]]:
+        """The running tasks of `queues`, by queue and node, in victim order."""
+        key = self._victim_key()
+        by_queue: dict[str, dict[str, list[Task]]] = {}
+        for task in sorted((t for t in self.tasks.values() if t.running and t.queue in queues), key=key):
+            by_queue.setdefault(task.queue, {}).setdefault(task.node or "", []).append(task)
+        return by_queue
 
     def _reclaimable(self, task: Task, reclaimer: str) -> bool | str:
         """Whether `task` may be reclaimed for a task of queue `reclaimer` (a reason: spared)."""

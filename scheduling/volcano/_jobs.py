@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from preemptd.projections import PartitionState, TaskState
 
@@ -70,7 +71,7 @@ class Job:
         """Its tasks waiting on a node held for them."""
         return sum(task.reserved is not None for task in self.tasks)
 
-    @property
+    @cached_property
     def pending(self) -> list[Task]:
         """Its tasks waiting for a node, in Volcano's task order: higher priority first, then
         the order they were submitted."""

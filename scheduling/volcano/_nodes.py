@@ -55,7 +55,8 @@ class Nodes:
                 continue
             nodes.capacity[name] = dict(node.capacity)
             nodes.used[name] = _nonzero({**node.allocated, POD_SLOT: len(node.tasks)})
-            nodes.releasing[name] = _nonzero({**node.preempting, POD_SLOT: sum(1 for t in node.tasks if p.tasks[t].status == "preempting")})
+            if node.preempting:
+                nodes.releasing[name] = _nonzero({**node.preempting, POD_SLOT: sum(1 for t in node.tasks if p.tasks[t].status == "preempting")})
             nodes.pipelined[name] = _nonzero({**node.reserved, POD_SLOT: len(node.reservations)})
         for task in tasks:
             if task.running or task.reserved is not None:
@@ -160,7 +161,10 @@ class Statement:
 
     def _change(self, what: str, task: Task, node: str, sign: int) -> None:
         nodes = self.nodes
-        _add(getattr(nodes, what).setdefault(node, {}), task.resources, sign)
+        on_nodes = getattr(nodes, what)
+        _add(on_nodes.setdefault(node, {}), task.resources, sign)
+        if not on_nodes[node] and what != "used":  # undone: as it was
+            del on_nodes[node]
         held = -sign if what == "releasing" else sign  # a victim's queue holds it no more
         _add(nodes.held.setdefault(task.queue, {}), task.resources, held)
         counts = nodes.waiting if what == "pipelined" else nodes.ready

@@ -38,7 +38,7 @@ _CONF_FILE = "volcano-scheduler.conf"
 #: The actions preemptd runs, in the order a configuration lists them.
 ACTIONS = ("enqueue", "allocate", "preempt", "reclaim", "backfill")
 #: The plugins preemptd models.
-PLUGINS = ("priority", "gang", "conformance", "drf", "proportion", "capacity", "predicates")
+PLUGINS = ("priority", "gang", "conformance", "proportion", "capacity", "predicates")  # drf's shares and votes are not modelled
 #: Every switch Volcano's plugin options have (each on unless set false, `enableHierarchy` off).
 SWITCHES = (
     "enableJobOrder", "enableNamespaceOrder", "enableHierarchy", "enableJobReady", "enableJobPipelined",
@@ -89,7 +89,7 @@ DEFAULT_CONF = SchedulerConf(
     actions=("enqueue", "allocate", "backfill"),
     tiers=(
         (Plugin(name="priority"), Plugin(name="gang", switches={"enablePreemptable": False}), Plugin(name="conformance")),
-        (Plugin(name="drf", switches={"enablePreemptable": False}), Plugin(name="predicates"), Plugin(name="proportion")),
+        (Plugin(name="predicates"), Plugin(name="proportion")),  # and drf, not modelled
     ),
 )
 

@@ -30,10 +30,12 @@ def job_key(job: Job) -> tuple[int, int]:
 def victim_key(
     queues: Mapping[str, Queue], shares: Mapping[str, Fraction], jobs: Mapping[str, Job]
 ) -> Callable[[Task], tuple[int, Fraction, int, int, int, int]]:
-    """The sort key of victims: the reverse of the queue, job and task orders."""
+    """The sort key of victims: the reverse of the queue, job and task orders (the queue's and
+    the job's parts computed once: the key is taken for every running task)."""
+    by_queue = {name: (queue.priority, -shares.get(name, Fraction(0))) for name, queue in queues.items()}
+    by_job = {job.id: (job.priority, -job.seq) for job in jobs.values()}
 
     def key(task: Task) -> tuple[int, Fraction, int, int, int, int]:
-        queue, job = queues[task.queue], jobs[task.job]
-        return (queue.priority, -shares.get(task.queue, Fraction(0)), job.priority, -job.seq, task.priority, -task.seq)
+        return (*by_queue[task.queue], *by_job[task.job], task.priority, -task.seq)
 
     return key
