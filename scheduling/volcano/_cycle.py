@@ -292,6 +292,9 @@ class _Session:
         now, else room is made for it; all is kept only if the job then has its gang."""
         statement, evictions = Statement(self.nodes), []
         failed: dict[tuple, Task] = {}  # tasks alike that found no room since the last change
+        # Reclaim only takes (queues hold less, gangs run fewer): a node without room for a
+        # task stays so for the tasks alike of this statement.
+        passed: dict[tuple, set[str]] | None = {} if action == "reclaim" else None
         for task in self._waiting(job):
             if not self._starving(job):
                 break
@@ -306,7 +309,7 @@ class _Session:
             if alike in failed:  # the same search on the same state: the same answer, at no cost
                 self._fail_like(task, failed[alike])
                 continue
-            eviction = self._make_room(task, running, candidate, hook, statement, action)
+            eviction = self._make_room(task, running, candidate, hook, statement, action, None if passed is None else passed.setdefault(alike, set()))
             if eviction is None:
                 failed[alike] = task
             else:
@@ -378,7 +381,14 @@ class _Session:
         return None
 
     def _make_room(
-        self, task: Task, running: dict[str, list[Task]], candidate: Callable[[Task], bool | str], hook: str, statement: Statement, action: str
+        self,
+        task: Task,
+        running: dict[str, list[Task]],
+        candidate: Callable[[Task], bool | str],
+        hook: str,
+        statement: Statement,
+        action: str,
+        passed: set[str] | None = None,
     ) -> _Eviction | None:
         leaving = self.gone | {victim.id for victim in statement.evicted}
 
@@ -394,7 +404,7 @@ class _Session:
 
         enough = (lambda: self.quotas.allocatable(task.queue, task.resources) is None) if action == "preempt" else (lambda: True)
         guard = self.quotas.name if action == "reclaim" and self.quotas.plugin else None  # the design: never below deserved
-        room, spared, seen = make_room(task, running, eligible, hook, self.conf, self.ballot, statement, enough, guard)
+        room, spared, seen = make_room(task, running, eligible, hook, self.conf, self.ballot, statement, enough, guard, passed)
         if room is None:
             if not seen:
                 self._note([task], f"{action}: no running task may make room for it" + (" (spared: see the explanation)" if spared else ""))

@@ -40,16 +40,20 @@ def make_room(
     statement: Statement,
     enough: Callable[[], bool] = lambda: True,
     guard: str | None = None,
+    passed: set[str] | None = None,
 ) -> tuple[Room | None, dict[str, str], int]:
     """The node and victims that make room for `preemptor` (kept in `statement`), or None;
     per candidate spared on the nodes tried, the rule or plugin that spared it; and how many
     candidates were eligible there. `candidates` are the running tasks by node, in victim
     order; `eligible` says whether one may be a victim of `preemptor` (a reason: spared, and why).
+    Nodes in `passed` are known to have no room for it; those found so are added.
     """
     nodes = statement.nodes
     spared: dict[str, str] = {}
     seen = 0
     for node in nodes.capacity:
+        if passed is not None and node in passed:
+            continue
         here = []
         for task in candidates.get(node, ()):
             verdict = eligible(task)
@@ -64,6 +68,8 @@ def make_room(
         allowed = voted.allowed if voted else []
         spared.update(voted.dropped if voted else {})
         if not _fits_without(nodes, node, preemptor, allowed):
+            if passed is not None:
+                passed.add(node)
             continue
         attempt = Statement(nodes)
         for victim in allowed:
