@@ -22,7 +22,7 @@ from preemptd.scheduling import apply, replay, simulate
 from preemptd.scheduling.volcano import _cycle
 from preemptd.scheduling.volcano._jobs import jobs_of
 from preemptd.scheduling.volcano._nodes import Nodes
-from preemptd.scheduling.volcano._queues import Quotas
+from preemptd.scheduling.volcano._queues import Quotas, demands_of
 from preemptd.scheduling.volcano._shares import QUEUE_EXEMPT
 
 QUEUE_API = "scheduling.volcano.sh/v1beta1"
@@ -158,7 +158,7 @@ def _quotas_now(state: ClusterState) -> Quotas:
     p = state.partitions["default"]
     jobs = jobs_of(p)
     nodes = Nodes.of(p, [task for job in jobs.values() for task in job.tasks])
-    return Quotas(p.settings, p.capacity, jobs, nodes.held)
+    return Quotas(p.settings, p.capacity, demands_of(p, {job.queue for job in jobs.values()}), nodes.held)
 
 
 def _change(held: Any, queue: str, resources: Any, sign: int) -> None:

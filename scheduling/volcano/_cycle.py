@@ -44,7 +44,7 @@ from ._jobs import POD_SLOT, Job, Task, jobs_of
 from ._nodes import Nodes, Statement
 from ._objects import VolcanoConfig
 from ._order import job_key, queue_key, victim_key
-from ._queues import Quotas
+from ._queues import Quotas, demands_of
 from ._victims import Room, make_room
 from ._votes import Ballot
 
@@ -77,7 +77,7 @@ class _Session:
         self.jobs = jobs_of(p)
         self.tasks = {task.id: task for job in self.jobs.values() for task in job.tasks}
         self.nodes = Nodes.of(p, self.tasks.values())
-        self.quotas = Quotas(self.config, p.capacity, self.jobs, self.nodes.held)
+        self.quotas = Quotas(self.config, p.capacity, demands_of(p, {job.queue for job in self.jobs.values()}), self.nodes.held)
         self.ballot = Ballot(
             jobs=self.jobs,
             held=self.nodes.held,
@@ -163,21 +163,20 @@ class _Session:
         """What a queue lets in counts its elastic resources (running tasks beyond their job's
         gang) as free: preemption can take them back."""
         inqueue: dict[str, dict[str, int]] = {}
-        elastic: dict[str, dict[str, int]] = {}
-        for job in self.jobs.values():
-            beyond = sorted((t for t in job.tasks if t.running), key=lambda t: (-t.priority, t.seq))[job.min_available :]
-            elastic[job.queue] = _sum((elastic.get(job.queue, {}), *(t.resources for t in beyond)))
         for queue, jobs in self._queues_in_order(self.jobs.values()):
+            elastic: dict[str, int] | None = None
             for job in jobs:
                 if self._started(job):
                     self.admitted.add(job.id)
                     continue
+                if elastic is None:
+                    elastic = _sum(t.resources for started in jobs for t in _elastic(started))
                 if self._closed(job):
                     self._note(job.pending, f"enqueue: queue {queue} is closed: it takes no new jobs")
                     continue
                 gang = _sum(task.resources for task in job.pending[: job.min_available])
                 wanted = _sum((inqueue.get(queue, {}), gang))
-                refusal = self.quotas.enqueueable(queue, wanted, elastic.get(queue, {}))
+                refusal = self.quotas.enqueueable(queue, wanted, elastic)
                 if refusal:
                     self._note(job.pending, f"enqueue: {refusal}")
                     continue
@@ -480,6 +479,14 @@ def _starving_voters(tiers: tuple) -> tuple[bool, bool]:
         if voters:
             return "gang" in voters, "priority" in voters
     return False, False
+
+
+def _elastic(job: Job) -> list[Task]:
+    """The running tasks of `job` beyond its gang, the last in task order."""
+    running = [t for t in job.tasks if t.running]
+    if len(running) <= job.min_available:
+        return []
+    return sorted(running, key=lambda t: (-t.priority, t.seq))[job.min_available :]
 
 
 def _spared_lines(spared: dict[str, str]) -> tuple[str, ...]:

@@ -23,7 +23,7 @@ __all__ = ["POD_SLOT", "Job", "Task", "jobs_of"]
 POD_SLOT = "pods"
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False, slots=True)  # made for every task each session: no frozen-init cost
 class Task:
     id: str
     job: str
@@ -40,6 +40,11 @@ class Task:
     @property
     def running(self) -> bool:
         return self.status == "running"
+
+    @property
+    def queue_resources(self) -> dict[str, int]:
+        """What it asks of its queue: all but its pod slot."""
+        return {name: amount for name, amount in self.resources.items() if name != POD_SLOT}
 
     @property
     def waiting(self) -> bool:

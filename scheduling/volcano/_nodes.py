@@ -11,7 +11,7 @@ promised to it is not given to another task. A resource the node does not list i
 there.
 
 Beside the nodes, the session keeps what each queue *holds* (its running tasks, those placed
-and those pipelined; not victims in flight) and how many tasks of each job are *ready* (running
+and those pipelined; not victims in flight; pod slots are a node's, not a queue's) and how many tasks of each job are *ready* (running
 or placed) and *pipelined*: the queue rules and the gang vote read them as they change.
 
 A `Statement` records placements, evictions and pipelined preemptors on the nodes as they are
@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from preemptd.projections import PartitionState
+from preemptd.projections import PartitionState, add, subtract
 
 from ._jobs import POD_SLOT, Task
 
@@ -58,11 +58,17 @@ class Nodes:
             if node.preempting:
                 nodes.releasing[name] = _nonzero({**node.preempting, POD_SLOT: sum(1 for t in node.tasks if p.tasks[t].status == "preempting")})
             nodes.pipelined[name] = _nonzero({**node.reserved, POD_SLOT: len(node.reservations)})
+        for name, queue in p.queues.items():  # the fold's aggregates: no pass over the tasks
+            if queue.leaf and (queue.allocated or queue.reserved):
+                held = dict(queue.allocated)
+                subtract(held, queue.preempting)
+                add(held, queue.reserved)
+                nodes.held[name] = _nonzero(held)
         for task in tasks:
-            if task.running or task.reserved is not None:
-                _add(nodes.held.setdefault(task.queue, {}), task.resources, +1)
-                counts = nodes.ready if task.running else nodes.waiting
-                counts[task.job] = counts.get(task.job, 0) + 1
+            if task.status == "running":
+                nodes.ready[task.job] = nodes.ready.get(task.job, 0) + 1
+            elif task.reserved is not None:
+                nodes.waiting[task.job] = nodes.waiting.get(task.job, 0) + 1
         return nodes
 
     def short_now(self, node: str, request: Mapping[str, int]) -> list[str]:
@@ -166,7 +172,7 @@ class Statement:
         if not on_nodes[node] and what != "used":  # undone: as it was
             del on_nodes[node]
         held = -sign if what == "releasing" else sign  # a victim's queue holds it no more
-        _add(nodes.held.setdefault(task.queue, {}), task.resources, held)
+        _add(nodes.held.setdefault(task.queue, {}), task.queue_resources, held)
         counts = nodes.waiting if what == "pipelined" else nodes.ready
         counts[task.job] = counts.get(task.job, 0) + held
 

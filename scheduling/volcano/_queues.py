@@ -18,22 +18,24 @@ queue's limits leave the pod count out.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from fractions import Fraction
 
 from preemptd.events import format_human
+from preemptd.projections import PartitionState, add, subtract
 
-from ._jobs import Job
 from ._objects import Plugin, Queue, VolcanoConfig
 from ._shares import QUEUE_EXEMPT, Demand, capacity_deserved, proportion_deserved, real_capability, share
 
-__all__ = ["Quotas"]
+__all__ = ["Quotas", "demands_of"]
 
 Limits = Mapping[str, Fraction]
 
 
 class Quotas:
-    def __init__(self, config: VolcanoConfig, total: Mapping[str, int], jobs: Mapping[str, Job], held: Mapping[str, Mapping[str, int]]) -> None:
+    def __init__(self, config: VolcanoConfig, total: Mapping[str, int], demands: Mapping[str, Demand], held: Mapping[str, Mapping[str, int]]) -> None:
+        """`demands`: what each queue with jobs holds and asks (`demands_of`); `held`: what
+        each holds, live as the session's statements change it."""
         self.queues = config.queues
         self.held = held  # live: per leaf queue, as the session's statements change it
         self.plugin = _sharing_plugin(config)
@@ -45,7 +47,6 @@ class Quotas:
             if queue.parent is not None:
                 self.children.setdefault(queue.parent, []).append(queue.name)
         if name == "proportion":
-            demands = _demands(jobs)
             self.deserved = proportion_deserved(self.queues, demands, total)
             guarantees = _guarantees(self.queues, demands)
             self.real = {q: real_capability(self.queues[q], total, guarantees) for q in demands}
@@ -168,21 +169,20 @@ def _level(plugin: Plugin | None) -> int:
     return int((plugin.arguments if plugin else {}).get("ancestorReclaimLevel", 0))  # checked when read
 
 
-def _demands(jobs: Mapping[str, Job]) -> dict[str, Demand]:
-    """Per queue with jobs, what its tasks hold (running, or waiting on a node held for them)
-    and what they ask in all."""
-    allocated: dict[str, dict[str, int]] = {}
-    request: dict[str, dict[str, int]] = {}
-    for job in jobs.values():
-        held, asked = allocated.setdefault(job.queue, {}), request.setdefault(job.queue, {})
-        for task in job.tasks:
-            if task.status == "preempting":
-                continue
-            for r, amount in task.resources.items():
-                asked[r] = asked.get(r, 0) + amount
-                if task.running or task.reserved is not None:
-                    held[r] = held.get(r, 0) + amount
-    return {q: Demand(allocated[q], request[q]) for q in sorted(allocated)}
+def demands_of(p: PartitionState, queues: Iterable[str]) -> dict[str, Demand]:
+    """Per queue of `queues` (those with jobs), what it holds (running tasks, and preemptors
+    waiting on a node held for them) and what it asks in all (those and its pending tasks);
+    victims in flight are neither. Read from the fold's aggregates, not task by task."""
+    demands = {}
+    for name in sorted(queues):
+        queue = p.queues[name]
+        running = dict(queue.allocated)
+        subtract(running, queue.preempting)
+        held, asked = dict(running), running
+        add(held, queue.reserved)
+        add(asked, queue.pending)
+        demands[name] = Demand(held, asked)
+    return demands
 
 
 def _guarantees(queues: Mapping[str, Queue], among: Mapping[str, object]) -> dict[str, int]:
