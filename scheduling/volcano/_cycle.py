@@ -291,9 +291,6 @@ class _Session:
         now, else room is made for it; all is kept only if the job then has its gang."""
         statement, evictions = Statement(self.nodes), []
         failed: dict[tuple, Task] = {}  # tasks alike that found no room since the last change
-        # Reclaim only takes (queues hold less, gangs run fewer): a node without room for a
-        # task stays so for the tasks alike of this statement.
-        passed: dict[tuple, set[str]] | None = {} if action == "reclaim" else None
         for task in self._waiting(job):
             if not self._starving(job):
                 break
@@ -308,7 +305,7 @@ class _Session:
             if alike in failed:  # the same search on the same state: the same answer, at no cost
                 self._fail_like(task, failed[alike])
                 continue
-            eviction = self._make_room(task, running, candidate, hook, statement, action, None if passed is None else passed.setdefault(alike, set()))
+            eviction = self._make_room(task, running, candidate, hook, statement, action, fits_no_node_now=True)
             if eviction is None:
                 failed[alike] = task
             else:
@@ -387,7 +384,8 @@ class _Session:
         hook: str,
         statement: Statement,
         action: str,
-        passed: set[str] | None = None,
+        *,
+        fits_no_node_now: bool = False,
     ) -> _Eviction | None:
         leaving = self.gone | {victim.id for victim in statement.evicted}
 
@@ -403,7 +401,7 @@ class _Session:
 
         enough = (lambda: self.quotas.allocatable(task.queue, task.resources) is None) if action == "preempt" else (lambda: True)
         guard = self.quotas.name if action == "reclaim" and self.quotas.plugin else None  # the design: never below deserved
-        room, spared, seen = make_room(task, running, eligible, hook, self.conf, self.ballot, statement, enough, guard, passed)
+        room, spared, seen = make_room(task, running, eligible, hook, self.conf, self.ballot, statement, enough, guard, fits_no_node_now)
         if room is None:
             if not seen:
                 self._note([task], f"{action}: no running task may make room for it" + (" (spared: see the explanation)" if spared else ""))

@@ -10,7 +10,7 @@ does not fit has its evictions undone, and the next node is tried.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ._jobs import Task
@@ -40,20 +40,22 @@ def make_room(
     statement: Statement,
     enough: Callable[[], bool] = lambda: True,
     guard: str | None = None,
-    passed: set[str] | None = None,
+    fits_no_node_now: bool = False,
 ) -> tuple[Room | None, dict[str, str], int]:
     """The node and victims that make room for `preemptor` (kept in `statement`), or None;
     per candidate spared on the nodes tried, the rule or plugin that spared it; and how many
     candidates were eligible there. `candidates` are the running tasks by node, in victim
     order; `eligible` says whether one may be a victim of `preemptor` (a reason: spared, and why).
-    Nodes in `passed` are known to have no room for it; those found so are added.
+    When it `fits_no_node_now` (just checked), a node without candidates could take it only with what
+    is being released there: the others are not looked at.
     """
     nodes = statement.nodes
     spared: dict[str, str] = {}
     seen = 0
-    for node in nodes.capacity:
-        if passed is not None and node in passed:
-            continue
+    tried: Iterable[str] = nodes.capacity
+    if fits_no_node_now:
+        tried = sorted(node for node in {*candidates, *nodes.releasing} if node in nodes.capacity)
+    for node in tried:
         here = []
         for task in candidates.get(node, ()):
             verdict = eligible(task)
@@ -68,8 +70,6 @@ def make_room(
         allowed = voted.allowed if voted else []
         spared.update(voted.dropped if voted else {})
         if not _fits_without(nodes, node, preemptor, allowed):
-            if passed is not None:
-                passed.add(node)
             continue
         attempt = Statement(nodes)
         for victim in allowed:
