@@ -59,3 +59,14 @@ def test_victims_go_the_other_way_round() -> None:
     ]
     ordered = sorted(tasks, key=victim_key(QUEUES, SHARES, jobs))
     assert [t.id for t in ordered] == ["b-low-new", "b-low-old", "b-low-important", "b-high-0", "a-low-0", "vip-low-0"]
+
+
+def test_with_gang_order_a_job_below_its_gang_goes_first_and_is_a_victim_last() -> None:
+    """Volcano issue #2622's lesson, with gang's job order: among jobs of one priority, a job
+    already below its gang is served first and robbed last."""
+    broken = Job(id="broken", queue="a", priority=0, min_available=3, seq=2, tasks=[task("broken-0", "broken", "a", 0, 20)])
+    whole = Job(id="whole", queue="a", priority=0, min_available=1, seq=1, tasks=[task("whole-0", "whole", "a", 0, 10)])
+    assert [j.id for j in sorted([whole, broken], key=lambda j: job_key(j, gang_order=True))] == ["broken", "whole"]
+    assert [j.id for j in sorted([whole, broken], key=job_key)] == ["whole", "broken"], "without it: the older first"
+    key = victim_key(QUEUES, SHARES, {"broken": broken, "whole": whole}, gang_order=True)
+    assert [t.id for t in sorted([*broken.tasks, *whole.tasks], key=key)] == ["whole-0", "broken-0"]

@@ -16,10 +16,10 @@ __all__ = ["allocate_job"]
 
 
 def allocate_job(
-    job: Job, nodes: Nodes, tasks: Iterable[Task] | None = None, queue_refuses: Callable[[Task], str | None] = lambda task: None
+    job: Job, nodes: Nodes, tasks: Iterable[Task] | None = None, queue_refuses: Callable[[Task], str | None] = lambda task: None, *, gang: bool = True
 ) -> tuple[list[tuple[Task, str]], dict[str, str]]:
     """The placements kept of `tasks` (the job's pending ones by default), and, for each task
-    not placed, why."""
+    not placed, why. Without `gang` (no gang plugin votes on readiness), all are kept."""
     statement = Statement(nodes)
     unplaced: dict[str, str] = {}
     for task in job.pending if tasks is None else tasks:
@@ -30,9 +30,11 @@ def allocate_job(
             continue
         statement.allocate(task, node)
     placed = len(statement.placed)
-    gang = nodes.ready.get(job.id, 0) + nodes.waiting.get(job.id, 0)  # the placements counted
-    if gang >= job.min_available:
+    in_all = nodes.ready.get(job.id, 0) + nodes.waiting.get(job.id, 0)  # the placements counted
+    if not gang or in_all >= job.min_available:
         return statement.commit(), unplaced
     statement.discard()
-    short = f"gang: job {job.id} needs {plural(job.min_available, 'task')} placed to start (min_available): {gang - placed} placed, {placed} more could be now"
+    short = (
+        f"gang: job {job.id} needs {plural(job.min_available, 'task')} placed to start (min_available): {in_all - placed} placed, {placed} more could be now"
+    )
     return [], {task.id: short for task in (job.pending if tasks is None else tasks)}

@@ -16,7 +16,8 @@ the cluster; then every task still waiting is told why.
   the job's evictions are made only if it then has its gang. Then, within each job still
   starving, a pending task evicts running tasks of its own job with a lower task priority, one
   preemptor at a time, until one cannot.
-- **reclaim**: queues that hold less than they deserve, their starving jobs in order: a pending
+- **reclaim**: queues that hold less than they deserve, taking turns a job at a time by share
+  (as in allocate), for their starving jobs: a pending
   task the queue may reclaim for (preemptive) evicts running tasks of other reclaimable queues
   through the votes (hook `reclaimable`), only until it fits; the job's evictions are made only
   if it then has its gang.
@@ -31,6 +32,7 @@ of higher priority than the reclaimer's (the design's queue levels; Volcano orde
 
 from __future__ import annotations
 
+import functools
 import heapq
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -86,6 +88,9 @@ class _Session:
             guarantees={q.name: q.guarantee or {} for q in self.config.queues.values()},
         )
         self.starving_voters = _starving_voters(self.conf.tiers)
+        gang = next((plugin for tier in self.conf.tiers for plugin in tier if plugin.name == "gang"), None)
+        self.gang_ready = gang is not None and gang.enabled("enableJobReady")  # nothing votes: every job is ready
+        self.job_key = functools.partial(job_key, gang_order=gang is not None and gang.enabled("enableJobOrder"))
         self.admitted: set[str] = set()  # jobs let in this session
         self.settled: set[str] = set()  # tasks placed or pipelined this session
         self.gone: set[str] = set()  # victims evicted this session
@@ -121,7 +126,7 @@ class _Session:
         return job.starving(gang=gang, priority=priority, placed=placed)
 
     def _has_gang(self, job: Job) -> bool:
-        return self.nodes.ready.get(job.id, 0) + self.nodes.waiting.get(job.id, 0) >= job.min_available
+        return not self.gang_ready or self.nodes.ready.get(job.id, 0) + self.nodes.waiting.get(job.id, 0) >= job.min_available
 
     def _queues_in_order(self, jobs: Iterable[Job]) -> list[tuple[str, list[Job]]]:
         """The queues of `jobs` by priority then share, each with its jobs in job order."""
@@ -129,7 +134,7 @@ class _Session:
         for job in jobs:
             by_queue.setdefault(job.queue, []).append(job)
         ordered = sorted(by_queue, key=lambda q: queue_key(self.config.queues[q], self.quotas.share(q)))
-        return [(q, sorted(by_queue[q], key=job_key)) for q in ordered]
+        return [(q, sorted(by_queue[q], key=self.job_key)) for q in ordered]
 
     def _note(self, tasks: Iterable[Task], why: str) -> None:
         for task in tasks:
@@ -174,34 +179,39 @@ class _Session:
                 if self._closed(job):
                     self._note(job.pending, f"enqueue: queue {queue} is closed: it takes no new jobs")
                     continue
-                gang = _sum(task.resources for task in job.pending[: job.min_available])
-                wanted = _sum((inqueue.get(queue, {}), gang))
-                refusal = self.quotas.enqueueable(queue, wanted, elastic)
+                gang = _sum(task.queue_resources for task in job.pending[: job.min_available])
+                refusal = self.quotas.enqueueable(queue, gang, inqueue, elastic)
                 if refusal:
                     self._note(job.pending, f"enqueue: {refusal}")
                     continue
-                inqueue[queue] = wanted
+                for limited in self.quotas.lineage(queue):
+                    inqueue[limited] = _sum((inqueue.get(limited, {}), gang))
                 self.admitted.add(job.id)
 
     def _allocate(self) -> None:
         lines = self._queues_in_order(job for job in self.jobs.values() if job.id in self.admitted and self._waiting(job))
+        self._in_turns(lines, lambda queue, job: self._place(job, "allocate", lambda task: self.quotas.allocatable(queue, task.resources)))
+
+    def _in_turns(self, lines: list[tuple[str, list[Job]]], serve: Callable[[str, Job], None]) -> None:
+        """Queues in order, one job at a time: after each, its queue goes back in line by its
+        share as it is then (Volcano's priority queue of queues)."""
         heap = [(queue_key(self.config.queues[q], self.quotas.share(q)), q) for q, _ in lines]
         heapq.heapify(heap)
         jobs = {q: list(reversed(js)) for q, js in lines}
         while heap:
             _, queue = heapq.heappop(heap)
-            self._place(jobs[queue].pop(), "allocate", lambda task, queue=queue: self.quotas.allocatable(queue, task.resources))
+            serve(queue, jobs[queue].pop())
             if jobs[queue]:
                 heapq.heappush(heap, (queue_key(self.config.queues[queue], self.quotas.share(queue)), queue))
 
     def _backfill(self) -> None:
-        for job in sorted((self.jobs[j] for j in self.admitted), key=job_key):
+        for job in sorted((self.jobs[j] for j in self.admitted), key=self.job_key):
             best_effort = [task for task in self._waiting(job) if task.best_effort]
             if best_effort:
                 self._place(job, "backfill", tasks=best_effort)
 
     def _place(self, job: Job, action: str, queue_refuses: Callable[[Task], str | None] = lambda task: None, tasks: list[Task] | None = None) -> None:
-        placed, unplaced = allocate_job(job, self.nodes, self._waiting(job) if tasks is None else tasks, queue_refuses)
+        placed, unplaced = allocate_job(job, self.nodes, self._waiting(job) if tasks is None else tasks, queue_refuses, gang=self.gang_ready)
         for task, node in placed:
             self.settled.add(task.id)
             self._allocated(
@@ -244,21 +254,21 @@ class _Session:
                 self._within_job(job, mine)
 
     def _reclaim(self) -> None:
-        running: dict[str, list[Task]] | None = None  # sorted once a queue may reclaim
-        for queue, jobs in self._starving_jobs():
+        running: dict[str, list[Task]] = {}  # sorted once a queue may reclaim
+
+        def serve(queue: str, job: Job) -> None:
             if self.quotas.overused(queue):
-                self._note(
-                    (t for job in jobs for t in self._waiting(job)), f"reclaim: queue {queue} holds what it deserves ({self.quotas.name}): it reclaims nothing"
-                )
-                continue
-            if running is None:
-                running = self._running_by_node()
-            for job in jobs:
-                self._for_gang(job, "reclaim", running, lambda t, queue=queue: self._reclaimable(t, queue), "reclaimable")
+                self._note(self._waiting(job), f"reclaim: queue {queue} holds what it deserves ({self.quotas.name}): it reclaims nothing")
+                return
+            if not running:
+                running.update(self._running_by_node())
+            self._for_gang(job, "reclaim", running, lambda t: self._reclaimable(t, queue), "reclaimable")
+
+        self._in_turns(self._starving_jobs(), serve)
 
     def _victim_key(self) -> Callable[[Task], tuple]:
         """Victim order, as the shares are now."""
-        return victim_key(self.config.queues, {q: self.quotas.share(q) for q in self.config.queues}, self.jobs)
+        return victim_key(self.config.queues, {q: self.quotas.share(q) for q in self.config.queues}, self.jobs, gang_order=self.job_key.keywords["gang_order"])
 
     def _running_by_node(self) -> dict[str, list[Task]]:
         """The running tasks by node, in victim order."""

@@ -7,8 +7,9 @@ every task takes one slot) and what is *used* by the tasks bound there. Victims 
 future when its request is within idle (capacity less used) plus releasing less pipelined
 (Volcano's FutureIdle), and now when it fits both idle and the future: a preemptor waits for its
 room across cycles here (Volcano forgets a pipelined task at the end of a session), so what is
-promised to it is not given to another task. A resource the node does not list is not limited
-there.
+promised to it is not given to another task. A node has none of a resource it does not list,
+as Volcano's predicates see it (a GPU task does not fit a node without GPUs), except pods: a
+node published without a pod count is not limited in pods.
 
 Beside the nodes, the session keeps what each queue *holds* (its running tasks, those placed
 and those pipelined; not victims in flight; pod slots are a node's, not a queue's) and how many tasks of each job are *ready* (running
@@ -84,7 +85,10 @@ class Nodes:
         releasing, pipelined = self.releasing.get(node, {}), self.pipelined.get(node, {})
         short = []
         for name, amount in request.items():
-            if name not in capacity or not amount:
+            if not amount or (name == POD_SLOT and name not in capacity):
+                continue
+            if name not in capacity:
+                short.append(name)
                 continue
             idle = capacity[name] - used.get(name, 0)
             future_idle = idle + releasing.get(name, 0) - pipelined.get(name, 0)

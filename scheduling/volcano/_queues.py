@@ -25,7 +25,7 @@ from preemptd.events import format_human
 from preemptd.projections import PartitionState, add, subtract
 
 from ._objects import Plugin, Queue, VolcanoConfig
-from ._shares import QUEUE_EXEMPT, Demand, capacity_deserved, proportion_deserved, real_capability, share
+from ._shares import QUEUE_EXEMPT, Demand, capacity_deserved, capped_deserved, proportion_deserved, real_capability, share
 
 __all__ = ["Quotas", "demands_of"]
 
@@ -50,11 +50,14 @@ class Quotas:
             self.deserved = proportion_deserved(self.queues, demands, total)
             guarantees = _guarantees(self.queues, demands)
             self.real = {q: real_capability(self.queues[q], total, guarantees) for q in demands}
+        elif name == "capacity" and self.hierarchy:
+            self.real = self._real_top_down(total)
+            self.deserved = {q: capped_deserved(self.queues[q], self.real[q]) for q in self.queues}
         elif name == "capacity":
             everyone = dict.fromkeys(self.queues, Demand({}, {}))
             self.deserved = capacity_deserved(self.queues, everyone, total)
             guarantees = _guarantees(self.queues, everyone)
-            self.real = self._inherited({q: real_capability(self.queues[q], total, guarantees) for q in self.queues})
+            self.real = {q: real_capability(self.queues[q], total, guarantees) for q in self.queues}
         else:
             self.deserved, self.real = {}, {}
 
@@ -86,18 +89,26 @@ class Quotas:
                     return refusal
         return None
 
-    def enqueueable(self, queue: str, request: Mapping[str, int], elastic: Mapping[str, int]) -> str | None:
-        """Why jobs asking `request` to start may not be let into `queue` (None: they may),
-        counting what it holds less `elastic` (what preemption could take back)."""
+    def enqueueable(self, queue: str, request: Mapping[str, int], inqueue: Mapping[str, Mapping[str, int]], elastic: Mapping[str, int]) -> str | None:
+        """Why a job asking `request` to start may not be let into `queue` (None: it may),
+        beside what was let in before it (`inqueue`, per queue and ancestor), counting what the
+        queue holds less `elastic` (what preemption could take back)."""
         for limited in self._limited(queue):
-            refusal = self._over(limited, request, self.real.get(limited, {}), "may have (its capability)", elastic)
+            wanted = dict(request)
+            add(wanted, inqueue.get(limited, {}))
+            refusal = self._over(limited, wanted, self.real.get(limited, {}), "may have (its capability)", elastic if limited == queue else None)
             if refusal:
                 return refusal
         return None
 
+    def lineage(self, queue: str) -> list[str]:
+        """The queues whose limits `queue`'s tasks count against: it, and under hierarchy its ancestors."""
+        return self._limited(queue)
+
     def overused(self, queue: str) -> bool:
-        """So is every ancestor up to the reclaim level, for capacity."""
-        return all(self._holds_all_it_deserves(q) for q in self._lineage(queue)[: self.reclaim_level + 1])
+        """So is every ancestor up to the reclaim level, for capacity. Without a sharing
+        plugin, nothing votes: no queue is."""
+        return self.plugin is not None and all(self._holds_all_it_deserves(q) for q in self._lineage(queue)[: self.reclaim_level + 1])
 
     def _holds_all_it_deserves(self, queue: str) -> bool:
         held, deserved = self.holds(queue), self.deserved.get(queue, {})
@@ -149,14 +160,24 @@ class Quotas:
     def _limited(self, queue: str) -> list[str]:
         return self._lineage(queue) if self.hierarchy else [queue]
 
-    def _inherited(self, real: dict[str, dict[str, Fraction]]) -> dict[str, dict[str, Fraction]]:
-        """Under hierarchy, a queue may have no more than its parent may."""
-        if not self.hierarchy:
-            return real
-        for queue in _parents_first(self.queues):
-            parent = self.queues[queue].parent
-            if parent is not None and parent != "root":
-                real[queue] = {r: min(amount, real[parent].get(r, amount)) for r, amount in real[queue].items()}
+    def _real_top_down(self, total: Mapping[str, int]) -> dict[str, dict[str, Fraction]]:
+        """Under hierarchy, from the root down: a queue may have what its parent may, less its
+        siblings' guarantees, capped by its capability."""
+        real = {"root": {r: Fraction(a) for r, a in total.items() if r not in QUEUE_EXEMPT}}
+        siblings: dict[str, list[Queue]] = {}
+        for queue in self.queues.values():
+            if queue.name != "root":
+                siblings.setdefault(queue.parent or "root", []).append(queue)
+        for name in _parents_first(self.queues):
+            if name == "root":
+                continue
+            queue = self.queues[name]
+            others = _guarantees(self.queues, [q.name for q in siblings[queue.parent or "root"] if q.name != name])
+            amounts = {r: a - others.get(r, 0) for r, a in real[queue.parent or "root"].items()}
+            for r, cap in (queue.capability or {}).items():
+                if r in amounts:
+                    amounts[r] = min(amounts[r], Fraction(cap))
+            real[name] = amounts
         return real
 
 
@@ -185,7 +206,7 @@ def demands_of(p: PartitionState, queues: Iterable[str]) -> dict[str, Demand]:
     return demands
 
 
-def _guarantees(queues: Mapping[str, Queue], among: Mapping[str, object]) -> dict[str, int]:
+def _guarantees(queues: Mapping[str, Queue], among: Iterable[str]) -> dict[str, int]:
     total: dict[str, int] = {}
     for name in among:
         for r, amount in (queues[name].guarantee or {}).items():

@@ -30,7 +30,7 @@ from fractions import Fraction
 
 from ._objects import Queue
 
-__all__ = ["Demand", "capacity_deserved", "proportion_deserved", "real_capability", "share"]
+__all__ = ["Demand", "capacity_deserved", "capped_deserved", "proportion_deserved", "real_capability", "share"]
 
 Amounts = dict[str, Fraction]
 QUEUE_EXEMPT = frozenset({"pods"})  # a node's capacity, not a queue's
@@ -88,15 +88,15 @@ def capacity_deserved(queues: Mapping[str, Queue], demands: Mapping[str, Demand]
     """What each queue of `demands` deserves under capacity: its `spec.deserved`, capped by
     its real capability and raised to its guarantee."""
     guarantees = _sum(q.guarantee or {} for name, q in queues.items() if name in demands)
-    deserved: dict[str, Amounts] = {}
-    for name in demands:
-        queue = queues[name]
-        real = real_capability(queue, total, guarantees)
-        amounts = {r: min(Fraction(a), real.get(r, Fraction(a))) for r, a in (queue.deserved or {}).items() if r not in QUEUE_EXEMPT}
-        for r, g in (queue.guarantee or {}).items():
-            amounts[r] = max(amounts.get(r, Fraction(0)), Fraction(g))
-        deserved[name] = amounts
-    return deserved
+    return {name: capped_deserved(queues[name], real_capability(queues[name], total, guarantees)) for name in demands}
+
+
+def capped_deserved(queue: Queue, real: Mapping[str, Fraction]) -> Amounts:
+    """`queue`'s `spec.deserved`, capped by what it may have (`real`), raised to its guarantee."""
+    amounts = {r: min(Fraction(a), real.get(r, Fraction(a))) for r, a in (queue.deserved or {}).items() if r not in QUEUE_EXEMPT}
+    for r, g in (queue.guarantee or {}).items():
+        amounts[r] = max(amounts.get(r, Fraction(0)), Fraction(g))
+    return amounts
 
 
 def share(allocated: Mapping[str, int], deserved: Mapping[str, Fraction]) -> Fraction:
