@@ -5,6 +5,9 @@ by `tail --json`, and `explain` naming the plugin and rule that took or spared e
 from __future__ import annotations
 
 import json
+import re
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from conftest import preemptd
@@ -60,6 +63,19 @@ def test_a_volcano_queue_reclaims_its_share_through_the_daemon(daemon_factory, t
         assert tail.returncode == 0, tail.stderr
         return [json.loads(line) for line in tail.stdout.splitlines()]
 
+    def decisions_until(enough: Callable[[list[dict]], bool]) -> list[dict]:
+        """The decisions so far, once `enough` says they are (cycles may split a batch of
+        events, and a task may say why it waits before its job is whole)."""
+        deadline = time.monotonic() + 30
+        while True:
+            tail = preemptd("tail", "--json", "--from-start", "--timeout", "2", "--state-dir", state)
+            found = [json.loads(line) for line in tail.stdout.splitlines()]
+            if enough(found) or time.monotonic() > deadline:
+                return found
+
+    def preempted(found: list[dict]) -> list[dict]:
+        return [d for d in found if d["type"] == "decision.preempted"]
+
     publish(
         "- {type: node.upserted, node: node-1, capacity: {cpu: 4, pods: 110}}\n"
         "- {type: app.submitted, app: sweep, queue: research, min_available: 1}\n"
@@ -72,17 +88,20 @@ def test_a_volcano_queue_reclaims_its_share_through_the_daemon(daemon_factory, t
         "- {type: task.submitted, task: serve-0, app: serve, resources: {cpu: 1}}\n"
         "- {type: task.submitted, task: serve-1, app: serve, resources: {cpu: 1}}\n"
     )
-    reclaimed = [d for d in decisions(6) if d["type"] == "decision.preempted"]
+    reclaimed = preempted(decisions_until(lambda found: len(preempted(found)) >= 2))
     assert [(d["preemptor"], [v["task"] for v in d["victims"]]) for d in reclaimed] == [("serve-0", ["sweep-3"]), ("serve-1", ["sweep-2"])]
     assert reclaimed[0]["reason"].startswith("reclaim: queue production takes back what it deserves (proportion)")
     assert reclaimed[0]["victims"][0]["why"] == "reclaim: queue research held more than it deserves (cpu 2); allowed by gang, conformance, proportion"
 
     publish("- {type: task.released, task: sweep-3, reason: preempted}\n- {type: task.released, task: sweep-2, reason: preempted}\n")
-    landed = decisions(8)[6:]
-    assert [(d["type"], d["task"], d["node"]) for d in landed] == [("decision.allocated", "serve-0", "node-1"), ("decision.allocated", "serve-1", "node-1")]
+
+    def landed(found: list[dict]) -> list[tuple]:
+        return [(d["task"], d["node"]) for d in found if d["type"] == "decision.allocated" and d["task"].startswith("serve")]
+
+    assert landed(decisions_until(lambda found: len(landed(found)) >= 2)) == [("serve-0", "node-1"), ("serve-1", "node-1")]
     assert daemon.stop() == 0
     replay = preemptd("replay", "--db", str(daemon.state_dir / "preemptd.db"), "--quiet")
-    assert "all 8 decisions reproduced" in replay.stdout, replay.stdout + replay.stderr
+    assert re.search(r"all \d+ decisions reproduced", replay.stdout), replay.stdout + replay.stderr
 
 
 def test_explain_names_the_plugin_and_rule_that_took_or_spared_each_candidate(tmp_path: Path) -> None:

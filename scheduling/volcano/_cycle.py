@@ -47,6 +47,7 @@ from ._nodes import Nodes, Statement
 from ._objects import VolcanoConfig
 from ._order import job_key, queue_key, victim_key
 from ._queues import Quotas, demands_of
+from ._shares import summed
 from ._victims import Room, make_room
 from ._votes import Ballot
 
@@ -175,17 +176,17 @@ class _Session:
                     self.admitted.add(job.id)
                     continue
                 if elastic is None:
-                    elastic = _sum(t.resources for started in jobs for t in _elastic(started))
+                    elastic = summed(t.resources for started in jobs for t in _elastic(started))
                 if self._closed(job):
                     self._note(job.pending, f"enqueue: queue {queue} is closed: it takes no new jobs")
                     continue
-                gang = _sum(task.queue_resources for task in job.pending[: job.min_available])
+                gang = summed(task.queue_resources for task in job.pending[: job.min_available])
                 refusal = self.quotas.enqueueable(queue, gang, inqueue, elastic)
                 if refusal:
                     self._note(job.pending, f"enqueue: {refusal}")
                     continue
                 for limited in self.quotas.lineage(queue):
-                    inqueue[limited] = _sum((inqueue.get(limited, {}), gang))
+                    inqueue[limited] = summed((inqueue.get(limited, {}), gang))
                 self.admitted.add(job.id)
 
     def _allocate(self) -> None:
@@ -502,11 +503,3 @@ def _spared_lines(spared: dict[str, str]) -> tuple[str, ...]:
     if len(lines) > SPARED_SHOWN:
         lines = [*lines[:SPARED_SHOWN], f"and {len(lines) - SPARED_SHOWN} more candidates spared"]
     return tuple(lines)
-
-
-def _sum(amounts: Iterable[dict[str, int]]) -> dict[str, int]:
-    total: dict[str, int] = {}
-    for one in amounts:
-        for r, amount in one.items():
-            total[r] = total.get(r, 0) + amount
-    return total

@@ -25,7 +25,7 @@ from preemptd.events import format_human
 from preemptd.projections import PartitionState, add, subtract
 
 from ._objects import Plugin, Queue, VolcanoConfig
-from ._shares import QUEUE_EXEMPT, Demand, capacity_deserved, capped_deserved, proportion_deserved, real_capability, share
+from ._shares import QUEUE_EXEMPT, Demand, capacity_deserved, capped_deserved, proportion_deserved, real_capability, share, summed
 
 __all__ = ["Quotas", "demands_of"]
 
@@ -48,7 +48,7 @@ class Quotas:
                 self.children.setdefault(queue.parent, []).append(queue.name)
         if name == "proportion":
             self.deserved = proportion_deserved(self.queues, demands, total)
-            guarantees = _guarantees(self.queues, demands)
+            guarantees = summed(self.queues[q].guarantee or {} for q in demands)
             self.real = {q: real_capability(self.queues[q], total, guarantees) for q in demands}
         elif name == "capacity" and self.hierarchy:
             self.real = self._real_top_down(total)
@@ -56,7 +56,7 @@ class Quotas:
         elif name == "capacity":
             everyone = dict.fromkeys(self.queues, Demand({}, {}))
             self.deserved = capacity_deserved(self.queues, everyone, total)
-            guarantees = _guarantees(self.queues, everyone)
+            guarantees = summed(self.queues[q].guarantee or {} for q in everyone)
             self.real = {q: real_capability(self.queues[q], total, guarantees) for q in self.queues}
         else:
             self.deserved, self.real = {}, {}
@@ -172,7 +172,7 @@ class Quotas:
             if name == "root":
                 continue
             queue = self.queues[name]
-            others = _guarantees(self.queues, [q.name for q in siblings[queue.parent or "root"] if q.name != name])
+            others = summed(q.guarantee or {} for q in siblings[queue.parent or "root"] if q.name != name)
             amounts = {r: a - others.get(r, 0) for r, a in real[queue.parent or "root"].items()}
             for r, cap in (queue.capability or {}).items():
                 if r in amounts:
@@ -204,14 +204,6 @@ def demands_of(p: PartitionState, queues: Iterable[str]) -> dict[str, Demand]:
         add(asked, queue.pending)
         demands[name] = Demand(held, asked)
     return demands
-
-
-def _guarantees(queues: Mapping[str, Queue], among: Iterable[str]) -> dict[str, int]:
-    total: dict[str, int] = {}
-    for name in among:
-        for r, amount in (queues[name].guarantee or {}).items():
-            total[r] = total.get(r, 0) + amount
-    return total
 
 
 def _parents_first(queues: Mapping[str, Queue]) -> list[str]:

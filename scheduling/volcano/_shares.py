@@ -30,7 +30,7 @@ from fractions import Fraction
 
 from ._objects import Queue
 
-__all__ = ["Demand", "capacity_deserved", "capped_deserved", "proportion_deserved", "real_capability", "share"]
+__all__ = ["Demand", "capacity_deserved", "capped_deserved", "proportion_deserved", "real_capability", "share", "summed"]
 
 Amounts = dict[str, Fraction]
 QUEUE_EXEMPT = frozenset({"pods"})  # a node's capacity, not a queue's
@@ -57,7 +57,7 @@ def real_capability(queue: Queue, total: Mapping[str, int], guarantees: Mapping[
 
 def proportion_deserved(queues: Mapping[str, Queue], demands: Mapping[str, Demand], total: Mapping[str, int]) -> dict[str, Amounts]:
     """What each queue of `demands` (the queues with jobs) deserves under proportion."""
-    guarantees = _sum(q.guarantee or {} for name, q in queues.items() if name in demands)
+    guarantees = summed(q.guarantee or {} for name, q in queues.items() if name in demands)
     real = {name: real_capability(queues[name], total, guarantees) for name in demands}
     deserved: dict[str, Amounts] = {name: {} for name in demands}
     met: set[str] = set()
@@ -87,7 +87,7 @@ def proportion_deserved(queues: Mapping[str, Queue], demands: Mapping[str, Deman
 def capacity_deserved(queues: Mapping[str, Queue], demands: Mapping[str, Demand], total: Mapping[str, int]) -> dict[str, Amounts]:
     """What each queue of `demands` deserves under capacity: its `spec.deserved`, capped by
     its real capability and raised to its guarantee."""
-    guarantees = _sum(q.guarantee or {} for name, q in queues.items() if name in demands)
+    guarantees = summed(q.guarantee or {} for name, q in queues.items() if name in demands)
     return {name: capped_deserved(queues[name], real_capability(queues[name], total, guarantees)) for name in demands}
 
 
@@ -116,7 +116,8 @@ def _clamped(grown: Amounts, real: Amounts, request: Mapping[str, int], guarante
     return clamped
 
 
-def _sum(amounts: Iterable[Mapping[str, int]]) -> dict[str, int]:
+def summed(amounts: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    """The sum of `amounts`, per resource."""
     total: dict[str, int] = {}
     for one in amounts:
         for r, a in one.items():
