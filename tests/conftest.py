@@ -4,11 +4,13 @@ events (as a shim would publish them) folds into."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -81,6 +83,31 @@ class DaemonProcess:
 
     def log_text(self) -> str:
         return self.log.read_text()
+
+    # -- a shim's view: publish events, read decisions ---------------------------------------
+
+    def publish(self, text: str) -> None:
+        """Publish the events of `text` (a YAML list) with `preemptd publish`."""
+        events = self.state_dir.parent / f"{self.state_dir.name}-events.yaml"
+        events.write_text(text)
+        published = preemptd("publish", str(events), "--state-dir", str(self.state_dir))
+        assert published.returncode == 0, published.stderr
+
+    def decisions(self, count: int) -> list[dict]:
+        """The first `count` decisions on the stream (waiting up to 30 s for them)."""
+        tail = preemptd("tail", "--json", "--from-start", "--count", str(count), "--timeout", "30", "--state-dir", str(self.state_dir))
+        assert tail.returncode == 0, tail.stderr
+        return [json.loads(line) for line in tail.stdout.splitlines()]
+
+    def decisions_until(self, enough: Callable[[list[dict]], bool], timeout: float = 30) -> list[dict]:
+        """The decisions so far, once `enough` says they are: for counts that depend on how
+        cycles split a batch of events (a task may say why it waits before its job is whole)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            tail = preemptd("tail", "--json", "--from-start", "--timeout", "2", "--state-dir", str(self.state_dir))
+            found = [json.loads(line) for line in tail.stdout.splitlines()]
+            if enough(found) or time.monotonic() > deadline:
+                return found
 
 
 @pytest.fixture

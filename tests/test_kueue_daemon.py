@@ -3,7 +3,6 @@ workload published through NATS, and its eviction received by `tail --json`."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from conftest import preemptd
@@ -29,23 +28,9 @@ def test_a_kueue_workload_evicts_a_lower_priority_one_through_the_daemon(daemon_
     config = tmp_path / "kueue.yaml"
     config.write_text(KUEUE_OBJECTS)
     daemon = daemon_factory("--config", str(config)).start()
-    state = str(daemon.state_dir)
+    publish, decisions = daemon.publish, daemon.decisions
 
-    def publish(text: str) -> None:
-        events = tmp_path / "events.yaml"
-        events.write_text(text)
-        published = preemptd("publish", str(events), "--state-dir", state)
-        assert published.returncode == 0, published.stderr
-
-    def decisions(count: int) -> list[dict]:
-        tail = preemptd("tail", "--json", "--from-start", "--count", str(count), "--timeout", "30", "--state-dir", state)
-        assert tail.returncode == 0, tail.stderr
-        return [json.loads(line) for line in tail.stdout.splitlines()]
-
-    publish(
-        "- {type: app.submitted, app: batch, queue: ml/training, priority: 0}\n"
-        "- {type: task.submitted, task: batch-0, app: batch, resources: {cpu: 4}}\n"
-    )
+    publish("- {type: app.submitted, app: batch, queue: ml/training, priority: 0}\n- {type: task.submitted, task: batch-0, app: batch, resources: {cpu: 4}}\n")
     [admitted] = decisions(1)
     assert (admitted["type"], admitted["app"], admitted["queue"], admitted["flavors"]) == ("decision.admitted", "batch", "team-a", {"cpu": "default-flavor"})
 

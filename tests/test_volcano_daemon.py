@@ -4,10 +4,7 @@ by `tail --json`, and `explain` naming the plugin and rule that took or spared e
 
 from __future__ import annotations
 
-import json
 import re
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from conftest import preemptd
@@ -50,28 +47,7 @@ def test_a_volcano_queue_reclaims_its_share_through_the_daemon(daemon_factory, t
     config = tmp_path / "volcano.yaml"
     config.write_text(VOLCANO_OBJECTS)
     daemon = daemon_factory("--config", str(config)).start()
-    state = str(daemon.state_dir)
-
-    def publish(text: str) -> None:
-        events = tmp_path / "events.yaml"
-        events.write_text(text)
-        published = preemptd("publish", str(events), "--state-dir", state)
-        assert published.returncode == 0, published.stderr
-
-    def decisions(count: int) -> list[dict]:
-        tail = preemptd("tail", "--json", "--from-start", "--count", str(count), "--timeout", "30", "--state-dir", state)
-        assert tail.returncode == 0, tail.stderr
-        return [json.loads(line) for line in tail.stdout.splitlines()]
-
-    def decisions_until(enough: Callable[[list[dict]], bool]) -> list[dict]:
-        """The decisions so far, once `enough` says they are (cycles may split a batch of
-        events, and a task may say why it waits before its job is whole)."""
-        deadline = time.monotonic() + 30
-        while True:
-            tail = preemptd("tail", "--json", "--from-start", "--timeout", "2", "--state-dir", state)
-            found = [json.loads(line) for line in tail.stdout.splitlines()]
-            if enough(found) or time.monotonic() > deadline:
-                return found
+    publish, decisions, decisions_until = daemon.publish, daemon.decisions, daemon.decisions_until
 
     def preempted(found: list[dict]) -> list[dict]:
         return [d for d in found if d["type"] == "decision.preempted"]
