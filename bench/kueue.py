@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import argparse
 import gc
-import statistics
 import time
 from typing import Any
+
+from _figures import ms, percentiles
 
 from preemptd import events as ev
 from preemptd.projections import ClusterState, LogRecord
@@ -183,13 +184,6 @@ def _baseline_candidates(search: Any) -> float:
     return time.perf_counter() - started
 
 
-def _percentiles(values: list[float]) -> tuple[float, float]:
-    values = sorted(values)
-    return statistics.median(values), values[min(len(values) - 1, int(len(values) * 0.99))]
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1000:.2f} ms"
 
 
 def main() -> None:
@@ -202,10 +196,10 @@ def main() -> None:
         print(f"admission, {shape}: {rate:,.0f} admissions/s = {rate / baseline:.3f} of a plain quota loop ({baseline:,.0f}/s)")
         for fair_sharing in (False, True):
             timings, baselines, preempted, admitted = bench_preemption(queues, fair_sharing=fair_sharing)
-            p50, p99 = _percentiles(timings)
-            b50, _ = _percentiles(baselines)
+            p50, p99 = percentiles(timings)
+            b50, _ = percentiles(baselines)
             kind = "fair sharing" if fair_sharing else "classic"
-            print(f"  preemption ({kind}, {admitted:,} admitted): {preempted} decisions, p50 {_ms(p50)}, p99 {_ms(p99)}; p50 = {p50 / b50:.1f}x gathering and sorting the candidates ({_ms(b50)})")
+            print(f"  preemption ({kind}, {admitted:,} admitted): {preempted} decisions, p50 {ms(p50)}, p99 {ms(p99)}; p50 = {p50 / b50:.1f}x gathering and sorting the candidates ({ms(b50)})")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ import statistics
 import time
 from typing import Any
 
+from _figures import ms, percentiles
+
 from preemptd import events as ev
 from preemptd.projections import ClusterState, LogRecord
 from preemptd.scheduling import apply, run_cycle, tick_record
@@ -161,13 +163,6 @@ def _baseline_victims(b: Builder, counts: list[int]) -> list[float]:
     return timings
 
 
-def _percentiles(values: list[float]) -> tuple[float, float]:
-    values = sorted(values)
-    return statistics.median(values), values[min(len(values) - 1, int(len(values) * 0.99))]
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1000:.2f} ms"
 
 
 def main() -> None:
@@ -175,14 +170,16 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--jobs", type=int, default=2000)
     args = parser.parse_args()
+    if args.jobs < QUEUES or args.jobs * TASKS_PER_JOB > args.nodes * NODE_CPUS:
+        parser.error(f"--jobs must be at least {QUEUES} (a job in every queue) and fit the nodes ({NODE_CPUS} CPUs each, {TASKS_PER_JOB} per job)")
     shape = f"{args.nodes:,} nodes, {args.jobs:,} jobs of {TASKS_PER_JOB} tasks, {QUEUES} queues"
     session, baseline = bench_session(args.nodes, args.jobs)
-    print(f"session ({shape}, nothing to decide): {_ms(session)} = {session / baseline:.0f}x one pass summing what the queues hold ({_ms(baseline)})")
+    print(f"session ({shape}, nothing to decide): {ms(session)} = {session / baseline:.0f}x one pass summing what the queues hold ({ms(baseline)})")
     timings, baselines, decisions = bench_reclaim(args.nodes, args.jobs)
-    p50, p99 = _percentiles(timings)
-    b50, _ = _percentiles(baselines)
+    p50, p99 = percentiles(timings)
+    b50, _ = percentiles(baselines)
     print(
-        f"reclaim ({shape}, half the queues idle): {decisions:,} decisions in one session, p50 {_ms(p50)}, p99 {_ms(p99)}; p50 = {p50 / b50:.0f}x picking the victims from one node ({b50 * 1e6:.1f} µs)"
+        f"reclaim ({shape}, half the queues idle): {decisions:,} decisions in one session, p50 {ms(p50)}, p99 {ms(p99)}; p50 = {p50 / b50:.0f}x picking the victims from one node ({b50 * 1e6:.1f} µs)"
     )
 
 

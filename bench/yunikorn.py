@@ -22,6 +22,8 @@ import gc
 import statistics
 import time
 
+from _figures import ms
+
 from preemptd import events as ev
 from preemptd.projections import ClusterState, LogRecord
 from preemptd.scheduling import apply, run_cycle, tick_record
@@ -144,9 +146,6 @@ def bench_preemption(nodes: int) -> tuple[list[float], int, float, int]:
     return timings, preempted, idle, b.state.partitions["default"].pending_count
 
 
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1000:.2f} ms"
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -161,8 +160,8 @@ def main() -> None:
         timings.sort()
         p50 = statistics.median(timings)
         p99 = timings[min(len(timings) - 1, int(len(timings) * 0.99))]
-        print(f"preemption at {nodes:>6,} nodes ({nodes * 8:>7,} running): {preempted:,} decisions, p50 {_ms(p50)}, p99 {_ms(p99)}")
-        print(f"  then a cycle that decides nothing, {pending:,} pending: {_ms(idle)} ({idle / pending * 1e6:.1f} us per pending task)")
+        print(f"preemption at {nodes:>6,} nodes ({nodes * 8:>7,} running): {preempted:,} decisions, p50 {ms(p50)}, p99 {ms(p99)}")
+        print(f"  then a cycle that decides nothing, {pending:,} pending: {ms(idle)} ({idle / pending * 1e6:.1f} us per pending task)")
 
 
 if __name__ == "__main__":
