@@ -14,9 +14,11 @@ each list of strategies and weights including 0) and workloads arriving and fini
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import msgspec
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from preemptd.events import Evicted, Scenario
@@ -196,3 +198,12 @@ def test_replay_reproduces_every_decision(scenario: Scenario) -> None:
     report = replay(result.records, log_id="sim")
     assert report.divergence is None
     assert report.reproduced == len(result.decisions)
+
+
+@pytest.mark.xfail(strict=True, reason="known defect: borrowWithinCohort and reclaimWithinCohort Any evict each other's workloads without end")
+def test_a_known_cycle_of_evictions_comes_to_rest() -> None:
+    """Found by `test_preemption_comes_to_rest_even_with_evicted_workloads_requeued` in CI; this
+    test starts to pass (and fails as xfail strict) once the cycle is broken."""
+    path = Path(__file__).parent / "known" / "kueue-borrow-within-cohort-and-reclaim-any-cycle.yaml"
+    result = simulate(msgspec.yaml.decode(path.read_bytes(), type=Scenario))
+    assert [d for d in result.decisions if isinstance(d, Evicted) and d.ts >= 25_000] == []
