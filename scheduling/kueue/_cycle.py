@@ -127,7 +127,7 @@ class _Admission:
         root = node.path()[-1]
         if root in self.preempted_in or self.preemptions >= PREEMPTIONS_PER_CYCLE:
             return None  # the next cycle plans on the state with this cycle's evictions in it
-        search = Search(workload, queue, node, self.tree, self.usage, self.workloads.admitted, assignment.flavors, assignment.contested)
+        search = Search(workload, self.config, node, self.tree, self.usage, self.workloads.admitted, assignment.flavors, assignment.contested)
         fair_sharing = self.config.fair_sharing_in(root.name)
         plan = preemption(self.config, search)
         if not plan.targets:

@@ -238,20 +238,7 @@ class _Walk:
                     failure = f"{target.workload.id}: {target.shares}"
             self.s.take(target.workload)
             restated.append(target)
-        return restated, failure or self._taken_back(restated)
-
-    def _taken_back(self, targets: list[Candidate]) -> str | None:
-        """A victim from another queue that, requeued, would fit within its queue's nominal
-        quota: it would reclaim its room at once, without a share test, and the two would evict
-        each other without end (a property test found it; Kueue does not check)."""
-        for target in targets:
-            if target.reason == "InClusterQueue":
-                continue
-            queue = self.s.tree.queues[target.workload.queue]
-            used = self.s.usage.get(queue, {})
-            if all(used.get(fr, 0) + amount <= queue.subtree.get(fr, 0) for fr, amount in target.workload.usage.items()):
-                return f"{target.workload.id} would fit within the nominal quota of ClusterQueue {queue.name} once evicted, and take its room back at once"
-        return None
+        return restated, failure or self.s.taken_back(restated, by_policy=False)
 
     def _tested_again(self, target: Candidate) -> tuple[Candidate, bool]:
         lca, mine, theirs = sides(self.s.node, self.s.tree.queues[target.workload.queue])
