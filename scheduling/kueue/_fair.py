@@ -34,7 +34,8 @@ share here counts the preemptor's request as admitted.
    and the others are tested again in order on the shares they now meet (a victim of the
    preemptor's side given back raises that side's share); if one fails, or a victim from another
    queue would fit within that queue's nominal quota once evicted (it would take its room back
-   at once), nothing is evicted (Kueue checks neither).
+   at once), nothing is evicted (Kueue checks neither); nor when the preemptor's queue has
+   weight 0 and would borrow: it would be the first to be taken back.
    Without a fit nothing is evicted either.
 """
 
@@ -122,7 +123,27 @@ def fair(search: Search, strategies: tuple[str, ...]) -> Plan:
     skipped: dict[str, str] = {}
     with search.preemptor_admitted():
         targets = _Walk(search, candidates, skipped).run(strategies)
+        targets = _not_first_to_go(search, targets, skipped)
     return Plan(tuple(targets), True, tuple(considered(candidates, targets, skipped)))
+
+
+def _not_first_to_go(s: Search, targets: list[Candidate], skipped: dict[str, str]) -> list[Candidate]:
+    """`targets`, unless the preemptor's queue has weight 0 and would borrow once they are gone:
+    then none. Its share would be infinite, so any other queue's workload may evict it at once,
+    and the workloads it evicted, requeued, take their room back: a property test found the
+    three evicting each other without end (Kueue does not check)."""
+    for target in targets:
+        s.take(target.workload)
+    try:
+        infinite = share(s.tree, s.node, s.usage).infinite
+    finally:
+        for target in targets:
+            s.give_back(target.workload)
+    if not infinite or not targets:
+        return targets
+    for target in targets:
+        skipped[target.workload.id] = f"ClusterQueue {s.node.name} has weight 0 and would borrow: the preemptor would be the first to be taken back; none is evicted"
+    return []
 
 
 def _cohort_candidates(s: Search) -> list[Candidate]:
