@@ -1,26 +1,33 @@
-"""End-to-end ingest (NATS -> decode -> log -> projection) against the raw nats-py rate.
+"""Live ingest: `preemptd run` from its start to every event committed and every decision
+published, against the fastest way the same libraries do the same work, in one run.
 
-    .venv/bin/python bench/ingest.py                 # 100,000 events
-    .venv/bin/python bench/ingest.py --events 300000 --synchronous NORMAL
+    .venv/bin/python bench/ingest.py                        # both workloads, 3 rounds, 100,000 events
+    .venv/bin/python bench/ingest.py --workload bound --rounds 5 --events 300000
 
-One run, one machine: a bundled nats-server is started, the events are published once to the
-cluster stream, then
+Two workloads, each published once to the cluster stream of a fresh bundled nats-server:
 
-1. raw: nats-py alone pulls them from JetStream in batches of 1,000, decodes each with the same
-   msgspec decoder, and acknowledges each batch (the ceiling for any consumer in Python);
-2. preemptd: `preemptd run` consumes the same messages from its own durable consumer, decodes,
-   validates, folds them into the projection and commits them to the SQLite log (ack after
-   commit). Timed from its first committed event to its last, by polling the log.
+- bound: 500 nodes, then tasks bound to them and released again; no scheduling cycle decides
+  anything, so the figure is ingest alone;
+- allocating: a queue configuration, 1,000 nodes and `task.submitted` for the rest; each task
+  gets a `decision.allocated`, stored in the log with its outbox row and published.
 
-The events are what a busy shim sends: nodes, then tasks bound to them and released again, so
-no scheduling cycle runs and the figure is ingest alone.
+Against each, in interleaved rounds (min and median of each printed):
+
+- A: nats-py's durable push consumer (ack policy all, as the daemon's) delivering into a
+  callback that decodes each message with the daemon's msgspec decoder, one ack per 1,000;
+- B: A, plus each 1,000 written to a SQLite table shaped as the log with sqlite3's
+  `executemany` and one commit (WAL, synchronous FULL, the daemon's default) before the ack;
+- preemptd: `preemptd run` on its own durable consumer, from the process start (imports and
+  migrations included) until its log holds every event and its outbox has nothing unpublished.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,37 +37,46 @@ from pathlib import Path
 import anyio
 
 from preemptd.daemon.embedded import EmbeddedNats
-from preemptd.daemon.nats_source import Bus, Outbound, cluster_subject
+from preemptd.daemon.nats_source import CLUSTER_STREAM, Bus, Outbound, cluster_subject
 from preemptd.events import decode_cluster_event
 
 ROOT = Path(__file__).resolve().parent.parent
+CONFIG = {"partitions": [{"name": "default", "queues": [{"name": "root", "queues": [{"name": "default"}]}]}]}
 
 
-def workload(count: int, nodes: int = 500) -> list[Outbound]:
-    messages = []
-    for n in range(nodes):
-        body = {"type": "node.upserted", "id": f"node-{n}", "ts": 1, "node": f"n{n}", "capacity": {"cpu": "64", "memory": "256Gi"}}
-        messages.append(body)
+def _node(n: int) -> dict:
+    return {"type": "node.upserted", "id": f"node-{n}", "ts": 1, "node": f"n{n}", "capacity": {"cpu": "64", "memory": "256Gi"}}
+
+
+def bound(count: int, nodes: int = 500) -> tuple[list[dict], int]:
+    """Nodes, then tasks bound and released; no decisions."""
+    messages = [_node(n) for n in range(nodes)]
     task = 0
     while len(messages) < count:
-        body = {
-            "type": "task.bound",
-            "id": f"bound-{task}",
-            "ts": 2,
-            "task": f"t{task}",
-            "node": f"n{task % nodes}",
-            "app": f"app-{task % 100}",
-            "queue": "root.default",
-            "resources": {"cpu": "250m", "memory": "512Mi"},
-        }
-        messages.append(body)
+        spec = {"node": f"n{task % nodes}", "app": f"app-{task % 100}", "queue": "root.default", "resources": {"cpu": "250m", "memory": "512Mi"}}
+        messages.append({"type": "task.bound", "id": f"bound-{task}", "ts": 2, "task": f"t{task}", **spec})
         if task % 2 and len(messages) < count:
             messages.append({"type": "task.released", "id": f"released-{task}", "ts": 3, "task": f"t{task - 1}"})
         task += 1
-    return [Outbound(cluster_subject("default", m["type"]), json.dumps(m).encode(), m["id"]) for m in messages]
+    return messages, 0
 
 
-async def publish(url: str, messages: list[Outbound]) -> None:
+def allocating(count: int, nodes: int = 1000) -> tuple[list[dict], int]:
+    """A configuration, nodes, then tasks submitted: one allocation each."""
+    messages = [{"type": "config.applied", "id": "config-1", "ts": 1, "model": "yunikorn", "config": CONFIG}]
+    messages += [_node(n) for n in range(nodes)]
+    tasks = count - len(messages)
+    for task in range(tasks):
+        spec = {"app": f"app-{task % 100}", "queue": "root.default", "resources": {"cpu": "100m", "memory": "128Mi"}}
+        messages.append({"type": "task.submitted", "id": f"submitted-{task}", "ts": 2, "task": f"t{task}", **spec})
+    return messages, tasks
+
+
+WORKLOADS = {"bound": bound, "allocating": allocating}
+
+
+async def publish(url: str, bodies: list[dict]) -> None:
+    messages = [Outbound(cluster_subject("default", m["type"]), json.dumps(m).encode(), m["id"]) for m in bodies]
     bus = await Bus.connect(url)
     try:
         await bus.ensure_streams()
@@ -70,66 +86,113 @@ async def publish(url: str, messages: list[Outbound]) -> None:
         await bus.close()
 
 
-async def raw_rate(url: str, count: int) -> float:
-    """nats-py alone: pull, decode, ack, as fast as it goes."""
+async def push_consumer(url: str, count: int, db: Path | None) -> float:
+    """Seconds for a push consumer to decode (and, given `db`, store) and ack `count` messages."""
     import nats
     from nats.js import api
 
+    conn = _log_table(db) if db else None
     nc = await nats.connect(url)
     js = nc.jetstream()
-    config = api.ConsumerConfig(ack_policy=api.AckPolicy.ALL, max_ack_pending=50_000)
-    subscription = await js.pull_subscribe("preemptd.cluster.>", durable="raw-bench", stream="PREEMPTD_CLUSTER", config=config)
+    done = asyncio.Event()
+    batch: list = []
     seen = 0
+
+    async def received(message) -> None:
+        nonlocal seen
+        event = decode_cluster_event(message.data)
+        batch.append((seen + 1, event.id, type(event).__struct_config__.tag, event.partition, event.ts, 0, message.data))
+        seen += 1
+        if len(batch) == 1000 or seen == count:
+            if conn is not None:
+                conn.executemany("insert into log values (?, ?, ?, ?, ?, ?, ?)", batch)
+                conn.commit()
+            batch.clear()
+            await message.ack()
+            if seen == count:
+                done.set()
+
     started = time.perf_counter()
-    while seen < count:
-        messages = await subscription.fetch(1000, timeout=5)
-        for message in messages:
-            decode_cluster_event(message.data)
-        await messages[-1].ack()
-        seen += len(messages)
+    config = api.ConsumerConfig(ack_policy=api.AckPolicy.ALL, max_ack_pending=50_000)
+    await js.subscribe("preemptd.cluster.>", durable="bench", stream=CLUSTER_STREAM, config=config, cb=received, manual_ack=True, flow_control=True, idle_heartbeat=5.0)
+    await done.wait()
     elapsed = time.perf_counter() - started
     await nc.close()
-    return seen / elapsed
+    return elapsed
 
 
-def committed(db: Path) -> int:
+def _log_table(db: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(db)
+    conn.execute("pragma journal_mode=WAL")
+    conn.execute("pragma synchronous=FULL")
+    conn.execute("create table log (seq integer primary key, event_id text unique, type text, partition text, ts integer, received integer, payload blob)")
+    return conn
+
+
+def _progress(db: Path) -> tuple[int, int, int]:
+    """(cluster events committed, decisions, decisions not yet published) in the daemon's log."""
     if not db.exists():
-        return 0
+        return 0, 0, 0
     try:
         with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1) as conn:
-            return conn.execute("select count(*) from log").fetchone()[0]
-    except sqlite3.OperationalError:
-        return 0
+            events = conn.execute("select count(*) from log where stream_seq is not null").fetchone()[0]
+            decisions = conn.execute("select count(*) from outbox").fetchone()[0]
+            waiting = conn.execute("select count(*) from outbox where published_at is null").fetchone()[0]
+            return events, decisions, waiting
+    except sqlite3.OperationalError:  # not migrated yet
+        return 0, 0, 0
 
 
-def daemon_rate(url: str, state: Path, count: int, synchronous: str) -> float:
-    command = [sys.executable, "-m", "preemptd.daemon.cli", "--log-level", "warning", "run", "--nats-url", url, "--state-dir", str(state), "--sqlite-synchronous", synchronous]
+def daemon(url: str, state: Path, count: int, decisions: int) -> float:
+    """Seconds from `preemptd run` starting to every event committed and decision published."""
+    command = [sys.executable, "-m", "preemptd.daemon.entry", "--log-level", "warning", "run", "--nats-url", url, "--state-dir", str(state)]
+    started = time.perf_counter()
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    db = state / "preemptd.db"
     try:
-        while (first := committed(db)) == 0:
-            time.sleep(0.01)
-        started = time.perf_counter()
-        while (done := committed(db)) < count:
+        while True:
+            events, decided, waiting = _progress(state / "preemptd.db")
+            if events >= count and decided >= decisions and waiting == 0:
+                return time.perf_counter() - started
+            if process.poll() is not None:
+                raise SystemExit(f"preemptd run exited with {process.returncode}")
             time.sleep(0.02)
-        return (done - first) / (time.perf_counter() - started)
     finally:
         process.terminate()
         process.wait()
 
 
+def one_round(name: str, count: int) -> dict[str, float]:
+    """Events per second of A, B and preemptd, each on a fresh server holding the workload."""
+    bodies, decisions = WORKLOADS[name](count)
+    rates = {}
+    for who in ("A", "B", "preemptd"):
+        with tempfile.TemporaryDirectory() as tmp, EmbeddedNats(Path(tmp) / "nats") as server:
+            anyio.run(publish, server.url, bodies)
+            if who == "preemptd":
+                seconds = daemon(server.url, Path(tmp) / "state", len(bodies), decisions)
+            else:
+                seconds = anyio.run(push_consumer, server.url, len(bodies), Path(tmp) / "b.db" if who == "B" else None)
+        rates[who] = len(bodies) / seconds
+    return rates
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=100_000)
-    parser.add_argument("--synchronous", default="FULL", choices=["FULL", "NORMAL"])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--workload", choices=[*WORKLOADS, "both"], default="both")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, EmbeddedNats(Path(tmp) / "nats") as server:
-        messages = workload(args.events)
-        anyio.run(publish, server.url, messages)
-        raw = anyio.run(raw_rate, server.url, len(messages))
-        ours = daemon_rate(server.url, Path(tmp) / "state", len(messages), args.synchronous)
-    print(f"raw nats-py consume + decode: {raw:>9,.0f} events/s")
-    print(f"preemptd ingest ({args.synchronous:6}):   {ours:>9,.0f} events/s  = {ours / raw:.2f} of raw ({len(messages):,} events)")
+    names = list(WORKLOADS) if args.workload == "both" else [args.workload]
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in names}
+    for _ in range(args.rounds):  # interleaved: each round runs every workload and every reader
+        for name in names:
+            results[name].append(one_round(name, args.events))
+    print(f"{args.events:,} events, {args.rounds} rounds; events/s as min / median; ratios of the medians")
+    for name, rounds in results.items():
+        figure = {who: (min(r[who] for r in rounds), statistics.median(r[who] for r in rounds)) for who in ("A", "B", "preemptd")}
+        line = "  ".join(f"{who} {low:>9,.0f} / {mid:>9,.0f}" for who, (low, mid) in figure.items())
+        ours = figure["preemptd"][1]
+        print(f"{name:11} {line}  = {ours / figure['A'][1]:.2f} of A, {ours / figure['B'][1]:.2f} of B")
 
 
 if __name__ == "__main__":

@@ -370,13 +370,27 @@ async def _scalar(conn: AsyncConnection, query) -> int:
 
 async def _write_batch(conn: AsyncConnection, batch: Batch) -> None:
     if batch.rows:
-        await conn.execute(_log.insert(), [row.__dict__ for row in batch.rows])
+        rows = [(r.seq, r.event_id, r.type, r.partition, r.ts, r.received, r.stream_seq, r.payload) for r in batch.rows]
+        await _insert_many(conn, _log, ("seq", "event_id", "type", "partition", "ts", "received", "stream_seq", "payload"), rows)
     if batch.outbox:
-        await conn.execute(_outbox.insert(), [{"seq": o.seq, "decision_id": o.decision_id, "subject": o.subject} for o in batch.outbox])
+        await _insert_many(conn, _outbox, ("seq", "decision_id", "subject"), [(o.seq, o.decision_id, o.subject) for o in batch.outbox])
     if batch.dead:
         await conn.execute(_dead.insert(), [d.__dict__ for d in batch.dead])
     if batch.tracking is not None:
         await _set_tracking(conn, *batch.tracking)
+
+
+_INSERTS: dict[tuple[str, str, tuple[str, ...]], str] = {}
+
+
+async def _insert_many(conn: AsyncConnection, table: sa.Table, columns: tuple[str, ...], rows: list[tuple]) -> None:
+    """Insert `rows`, each a value per one of `columns`, with the driver's own executemany:
+    SQLAlchemy's per-row parameter handling cost more than the insert itself on the hot path of
+    ingest. The statement is compiled once per database dialect."""
+    key = (conn.dialect.name, table.name, columns)
+    if key not in _INSERTS:
+        _INSERTS[key] = str(table.insert().compile(dialect=conn.dialect, column_keys=list(columns)))
+    await conn.exec_driver_sql(_INSERTS[key], rows)
 
 
 async def _set_tracking(conn: AsyncConnection, source: str, position: int) -> None:
