@@ -31,7 +31,7 @@ from .store import DeadLetter, OutboxRow, Store
 __all__ = ["Notice", "Publisher", "notice", "publish_rejections", "publish_unacknowledged_rejections"]
 
 _PUBLISH_GRACE = 5.0  # seconds a batch of decisions in flight may hold up a stop
-_BATCH = 250  # small enough that a stop never waits long for the batch in flight
+_BATCH = 1000  # small enough that a stop never waits long for the batch in flight
 _TRIES = 3  # refusals by JetStream before a decision is passed over
 _NOTICE_FIELD = 1024  # characters of each text in a rejection notice
 _HEADERS = 512  # bytes kept for the headers (Nats-Msg-Id) within the server's max_payload
@@ -76,7 +76,7 @@ class Publisher:
             except BusError as exc:
                 return str(exc)
             now = wall_ms()
-            await self.store.mark_published([row.seq for (row, _), outcome in zip(sendable, outcomes) if outcome is None], now)
+            await self.store.mark_published(_runs(rows, {row.seq for (row, _), outcome in zip(sendable, outcomes) if outcome is None}), now)
             refused = {row.seq: outcome for (row, _), outcome in zip(sendable, outcomes) if outcome is not None}
             passed = await self.store.refused(too_big, now, pass_over_after=1) + await self.store.refused(refused, now, pass_over_after=_TRIES)
             for row in rows:
@@ -85,6 +85,19 @@ class Publisher:
                     log("decision passed over: it stays in the log but is not published", logging.ERROR, id=row.decision_id, problem=problem)
             return None
         return f"no answer from NATS within {_PUBLISH_GRACE:.0f}s"
+
+
+def _runs(rows: list[OutboxRow], published: set[int]) -> list[tuple[int, int]]:
+    """The published rows of a batch as runs of consecutive rows: (first, last) positions."""
+    runs: list[tuple[int, int]] = []
+    start = None
+    for row, after in zip(rows, [*rows[1:], None]):
+        if row.seq in published:
+            start = row.seq if start is None else start
+            if after is None or after.seq not in published:
+                runs.append((start, row.seq))
+                start = None
+    return runs
 
 
 def _fit(rows: list[OutboxRow], max_bytes: int) -> tuple[list[tuple[OutboxRow, bytes]], dict[int, str]]:

@@ -23,10 +23,6 @@ import anyio
 import anyio.lowlevel
 import msgspec
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
@@ -143,33 +139,34 @@ def database_url(target: str) -> str:
     return f"{_ASYNC_DRIVERS.get(scheme, scheme)}://{rest}"
 
 
-def _alembic(connection: sa.Connection | None = None) -> Config:
-    config = Config()
-    config.set_main_option("script_location", str(migrations.LOCATION))
-    config.attributes["connection"] = connection
-    return config
-
-
 def _upgrade(connection: sa.Connection, target: str) -> None:
-    _check_schema(connection, target, writable=True)
-    command.upgrade(_alembic(connection), "head")
+    if _check_schema(connection, target, writable=True) != migrations.HEAD:
+        from alembic import command
+        from alembic.config import Config
+
+        config = Config()
+        config.set_main_option("script_location", str(migrations.LOCATION))
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")
 
 
-def _check_schema(connection: sa.Connection, target: str, *, writable: bool) -> None:
-    """Refuse a database this version cannot use: another application's, a newer preemptd's,
-    or (read-only) one that needs `db upgrade` first."""
-    current = MigrationContext.configure(connection).get_current_revision()
-    scripts = ScriptDirectory.from_config(_alembic())
-    head = scripts.get_current_head()
+def _check_schema(connection: sa.Connection, target: str, *, writable: bool) -> str | None:
+    """The log's schema revision (None for an empty database). Refuses a database this version
+    cannot use: another application's, a newer preemptd's, or (read-only) one that needs `db
+    upgrade` first."""
+    tables = sa.inspect(connection).get_table_names()
+    current = connection.exec_driver_sql("SELECT version_num FROM alembic_version").scalar() if "alembic_version" in tables else None
     if current is None:
-        foreign = [name for name in sa.inspect(connection).get_table_names() if name != "alembic_version"]
+        foreign = [name for name in tables if name != "alembic_version"]
         if foreign or not writable:
             raise StoreError(f"{target} is not a preemptd log" + (f" (it has tables {', '.join(sorted(foreign)[:5])})" if foreign else ""))
-        return
-    if current not in {script.revision for script in scripts.walk_revisions()}:
+        return None
+    head = migrations.HEAD
+    if current not in migrations.REVISIONS:
         raise StoreError(f"the log at {target} was written by a newer preemptd (schema {current}; this version knows up to {head}): upgrade preemptd")
     if current != head and not writable:
         raise StoreError(f"the log at {target} has an older schema ({current}): run `preemptd db upgrade --db {target}`")
+    return current
 
 
 class Store:
@@ -232,9 +229,12 @@ class Store:
         """Write a batch in one transaction."""
         await self._run(_write_batch, batch)
 
-    async def mark_published(self, seqs: Sequence[int], at: int) -> None:
-        if seqs:
-            await self._run(_mark_published, list(seqs), at)
+    async def mark_published(self, runs: Sequence[tuple[int, int]], at: int) -> None:
+        """Mark published the unpublished outbox rows of each run (first and last position,
+        inclusive): one statement per run, where a list of a thousand positions cost more to
+        build than to run."""
+        if runs:
+            await self._run(_mark_published, list(runs), at)
 
     async def refused(self, problems: dict[int, str], at: int, *, pass_over_after: int) -> list[int]:
         """Record that NATS refused these decisions (by log position, with why); those refused
@@ -399,8 +399,10 @@ async def _set_tracking(conn: AsyncConnection, source: str, position: int) -> No
         await conn.execute(_tracking.insert().values(source=source, position=position))
 
 
-async def _mark_published(conn: AsyncConnection, seqs: list[int], at: int) -> None:
-    await conn.execute(_outbox.update().where(_outbox.c.seq.in_(seqs)).values(published_at=at))
+async def _mark_published(conn: AsyncConnection, runs: list[tuple[int, int]], at: int) -> None:
+    waiting = sa.and_(_outbox.c.published_at.is_(None), _outbox.c.passed_over_at.is_(None))
+    for first, last in runs:
+        await conn.execute(_outbox.update().where(_outbox.c.seq.between(first, last), waiting).values(published_at=at))
 
 
 async def _save_snapshot(conn: AsyncConnection, seq: int, payload: bytes, created: int) -> None:
@@ -411,11 +413,21 @@ async def _save_snapshot(conn: AsyncConnection, seq: int, payload: bytes, create
     await conn.execute(_snapshots.delete().where(_snapshots.c.seq.not_in(keep)))
 
 
+_KNOWN: dict[tuple[str, int], str] = {}
+
+
 async def _known_ids(conn: AsyncConnection, ids: list[str]) -> dict[str, int]:
+    """Asked for every batch of ingest: the statement for each number of ids is compiled once
+    per dialect and run by the driver (SQLAlchemy's expansion of `IN` per call cost more than
+    the lookup)."""
     found: dict[str, int] = {}
     for start in range(0, len(ids), 500):
         chunk = ids[start : start + 500]
-        result = await conn.execute(sa.select(_log.c.event_id, _log.c.seq).where(_log.c.event_id.in_(chunk)))
+        key = (conn.dialect.name, len(chunk))
+        if key not in _KNOWN:
+            query = sa.select(_log.c.event_id, _log.c.seq).where(_log.c.event_id.in_(chunk))
+            _KNOWN[key] = str(query.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True}))
+        result = await conn.exec_driver_sql(_KNOWN[key], tuple(chunk))
         found.update({event_id: seq for event_id, seq in result})
     return found
 

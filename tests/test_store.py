@@ -10,6 +10,7 @@ import msgspec
 import pytest
 from conftest import ROOT
 
+from preemptd import migrations
 from preemptd.daemon.errors import StoreError
 from preemptd.daemon.history import load_state, to_row
 from preemptd.daemon.store import Batch, DeadLetter, LogRow, OutboxRow, Store
@@ -38,6 +39,19 @@ async def test_migrations_create_the_schema_and_the_log_keeps_its_name(tmp_path:
     await reopened.close()
 
 
+def test_the_revisions_known_without_alembic_are_alembics() -> None:
+    """A start on a log at the newest schema trusts `migrations.HEAD` instead of loading
+    Alembic: it must name what Alembic would."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", str(migrations.LOCATION))
+    scripts = ScriptDirectory.from_config(config)
+    assert migrations.HEAD == scripts.get_current_head()
+    assert migrations.REVISIONS == tuple(script.revision for script in reversed(list(scripts.walk_revisions())))
+
+
 async def test_a_batch_is_written_in_one_transaction_and_read_back_in_order(tmp_path: Path) -> None:
     store = await Store.open(str(tmp_path / "log.db"))
     try:
@@ -55,10 +69,28 @@ async def test_a_batch_is_written_in_one_transaction_and_read_back_in_order(tmp_
         assert await store.tracking("stream/consumer") == 42
         assert await store.known_event_ids(["e1", "zz", "d"]) == {"e1": 1, "d": 3}
         assert [(o.seq, o.payload) for o in await store.unpublished(10)] == [(3, b"{}")]
-        await store.mark_published([3], at=9)
+        await store.mark_published([(3, 3)], at=9)
         assert await store.unpublished(10) == []
         assert (await store.dead_letters(10))[0].reason == "bad"
         assert (await store.find("d")).type == "decision.allocated"
+    finally:
+        await store.close()
+
+
+async def test_a_run_of_published_decisions_leaves_a_refused_one_inside_it_as_it_was(tmp_path: Path) -> None:
+    """The publisher marks runs of consecutive outbox rows; a decision passed over between two
+    published ones is not marked published by the run around it."""
+    store = await Store.open(str(tmp_path / "log.db"))
+    try:
+        decisions = [row(seq, f"d{seq}", "decision.allocated") for seq in (2, 4, 6, 8)]
+        await store.commit(Batch(rows=[row(1), *decisions], outbox=[OutboxRow(d.seq, d.event_id, "s") for d in decisions]))
+        assert await store.refused({6: "too big"}, at=5, pass_over_after=1) == [6]
+        await store.mark_published([(2, 8)], at=9)
+        assert await store.unpublished(10) == []
+        counts = await store.counts()
+        assert (counts["unpublished"], counts["passed_over"]) == (0, 1)
+        with sqlite3.connect(tmp_path / "log.db") as conn:
+            assert conn.execute("select seq, published_at from outbox order by seq").fetchall() == [(2, 9), (4, 9), (6, None), (8, 9)]
     finally:
         await store.close()
 
