@@ -5,7 +5,7 @@
     heartbeat ──beats─────┘
 
 - consume: fetches cluster events from the durable JetStream consumer.
-- heartbeat: wakes `act` every 100 ms, so that cycles come when they are due (`scheduling.Pacer`:
+- heartbeat: wakes `act` every 10 ms, so that cycles come when they are due (`scheduling.Pacer`:
   soon after events, every `tick` while deciding, every `idle-tick` or at a delay's end when not).
 - act: turns each delivery into log records and dead letters (`ingest`), commits them with the
   consumer's position in one transaction and only then acknowledges them; runs due cycles and
@@ -49,7 +49,7 @@ from .store import Batch, Store, database_url
 
 __all__ = ["Heartbeat", "Settings", "run"]
 
-_HEARTBEAT = 0.1  # seconds; also the shortest gap between two cycles of a partition
+_HEARTBEAT = 0.01  # seconds; also the shortest gap between two cycles of a partition
 
 
 @dataclass(frozen=True)

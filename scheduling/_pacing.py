@@ -7,8 +7,10 @@ A cycle can only decide something for a partition with pending tasks. For one th
 - while cycles are deciding: every `tick`;
 - and never more than half the time in cycles (after a cycle of 0.8 s, the next one waits until
   1.6 s after its start), so that events are read between cycles however long they take;
+- when a delay runs out (`next_wakeup`, asked after every cycle): at once, but at most every
+  `min_gap`, whatever the tick;
 - once a cycle decided nothing and nothing happened since, another could only decide again once
-  a delay runs out (`next_wakeup`): then, or every `idle_tick`.
+  a delay runs out: then, or every `idle_tick`.
 
 Times are integer milliseconds on the caller's clock, which only has to move forward; a model's
 wake-up (in the log's time) is turned into a distance from the tick that asked for it.
@@ -40,7 +42,7 @@ class _Pace:
     took: int = 0  # how long it took
     dirty: bool = True  # events since
     idle: bool = False  # it decided nothing
-    wakeup: int | None = None  # when a delay runs out, after an idle cycle
+    wakeup: int | None = None  # when a delay runs out
 
 
 @dataclass
@@ -63,11 +65,9 @@ class Pacer:
         last), took `took` and made `decisions`."""
         pace = self._pace(partition)
         pace.last, pace.took, pace.dirty, pace.idle = started, took, False, not decisions
-        pace.wakeup = None
-        if pace.idle:
-            tick_ts = state.partitions[partition].last_tick
-            wakeup = next_wakeup(state, partition, tick_ts)
-            pace.wakeup = None if wakeup is None else started + wakeup - tick_ts
+        tick_ts = state.partitions[partition].last_tick
+        wakeup = next_wakeup(state, partition, tick_ts)
+        pace.wakeup = None if wakeup is None else started + wakeup - tick_ts
 
     def _pace(self, partition: str) -> _Pace:
         return self._paces.setdefault(partition, _Pace())
@@ -80,8 +80,8 @@ class Pacer:
         if pace.last is None:
             return True
         elapsed = now - pace.last
-        if pace.dirty:
+        if pace.dirty or (pace.wakeup is not None and now >= pace.wakeup):
             return elapsed >= max(self.cadence.min_gap, 2 * pace.took)
         if not pace.idle:
             return elapsed >= max(self.cadence.tick, 2 * pace.took)
-        return (pace.wakeup is not None and now >= pace.wakeup) or elapsed >= self.cadence.idle_tick
+        return elapsed >= self.cadence.idle_tick

@@ -60,6 +60,16 @@ def test_an_idle_partition_waits_for_the_idle_tick_or_the_end_of_a_delay() -> No
     assert pacer.due(state, 6_000 + 29_999) == [] and pacer.due(state, 36_000) == ["default"], "no delay left: every idle tick"
 
 
+def test_a_delay_that_runs_out_after_a_deciding_cycle_wakes_the_partition_then_not_a_tick_later() -> None:
+    """A cycle that decided something used to be followed by one a tick later only: a task whose
+    preemption.delay ran out in between waited up to a tick more (the latency bench saw 0.5 s)."""
+    waiting = task("waiting", "app", "root.a", ts=0, resources=R(vcore=8))
+    small = task("small", "app", "root.a", ts=0)
+    state, pacer = fold_events(config([{"name": "a", "properties": {"preemption.delay": "300ms"}}]), node("n1", vcore=4), waiting, small), Pacer(CADENCE)
+    assert cycle(state, pacer, 0) == 1, "small is allocated; waiting fits no node and its delay runs to 300 ms"
+    assert pacer.due(state, 299) == [] and pacer.due(state, 300) == ["default"], "at the end of the delay, within the tick"
+
+
 def test_a_wakeup_is_a_distance_from_the_tick_so_the_pacing_clock_may_differ_from_the_logs() -> None:
     state, pacer = pending_partition(delay="5s"), Pacer(CADENCE)
     run_cycle(state, tick_record(state, 1_000, "default"))
