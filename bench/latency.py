@@ -13,7 +13,7 @@ bench waits until the daemon has committed it. Then, for `--seconds`:
 - allocation probes: every 100 ms a `task.submitted` that fits; its latency runs from just
   before it is published to the arrival of its `decision.allocated` on a plain NATS
   subscription;
-- preemption probes: on a second partition, `preempt`, whose 30 nodes are full of a queue
+- preemption probes: on a second partition, `preempt`, whose 100 nodes are full of a queue
   without guarantee, every 500 ms a task of a queue under its guarantee (`preemption.delay`
   1s); its latency runs to its `decision.preempted`, less the delay;
 - then a burst: 100 such tasks at once, timed until the last of their preemptions arrives,
@@ -76,8 +76,8 @@ def state(nodes: int, tasks: int) -> list[Outbound]:
     messages += [event("node.upserted", f"node-{n}", node=f"n{n:05d}", capacity={"cpu": 64, "memory": "256Gi"}) for n in range(nodes)]
     messages += [task("task.bound", f"r{t:07d}", node=f"n{t % nodes:05d}") for t in range(tasks)]
     messages.append(event("config.applied", "config-2", "preempt", model="yunikorn", config=PREEMPT))
-    messages += [event("node.upserted", f"full-node-{n}", "preempt", node=f"full{n}", capacity={"cpu": 10, "memory": "100Gi"}) for n in range(30)]
-    messages += [task("task.bound", f"low{t:03d}", "root.low", "preempt", node=f"full{t % 30}") for t in range(300)]
+    messages += [event("node.upserted", f"full-node-{n}", "preempt", node=f"full{n}", capacity={"cpu": 10, "memory": "100Gi"}) for n in range(100)]
+    messages += [task("task.bound", f"low{t:04d}", "root.low", "preempt", node=f"full{t % 100}") for t in range(1000)]
     return messages
 
 
