@@ -19,6 +19,9 @@ bench waits until the daemon has committed it. Then, for `--seconds`:
 - then a burst: 100 such tasks at once, timed until the last of their preemptions arrives,
   less the delay (a cycle, or cycles, with 100 preemptors due, while the load goes on).
 
+At the end the daemon is stopped, which writes a snapshot, and its peak RSS is printed; then it
+is started again on its log (timed to ready), killed with SIGKILL, and started again.
+
 Baseline, in the same run: a message published on a subject and received back by the same
 process through the same server (the floor of any round trip through NATS here).
 """
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import resource
 import sqlite3
 import subprocess
 import sys
@@ -180,6 +184,23 @@ async def measure(url: str, nodes: int, seconds: float, rate: int) -> tuple[list
     return allocations, [latency - DELAY for latency in preemptions[:before]], last
 
 
+def ready(command: list[str]) -> tuple[float, subprocess.Popen]:
+    """Start the daemon; seconds until it says it listens (its state rebuilt), and the process."""
+    started = time.perf_counter()
+    daemon = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert daemon.stdout is not None
+    for line in daemon.stdout:
+        if "listening" in line:
+            return time.perf_counter() - started, daemon
+    raise SystemExit(f"preemptd run exited with {daemon.wait()}")
+
+
+def _rss_mb(pid: int, field: str = "VmRSS:") -> float:
+    """The process's resident memory now (or, with `VmHWM:`, its peak so far), in MB."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith(field)).split()[1]) / 1024
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=5000)
@@ -199,14 +220,24 @@ def main() -> None:
             print(f"state of {args.nodes:,} nodes and {args.tasks:,} running tasks committed in {time.perf_counter() - loaded:.1f} s")
             floor = anyio.run(round_trip, server.url)
             allocations, preemptions, burst = anyio.run(measure, server.url, args.nodes, args.seconds, args.rate)
+            steady, running_peak = _rss_mb(daemon.pid), _rss_mb(daemon.pid, "VmHWM:")
         finally:
             daemon.terminate()
             daemon.wait()
+        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # the daemon, its shutdown snapshot included
+        after_stop, daemon = ready(command)
+        daemon.kill()  # no snapshot at the stop: the next start folds what came after the last one
+        daemon.wait()
+        after_kill, daemon = ready(command)
+        daemon.terminate()
+        daemon.wait()
     for what, latencies in (("allocation", allocations), (f"preemption, less its {DELAY:g}s delay", preemptions), ("NATS round trip (baseline)", floor)):
         p50, p99 = percentiles(latencies)
         print(f"{what:34} p50 {p50 * 1000:6.1f} ms  p99 {p99 * 1000:6.1f} ms  ({len(latencies)} samples)")
     print(f"100 preemptors at once, the last decided: {burst * 1000:.0f} ms after the delay")
     print(f"(under {args.rate:,} other events a second)")
+    print(f"the daemon's RSS: {steady:.0f} MB before the stop (peak {running_peak:.0f} MB), {peak:.0f} MB at its peak with the snapshot at the stop")
+    print(f"start again on its own log: {after_stop:.2f} s to ready after a stop, {after_kill:.2f} s after a SIGKILL")
 
 
 if __name__ == "__main__":

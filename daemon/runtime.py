@@ -47,9 +47,10 @@ from .outbox import Publisher, publish_rejections, publish_unacknowledged_reject
 from .position import start_position
 from .store import Batch, Store, database_url
 
-__all__ = ["Heartbeat", "Settings", "run"]
+__all__ = ["Heartbeat", "Settings", "run", "snapshot_due"]
 
 _HEARTBEAT = 0.01  # seconds; also the shortest gap between two cycles of a partition
+_SNAPSHOT_SECONDS = 30  # the longest a growing log goes without a snapshot
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,7 @@ class Daemon:
         self.pacer = Pacer(Cadence(tick=settings.tick, idle_tick=settings.idle_tick, min_gap=int(_HEARTBEAT * 1000)))
         self.publisher = Publisher(store, bus)
         self.last_snapshot = 0  # the newest snapshot's position, read in `run`
+        self.last_snapshot_at = monotonic_ms()  # or the start
         self.last_tick_ts = max((p.last_tick for p in state.partitions.values()), default=0)
         self.tracking = 0
         self.consistent = True  # false while the state holds events not yet committed
@@ -228,7 +230,7 @@ class Daemon:
                 for partition in self.pacer.due(self.state, monotonic_ms()):
                     await self._cycle(partition)
                     await self._take_waiting(rx)
-                if self.state.seq - self.last_snapshot >= self.settings.snapshot_every:
+                if self._snapshot_due():
                     await self._snapshot(reason="periodic")
 
     async def _take_waiting(self, rx: MemoryObjectReceiveStream[Delivery]) -> None:
@@ -306,16 +308,25 @@ class Daemon:
         self.pacer.ran(self.state, partition, started, took=monotonic_ms() - started, decisions=len(cycle.decided))
         _log_cycle(partition, cycle.tick.seq, cycle.decisions, pending=self.state.partitions[partition].pending_count, took_ms=took_ms)
 
+    def _snapshot_due(self) -> bool:
+        return snapshot_due(self.state.seq - self.last_snapshot, monotonic_ms() - self.last_snapshot_at, self.settings.snapshot_every)
+
     async def _snapshot(self, *, reason: str) -> None:
         if not self.consistent or self.state.seq == self.last_snapshot:
             return
-        self.last_snapshot = self.state.seq
+        self.last_snapshot, self.last_snapshot_at = self.state.seq, monotonic_ms()
         try:
             size = await save_snapshot(self.store, self.state)
         except Exception as exc:  # the log holds everything: a snapshot only saves time at start
             log("snapshot failed; the daemon goes on (please report it)", logging.ERROR, error=f"{type(exc).__name__}: {exc}", seq=self.state.seq)
             return
         log("snapshot", reason=reason, seq=self.state.seq, bytes=size)
+
+
+def snapshot_due(grown: int, elapsed_ms: int, every: int) -> bool:
+    """A snapshot is due every `every` records, and `_SNAPSHOT_SECONDS` after the last one
+    while the log grows (`grown` records since it): a restart after a crash folds at most that."""
+    return grown >= every or (grown > 0 and elapsed_ms >= _SNAPSHOT_SECONDS * 1000)
 
 
 def _report(ingested: ingest.Ingested, redelivered: int) -> None:

@@ -77,6 +77,14 @@ _snapshots = sa.Table(
     sa.Column("created", sa.BigInteger),
     sa.Column("payload", sa.LargeBinary),
 )
+_snapshot_parts = sa.Table(
+    "snapshot_parts",
+    _metadata,
+    sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("part", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("payload", sa.LargeBinary),
+)
+_SNAPSHOT_PART = 4 * 2**20  # bytes of a snapshot per row: the driver and SQLite each copy a value whole
 _tracking = sa.Table(
     "tracking",
     _metadata,
@@ -407,10 +415,15 @@ async def _mark_published(conn: AsyncConnection, runs: list[tuple[int, int]], at
 
 async def _save_snapshot(conn: AsyncConnection, seq: int, payload: bytes, created: int) -> None:
     await conn.execute(_snapshots.delete().where(_snapshots.c.seq == seq))
-    await conn.execute(_snapshots.insert().values(seq=seq, payload=payload, created=created))
+    await conn.execute(_snapshot_parts.delete().where(_snapshot_parts.c.seq == seq))
+    await conn.execute(_snapshots.insert().values(seq=seq, payload=b"", created=created))
+    view = memoryview(payload)
+    for part, start in enumerate(range(0, len(view), _SNAPSHOT_PART)):
+        await conn.execute(_snapshot_parts.insert().values(seq=seq, part=part, payload=view[start : start + _SNAPSHOT_PART]))
     # Keep the three newest: enough for time travel near the end, bounded on disk.
     keep = sa.select(_snapshots.c.seq).order_by(_snapshots.c.seq.desc()).limit(3).scalar_subquery()
     await conn.execute(_snapshots.delete().where(_snapshots.c.seq.not_in(keep)))
+    await conn.execute(_snapshot_parts.delete().where(_snapshot_parts.c.seq.not_in(keep)))
 
 
 _KNOWN: dict[tuple[str, int], str] = {}
@@ -457,7 +470,10 @@ async def _latest_snapshot(conn: AsyncConnection, at_most: int | None) -> tuple[
     if at_most is not None:
         query = query.where(_snapshots.c.seq <= at_most)
     row = (await conn.execute(query)).first()
-    return (row.seq, row.payload) if row else None
+    if row is None:
+        return None
+    parts = await conn.execute(sa.select(_snapshot_parts.c.payload).where(_snapshot_parts.c.seq == row.seq).order_by(_snapshot_parts.c.part))
+    return row.seq, b"".join([row.payload, *(part for (part,) in parts)])
 
 
 async def _tuples(conn: AsyncConnection, query) -> list[tuple]:

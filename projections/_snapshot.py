@@ -47,10 +47,14 @@ _body_decoder = msgspec.msgpack.Decoder(tuple[str, msgspec.Raw])
 _decoder = msgspec.msgpack.Decoder(ClusterState, dec_hook=_dec_hook)
 
 
-def encode_snapshot(state: ClusterState, layout: str) -> bytes:
-    """`state` as bytes; `layout` names the shape of the models' own states."""
-    body = _encoder.encode((layout, msgspec.Raw(_encoder.encode(state))))
-    return _encoder.encode((SNAPSHOT_FORMAT, msgspec.Raw(body)))
+def encode_snapshot(state: ClusterState, layout: str) -> bytearray:
+    """`state` as bytes; `layout` names the shape of the models' own states. Encoded into one
+    buffer after its headers: wrapping the encoded state twice copied it twice, and a state of
+    100,000 tasks is tens of megabytes."""
+    headers = _encoder.encode((SNAPSHOT_FORMAT, msgspec.Raw(_encoder.encode((layout, msgspec.Raw(b""))))))
+    buffer = bytearray(headers)
+    _encoder.encode_into(state, buffer, len(headers))
+    return buffer
 
 
 def decode_snapshot(data: bytes, layout: str) -> ClusterState:

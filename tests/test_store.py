@@ -11,6 +11,7 @@ import pytest
 from conftest import ROOT
 
 from preemptd import migrations
+from preemptd.daemon import store as store_module
 from preemptd.daemon.errors import StoreError
 from preemptd.daemon.history import load_state, to_row
 from preemptd.daemon.store import Batch, DeadLetter, LogRow, OutboxRow, Store
@@ -31,8 +32,8 @@ async def test_migrations_create_the_schema_and_the_log_keeps_its_name(tmp_path:
     name = store.log_id
     await store.close()
     tables = {r[0] for r in sqlite3.connect(path).execute("select name from sqlite_master where type='table'")}
-    assert {"log", "outbox", "dead_letters", "snapshots", "tracking", "meta", "alembic_version"} <= tables
-    assert sqlite3.connect(path).execute("select version_num from alembic_version").fetchone() == ("0002",)
+    assert {"log", "outbox", "dead_letters", "snapshots", "snapshot_parts", "tracking", "meta", "alembic_version"} <= tables
+    assert sqlite3.connect(path).execute("select version_num from alembic_version").fetchone() == (migrations.HEAD,)
     assert sqlite3.connect(path).execute("pragma journal_mode").fetchone() == ("wal",)
     reopened = await Store.open(str(path))
     assert reopened.log_id == name
@@ -121,6 +122,27 @@ async def test_only_the_three_newest_snapshots_are_kept(tmp_path: Path) -> None:
         await store.close()
 
 
+async def test_a_large_snapshot_is_stored_in_parts_and_read_back_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Parts keep the copies the driver and SQLite make of each value small; a snapshot written
+    before parts existed (all in its row) still reads back; old snapshots go with their parts."""
+    monkeypatch.setattr(store_module, "_SNAPSHOT_PART", 10)
+    store = await Store.open(str(tmp_path / "log.db"))
+    try:
+        big = bytes(range(256)) * 3
+        await store.save_snapshot(10, big, created=1)
+        assert await store.latest_snapshot() == (10, big)
+        with sqlite3.connect(tmp_path / "log.db") as conn:
+            assert conn.execute("select count(*) from snapshot_parts where seq = 10").fetchone() == (77,)
+            conn.execute("insert into snapshots (seq, created, payload) values (20, 2, ?)", (b"written whole",))
+        assert await store.latest_snapshot() == (20, b"written whole")
+        for seq in (30, 40, 50):
+            await store.save_snapshot(seq, b"x" * 25, created=seq)
+        with sqlite3.connect(tmp_path / "log.db") as conn:
+            assert conn.execute("select distinct seq from snapshot_parts order by seq").fetchall() == [(30,), (40,), (50,)]
+    finally:
+        await store.close()
+
+
 async def test_reading_a_missing_log_says_so(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="no preemptd log"):
         await Store.open(str(tmp_path / "missing.db"), create=False)
@@ -143,7 +165,7 @@ async def test_a_log_from_a_newer_preemptd_is_refused_by_name(tmp_path: Path) ->
     with sqlite3.connect(path) as conn:
         conn.execute("update alembic_version set version_num = '0099'")
     for create in (True, False):
-        with pytest.raises(StoreError, match="written by a newer preemptd .schema 0099; this version knows up to 0002"):
+        with pytest.raises(StoreError, match="written by a newer preemptd .schema 0099; this version knows up to 0003"):
             await Store.open(str(path), create=create)
 
 
@@ -203,3 +225,13 @@ async def test_a_stop_while_the_log_is_folded_at_start_keeps_what_was_folded_in_
         assert state.seq == 60_000 and len(state.partitions["default"].nodes) == 60_000
     finally:
         await store.close()
+
+
+def test_a_snapshot_is_due_every_so_many_records_and_half_a_minute_after_the_last_while_the_log_grows() -> None:
+    """A crash folds at most `--snapshot-every` records, or what 30 s brought, at the next start."""
+    from preemptd.daemon.runtime import snapshot_due
+
+    assert snapshot_due(grown=100_000, elapsed_ms=0, every=100_000)
+    assert not snapshot_due(grown=99_999, elapsed_ms=29_999, every=100_000)
+    assert snapshot_due(grown=1, elapsed_ms=30_000, every=100_000)
+    assert not snapshot_due(grown=0, elapsed_ms=3_600_000, every=100_000), "nothing new: no snapshot"
