@@ -135,7 +135,7 @@ def fold(decoded: Decoded, known: Mapping[str, int], state: ClusterState) -> Ing
         else:
             record = LogRecord(state.seq + 1, received, event)
             try:
-                out.warnings += [(event.partition, warning) for warning in apply(state, record)]
+                warnings = apply(state, record)
             except Rejected as exc:
                 reason = exc.reason
             except Exception as exc:  # a bug of ours must not stop ingest
@@ -144,6 +144,8 @@ def fold(decoded: Decoded, known: Mapping[str, int], state: ClusterState) -> Ing
                 out.stopped = message
                 return out
             else:
+                if warnings:
+                    out.warnings += [(event.partition, warning) for warning in warnings]
                 seen[event.id] = record.seq
                 out.rows.append(to_row(record, payload=message.data, stream_seq=message.stream_seq))
                 out.touched.add(event.partition)
