@@ -117,7 +117,7 @@ class DeadLetter:
     event_id: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # made per decision, like LogRow; never changed
 class OutboxRow:
     seq: int
     decision_id: str
