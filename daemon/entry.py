@@ -17,7 +17,16 @@ def _record(signum: int, frame: object) -> None:
     early_stops.append(signum)
 
 
+def version() -> str:
+    from importlib.metadata import version
+
+    return f"preemptd {version('preemptd')}"
+
+
 def main() -> int:
+    if sys.argv[1:] == ["--version"]:  # at once, without loading the CLI
+        print(version())
+        return 0
     signal.signal(signal.SIGTERM, _record)
     try:
         from .cli import main as cli

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 import unicodedata
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -18,7 +18,8 @@ from preemptd.events import Admitted, Allocated, Blocked, Decision, Evicted, Pre
 from preemptd.projections import PartitionState, queue_depth
 from preemptd.scheduling import Change, Divergence, ReplayReport
 
-from .store import DeadLetter
+if TYPE_CHECKING:  # the store brings SQLAlchemy, which commands that only print need not load
+    from .store import DeadLetter
 
 __all__ = ["clock", "count", "dead_letter", "explanation", "printable", "printable_lines", "queue_table", "replay_summary", "summary"]
 

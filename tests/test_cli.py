@@ -25,6 +25,22 @@ def general_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return db
 
 
+@pytest.mark.parametrize("command", [["--help"], ["--version"], ["schema"], ["simulate", "--help"]])
+def test_the_commands_that_only_print_load_no_database_nats_or_progress_bar(command: list[str]) -> None:
+    """They start in a tenth of the time of `run` (bench/cli_start.py): nothing they do needs
+    SQLAlchemy, Alembic, nats-py, anyio, tqdm or PyYAML, so they must not import them."""
+    heavy = ["sqlalchemy", "alembic", "nats", "anyio", "tqdm", "yaml", "aiosqlite"]
+    probe = (
+        "import runpy, sys\n"
+        f"sys.argv = ['preemptd', *{command!r}]\n"
+        "try:\n    runpy.run_module('preemptd.daemon.entry', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        f"print(sorted(name for name in {heavy!r} if name in sys.modules), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr
+
+
 def test_schema_is_a_json_schema_naming_every_event_type() -> None:
     result = preemptd("schema")
     schema = json.loads(result.stdout)

@@ -23,7 +23,6 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-import yaml
 
 from preemptd.events import MAX_DEPTH, ConfigError, QuantityError, parse_quantity
 
@@ -230,6 +229,8 @@ def _conf_file(text: Any, configmap: str) -> Any:
     """The file's YAML, read by PyYAML's pure-Python loader: a shim may send anything, and text
     nested too deep ends there in a RecursionError (libyaml, under msgspec.yaml, crashes the
     process); nesting deeper than events may, or an alias to itself, is refused."""
+    import yaml  # here: only a ConfigMap needs it, and every command would load it
+
     where = f"ConfigMap {configmap}: data.{_CONF_FILE}"
     if not isinstance(text, str):
         raise ConfigError(f"{where} must be the file's text")
