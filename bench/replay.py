@@ -1,23 +1,27 @@
-"""Replay speed on a log of one million cluster events, against reading the same log raw.
+"""Reading a log of one million cluster events: replay, state and start-up, against reading,
+decoding and folding the same rows in the plainest way, in one run.
 
-    .venv/bin/python bench/replay.py                    # 1,000,000 events
-    .venv/bin/python bench/replay.py --events 200000    # a quicker run
+    .venv/bin/python bench/replay.py                          # 1,000,000 events, 3 rounds
+    .venv/bin/python bench/replay.py --events 200000 --rounds 5
 
 The log is made the way the daemon makes it: 1,000 nodes, then tasks submitted, allocated by
 the scheduling cycle that runs after each batch of 1,000 events (a tick and its decisions in
 the log), bound by the shim and released again, so that about 300,000 tasks pass through.
-Then, in one run:
+Then, in interleaved rounds (min and median of each):
 
-1. raw: Python's sqlite3 reads every row of the log (the floor for reading it at all);
-2. replay: `preemptd replay` reads the log through the store, decodes every record, folds the
-   cluster events, re-runs every cycle and checks each recomputed decision against the stored
-   one (no progress bar).
+1. baseline: Python's sqlite3 reads every row, msgspec decodes each payload with the daemon's
+   decoder, and a plain dict fold counts the running tasks per node and queue;
+2. `preemptd replay`: the same rows through the store, decoded, the cluster events folded,
+   every cycle run again and each recomputed decision compared with the stored one;
+3. `preemptd state`: the rows read, decoded and folded (no cycle);
+4. `preemptd run` on the log (its own NATS, no snapshot): from the start to ready.
 """
 
 from __future__ import annotations
 
 import argparse
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -85,30 +89,71 @@ async def make_log(db: Path, count: int) -> int:
     return events
 
 
-def raw_read(db: Path) -> tuple[int, float]:
+def baseline(db: Path) -> float:
+    """Seconds to read, decode and fold the log in the plainest way."""
     started = time.perf_counter()
+    running: dict[str, int] = {}  # per node and per queue, as a dict fold
+    where: dict[str, tuple[str, str]] = {}
     with sqlite3.connect(db) as conn:
-        rows = sum(1 for _ in conn.execute("select seq, event_id, type, partition, ts, received, stream_seq, payload from log order by seq"))
-    return rows, time.perf_counter() - started
+        for (payload,) in conn.execute("select payload from log order by seq"):
+            event = ev.decode_log_event(payload)
+            if isinstance(event, ev.TaskSubmitted):
+                where[event.task] = ("", event.queue)
+            elif isinstance(event, ev.TaskBound) and event.task in where:
+                where[event.task] = (event.node, where[event.task][1])
+                for key in where[event.task]:
+                    running[key] = running.get(key, 0) + 1
+            elif isinstance(event, ev.TaskReleased) and event.task in where:
+                for key in where.pop(event.task):
+                    running[key] = running.get(key, 0) - 1
+    return time.perf_counter() - started
+
+
+def command_seconds(*args: str) -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "preemptd.daemon.entry", *args], cwd=ROOT, capture_output=True, check=True)
+    return time.perf_counter() - started
+
+
+def start_seconds(db: Path, state_dir: Path) -> float:
+    """Seconds from `preemptd run` starting on `db` (no snapshot in it) to ready."""
+    command = [sys.executable, "-m", "preemptd.daemon.entry", "run", "--db", str(db), "--state-dir", str(state_dir)]
+    started = time.perf_counter()
+    daemon = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert daemon.stdout is not None
+        for line in daemon.stdout:
+            if "listening" in line:
+                return time.perf_counter() - started
+        raise SystemExit(f"preemptd run exited with {daemon.wait()}")
+    finally:
+        daemon.kill()  # no snapshot at the stop: the next round starts from the log alone too
+        daemon.wait()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "log.db"
         started = time.perf_counter()
         events = anyio.run(make_log, db, args.events)
         print(f"made a log of {events:,} cluster events in {time.perf_counter() - started:.0f}s", file=sys.stderr)
-        rows, raw_seconds = raw_read(db)
-        started = time.perf_counter()
-        result = subprocess.run([sys.executable, "-m", "preemptd.daemon.cli", "replay", "--db", str(db), "--quiet"], cwd=ROOT, capture_output=True, text=True)
-        replay_seconds = time.perf_counter() - started
-    print(result.stdout.strip())
-    print(f"raw sqlite3 read:  {rows / raw_seconds:>10,.0f} rows/s ({rows:,} rows: events, ticks and decisions)")
-    print(f"preemptd replay:   {rows / replay_seconds:>10,.0f} rows/s = {events / replay_seconds:,.0f} cluster events/s "
-          f"({replay_seconds:.0f}s; {raw_seconds / replay_seconds:.3f} of the raw read rate)")
+        times: dict[str, list[float]] = {"baseline": [], "replay": [], "state": [], "start": []}
+        for _ in range(args.rounds):
+            times["baseline"].append(baseline(db))
+            times["replay"].append(command_seconds("replay", "--db", str(db), "--quiet"))
+            times["state"].append(command_seconds("state", "--db", str(db)))
+            times["start"].append(start_seconds(db, Path(tmp) / "state"))
+    base = statistics.median(times["baseline"])
+    print(f"{events:,} cluster events, {args.rounds} rounds; events/s as min / median, ratios of the medians")
+    for name, seconds in times.items():
+        median = statistics.median(seconds)
+        rate = f"{events / max(seconds):>9,.0f} / {events / median:>9,.0f} events/s"
+        ratio = "" if name == "baseline" else (f"  = {median / base:.1f}x the baseline's time" if name == "start" else f"  = {base / median:.2f} of the baseline")
+        print(f"{name:9} {rate}  ({median:.1f} s){ratio}")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ SIGINT and SIGTERM cancel the task group; a batch being committed finishes first
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 import time
@@ -110,6 +111,7 @@ async def _run(settings: Settings) -> None:
     try:
         started = time.monotonic()
         state = await _rebuilt(store)
+        gc.freeze()  # what the state holds now lives as long as the daemon: later collections skip it
         log("state rebuilt", log_id=store.log_id, seq=state.seq, partitions=len(state.partitions), seconds=round(time.monotonic() - started, 3))
         with _nats(settings) as (url, embedded):
             bus = await Bus.connect(url)

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -308,17 +309,21 @@ class Store:
         return await self._run(_counts)
 
     async def read_log(self, after: int = 0, until: int | None = None, page: int = 20_000) -> AsyncIterator[tuple[int, int, bytes]]:
-        """(seq, received, payload) of every log row with `after < seq <= until`, in order, a
-        page at a time: all that a fold needs, and the hot path of replays and restarts. A stop
-        comes in between pages (each read is shielded)."""
-        position = after
-        while True:
-            query = sa.select(_log.c.seq, _log.c.received, _log.c.payload).where(_log.c.seq > position).order_by(_log.c.seq).limit(page)
-            if until is not None:
-                query = query.where(_log.c.seq <= until)
-            rows = await self._run(_tuples, query)
+        """(seq, received, payload) of every log row with `after < seq <= until`, in order."""
+        async for rows in self.read_pages(after, until, page):
             for row in rows:
                 yield row
+
+    async def read_pages(self, after: int = 0, until: int | None = None, page: int = 20_000) -> AsyncIterator[list[tuple[int, int, bytes]]]:
+        """The rows of `read_log`, a page at a time: all that a fold needs, and the hot path of
+        replays and restarts (a page is read by the driver alone, and handed over whole, not
+        row by row through SQLAlchemy and an async generator). A stop comes in between pages
+        (each read is shielded)."""
+        position = after
+        while True:
+            rows = await self._run(_page, position, until, page)
+            if rows:
+                yield rows
             if len(rows) < page:
                 return
             position = rows[-1][0]
@@ -476,8 +481,23 @@ async def _latest_snapshot(conn: AsyncConnection, at_most: int | None) -> tuple[
     return row.seq, b"".join([row.payload, *(part for (part,) in parts)])
 
 
-async def _tuples(conn: AsyncConnection, query) -> list[tuple]:
-    return [tuple(row) for row in await conn.execute(query)]
+_PAGES: dict[tuple[str, bool, int], Any] = {}  # compiled statements
+
+
+async def _page(conn: AsyncConnection, after: int, until: int | None, limit: int) -> list[tuple[int, int, bytes]]:
+    """Up to `limit` rows (seq, received, payload) after `after`, at most `until`, in order;
+    the statement compiled once per dialect, run by the driver."""
+    key = (conn.dialect.name, until is not None, limit)
+    if key not in _PAGES:
+        query = sa.select(_log.c.seq, _log.c.received, _log.c.payload).where(_log.c.seq > sa.bindparam("after"))
+        if until is not None:
+            query = query.where(_log.c.seq <= sa.bindparam("until"))
+        _PAGES[key] = query.order_by(_log.c.seq).limit(limit).compile(dialect=conn.dialect)
+    compiled = _PAGES[key]
+    values = compiled.construct_params({"after": after, "until": until})
+    parameters = tuple(values[name] for name in compiled.positiontup) if compiled.positional else values
+    result = await conn.exec_driver_sql(str(compiled), parameters)
+    return result.fetchall()
 
 
 async def _select_rows(conn: AsyncConnection, query) -> list[LogRow]:
