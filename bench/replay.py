@@ -127,8 +127,11 @@ def start_seconds(db: Path, state_dir: Path) -> float:
                 return time.perf_counter() - started
         raise SystemExit(f"preemptd run exited with {daemon.wait()}")
     finally:
-        daemon.kill()  # no snapshot at the stop: the next round starts from the log alone too
+        daemon.kill()  # no snapshot at the stop
         daemon.wait()
+        with sqlite3.connect(db) as conn:  # nor the one it may have taken once ready: each round folds the whole log
+            conn.execute("delete from snapshot_parts")
+            conn.execute("delete from snapshots")
 
 
 def main() -> None:
