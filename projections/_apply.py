@@ -149,13 +149,25 @@ class Projection:
         p.model_state = msgspec.convert(p.model_state, model.state_type) if model.state_type else None
 
     def _apply_event(self, p: PartitionState, event: LogEvent, record: LogRecord) -> tuple[str, ...]:
-        match event:
-            case ConfigApplied():
-                return self._config_applied(p, event)
-            case PriorityClassUpserted():
-                _priority_class_upserted(p, event)
-            case PriorityClassDeleted():
-                _priority_class_deleted(p, event)
+        match event:  # the most frequent first: each case is an isinstance check
+            case TaskSubmitted():
+                _task_submitted(p, event, record)
+            case TaskBound():
+                _task_bound(p, event, record)
+            case Allocated():
+                _allocated(p, event)
+            case TaskReleased():
+                _remove_task(p, _task(p, event.task))
+            case Tick():
+                p.last_tick = event.ts
+            case Blocked():
+                _task(p, event.task).blocked = event.reasons
+            case Preempted():
+                _preempted(p, event)
+            case Admitted() | Evicted():
+                self.models[p.model].fold_decision(p, event)
+            case Unreserved():
+                _drop_reservation(p, _task(p, event.task))
             case NodeUpserted():
                 _node_upserted(p, event)
             case NodeRemoved():
@@ -164,24 +176,12 @@ class Projection:
                 _app_submitted(p, event, record)
             case AppFinished():
                 _app_finished(p, event)
-            case TaskSubmitted():
-                _task_submitted(p, event, record)
-            case TaskBound():
-                _task_bound(p, event, record)
-            case TaskReleased():
-                _remove_task(p, _task(p, event.task))
-            case Tick():
-                p.last_tick = event.ts
-            case Allocated():
-                _allocated(p, event)
-            case Preempted():
-                _preempted(p, event)
-            case Unreserved():
-                _drop_reservation(p, _task(p, event.task))
-            case Blocked():
-                _task(p, event.task).blocked = event.reasons
-            case Admitted() | Evicted():
-                self.models[p.model].fold_decision(p, event)
+            case ConfigApplied():
+                return self._config_applied(p, event)
+            case PriorityClassUpserted():
+                _priority_class_upserted(p, event)
+            case PriorityClassDeleted():
+                _priority_class_deleted(p, event)
             case _:
                 assert_never(event)
         return ()
