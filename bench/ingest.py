@@ -76,7 +76,11 @@ WORKLOADS = {"bound": bound, "allocating": allocating}
 
 
 async def publish(url: str, bodies: list[dict]) -> None:
-    messages = [Outbound(cluster_subject("default", m["type"]), json.dumps(m).encode(), m["id"]) for m in bodies]
+    await publish_messages(url, [Outbound(cluster_subject("default", m["type"]), json.dumps(m).encode(), m["id"]) for m in bodies])
+
+
+async def publish_messages(url: str, messages: list[Outbound]) -> None:
+    """Publish `messages` to the cluster stream (made if need be), a thousand at a time."""
     bus = await Bus.connect(url)
     try:
         await bus.ensure_streams()

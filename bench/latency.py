@@ -42,9 +42,10 @@ from pathlib import Path
 import anyio
 import nats
 from _figures import percentiles
+from ingest import publish_messages
 
 from preemptd.daemon.embedded import EmbeddedNats
-from preemptd.daemon.nats_source import Bus, Outbound, cluster_subject
+from preemptd.daemon.nats_source import Outbound, cluster_subject
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = {"partitions": [{"name": "default", "queues": [{"name": "root", "queues": [{"name": "default"}]}]}]}
@@ -83,16 +84,6 @@ def state(nodes: int, tasks: int) -> list[Outbound]:
     messages += [event("node.upserted", f"full-node-{n}", "preempt", node=f"full{n}", capacity={"cpu": 10, "memory": "100Gi"}) for n in range(100)]
     messages += [task("task.bound", f"low{t:04d}", "root.low", "preempt", node=f"full{t % 100}") for t in range(1000)]
     return messages
-
-
-async def publish(url: str, messages: list[Outbound]) -> None:
-    bus = await Bus.connect(url)
-    try:
-        await bus.ensure_streams()
-        for start in range(0, len(messages), 1000):
-            await bus.publish(messages[start : start + 1000])
-    finally:
-        await bus.close()
 
 
 def committed(db: Path) -> int:
@@ -210,7 +201,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, EmbeddedNats(Path(tmp) / "nats") as server:
         initial = state(args.nodes, args.tasks)
-        anyio.run(publish, server.url, initial)
+        anyio.run(publish_messages, server.url, initial)
         command = [sys.executable, "-m", "preemptd.daemon.entry", "--log-level", "warning", "run", "--nats-url", server.url, "--state-dir", f"{tmp}/state"]
         daemon = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
