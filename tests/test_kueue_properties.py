@@ -133,11 +133,12 @@ def plan_again(p: PartitionState, preemptor_id: str, cycle: int) -> tuple[Search
     workloads = Workloads.of(p)
     usage = tree.usage(workloads.usage)
     admitted = {queue: [w for w in ws if w.admitted_at < cycle] for queue, ws in workloads.admitted.items()}
+    admitted_now = {queue: [w for w in ws if w.admitted_at >= cycle] for queue, ws in workloads.admitted.items()}
     preemptor = next(w for w in workloads.pending if w.id == preemptor_id)
     node = tree.queues[preemptor.queue]
     assignment = assign(p.settings.cluster_queues[preemptor.queue], node, tree, usage, preemptor.request)
     assert assignment.mode == Mode.PREEMPT
-    search = Search(preemptor, p.settings, node, tree, usage, admitted, assignment.flavors, assignment.contested)
+    search = Search(preemptor, p.settings, node, tree, usage, admitted, assignment.flavors, assignment.contested, admitted_now)
     return search, preemption(p.settings, search)
 
 

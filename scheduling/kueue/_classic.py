@@ -20,7 +20,7 @@ Every candidate ends in the plan's `considered` lines, taken or spared and why.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
@@ -84,8 +84,10 @@ class Search:
         admitted: dict[str, list[Workload]],
         flavors: dict[str, str],
         contested: tuple[FlavorResource, ...],
+        admitted_now: dict[str, list[Workload]] | None = None,
     ) -> None:
         self.preemptor, self.config, self.node, self.tree, self.usage, self.admitted = preemptor, config, node, tree, usage, admitted
+        self.admitted_now = admitted_now or {}  # admitted earlier in the cycle: in the usage, no candidates
         self.queue = config.cluster_queues[preemptor.queue]
         self.request = usage_of(flavors, preemptor.request)
         self.contested = frozenset(contested)
@@ -159,20 +161,27 @@ class Search:
             node = node.parent
         return True
 
-    def taken_back(self, targets: Iterable[Candidate], *, by_policy: bool) -> str | None:
-        """With `targets` taken: why the first victim from another queue that, requeued, would
-        fit within its queue's nominal quota would take its room back at once (and, `by_policy`,
-        its queue's reclaimWithinCohort lets it evict the preemptor), so that the two would evict
-        each other without end; None if there is none. Property tests found both cycles; Kueue
-        does not check."""
+    def taken_back(self, targets: list[Candidate], *, only: Reason | None = None, by_policy: bool) -> str | None:
+        """With `targets` taken: why the first victim from another queue (of reason `only`, if
+        given) that, requeued, would fit within its queue's nominal quota (once it evicted the
+        workloads of its own queue that its queue's withinClusterQueue lets it evict) would take
+        its room back at once (and, `by_policy`, its queue's reclaimWithinCohort lets it evict
+        the preemptor), so that they would evict each other without end; None if there is none.
+        Property tests found such cycles; Kueue does not check."""
+        taken = {target.workload.id for target in targets}
         for target in targets:
             victim = target.workload
-            if target.reason == "InClusterQueue":
+            if target.reason == "InClusterQueue" or (only is not None and target.reason != only):
                 continue
-            if by_policy and not allowed(self.config.cluster_queues[victim.queue].preemption.reclaim_within_cohort, victim, self.preemptor):
+            policy = self.config.cluster_queues[victim.queue].preemption
+            if by_policy and not allowed(policy.reclaim_within_cohort, victim, self.preemptor):
                 continue
             queue = self.tree.queues[victim.queue]
-            used = self.usage.get(queue, {})
+            used = dict(self.usage.get(queue, {}))
+            for other in (*self.admitted.get(victim.queue, ()), *self.admitted_now.get(victim.queue, ())):
+                if other.id not in taken and allowed(policy.within_cluster_queue, victim, other):
+                    for fr, amount in other.usage.items():
+                        used[fr] = used.get(fr, 0) - amount
             if all(used.get(fr, 0) + amount <= queue.subtree.get(fr, 0) for fr, amount in victim.usage.items()):
                 return f"{victim.id} would fit within the nominal quota of ClusterQueue {queue.name} once evicted, and take its room back at once"
         return None
@@ -233,11 +242,10 @@ def _not_taken_back(s: Search, targets: list[Candidate], skipped: dict[str, str]
     """`targets`, unless a victim taken while borrowing would, requeued, take its queue's
     nominal quota back from the preemptor at once: then none (the two would evict each other
     without end)."""
-    while_borrowing = [t for t in targets if t.reason == "InCohortReclaimWhileBorrowing"]
     for target in targets:
         s.take(target.workload)
     try:
-        why = s.taken_back(while_borrowing, by_policy=True)
+        why = s.taken_back(targets, only="InCohortReclaimWhileBorrowing", by_policy=True)
     finally:
         for target in targets:
             s.give_back(target.workload)

@@ -35,6 +35,8 @@ up for long and a backlog does not flood the log; the rest wait for the next cyc
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from preemptd.events import Admitted, Blocked, Evicted, format_human
 
 from .._model import Cycle
@@ -67,6 +69,7 @@ class _Admission:
         self.preemptions = 0
         self.blocked = 0
         self.preempted_in: set[Node] = set()  # roots of the cohort trees with a preemption this cycle
+        self.admitted_now: dict[str, list[Workload]] = {}  # by ClusterQueue: in the usage, not candidates
 
     def run(self) -> None:
         waiting = []
@@ -127,7 +130,7 @@ class _Admission:
         root = node.path()[-1]
         if root in self.preempted_in or self.preemptions >= PREEMPTIONS_PER_CYCLE:
             return None  # the next cycle plans on the state with this cycle's evictions in it
-        search = Search(workload, self.config, node, self.tree, self.usage, self.workloads.admitted, assignment.flavors, assignment.contested)
+        search = Search(workload, self.config, node, self.tree, self.usage, self.workloads.admitted, assignment.flavors, assignment.contested, self.admitted_now)
         fair_sharing = self.config.fair_sharing_in(root.name)
         plan = preemption(self.config, search)
         if not plan.targets:
@@ -143,6 +146,7 @@ class _Admission:
         if node is not None:
             self.tree.change(self.usage, node, usage_of(flavors, workload.request), +1)
         self.admissions += 1
+        self.admitted_now.setdefault(workload.queue, []).append(replace(workload, flavors=flavors))
 
     def _evict(self, preemptor: Workload, plan: Plan) -> None:
         for target in plan.targets:
