@@ -10,7 +10,7 @@ from the registry it was given (`scheduling` gives it the registry of every mode
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import assert_never
 
 import msgspec
@@ -268,7 +268,7 @@ def _node_upserted(p: PartitionState, event: NodeUpserted) -> None:
     node = p.nodes.get(event.node)
     before = node.capacity if node is not None and node.schedulable else {}
     after = event.capacity.amounts if event.schedulable else {}
-    _check_total(f"node {event.node!r}", f"the capacity of partition {p.name}", p.capacity, before, after)
+    _check_total(after, (p.capacity,), before, lambda: (f"node {event.node!r}", f"the capacity of partition {p.name}"))
     if node is None:
         node = p.nodes[event.node] = NodeState(name=event.node, capacity={}, schedulable=False)
     if node.schedulable:
@@ -348,8 +348,12 @@ def _new_task(p: PartitionState, event: TaskSubmitted | TaskBound, record: LogRe
         raise Rejected(f"task {event.task!r} already exists ({p.tasks[event.task].status} in {p.tasks[event.task].queue})")
     app = _app_for(p, event, record)
     root = p.queues[p.queues[app.queue].lineage[-1]]
-    held = {name: root.allocated.get(name, 0) + root.pending.get(name, 0) for name in event.resources.amounts}
-    _check_total(f"task {event.task!r}", f"what the tasks of partition {p.name} hold and ask", held, {}, event.resources.amounts)
+    _check_total(
+        event.resources.amounts,
+        (root.allocated, root.pending),
+        {},
+        lambda: (f"task {event.task!r}", f"what the tasks of partition {p.name} hold and ask"),
+    )
     if isinstance(event, TaskSubmitted):  # a bound task runs whatever the max says: record it
         _check_within_max(p, p.queues[app.queue], event.task, event.resources.amounts)
     if event.required_node is not None and event.required_node not in p.nodes:
@@ -386,12 +390,18 @@ def _app_for(p: PartitionState, event: TaskSubmitted | TaskBound, record: LogRec
     return app
 
 
-def _check_total(who: str, what: str, totals: dict[str, int], before: dict[str, int], after: dict[str, int]) -> None:
-    """Refuse a change that would bring a sum the state keeps beyond `MAX_TOTAL`: each
-    aggregate (capacity, a queue's or a node's usage) is at most one of these sums."""
+def _check_total(
+    after: Mapping[str, int], totals: tuple[dict[str, int], ...], before: dict[str, int], names: Callable[[], tuple[str, str]]
+) -> None:
+    """Refuse a change (from `before` to `after`) that would bring a sum the state keeps, the
+    sum of `totals`, beyond `MAX_TOTAL`: each aggregate (capacity, a queue's or a node's usage)
+    is at most one of these sums. `names` says who changes what, for the reason only."""
     for name, amount in after.items():
-        total = totals.get(name, 0) - before.get(name, 0) + amount
+        total = amount - before.get(name, 0)
+        for held in totals:
+            total += held.get(name, 0)
         if total > MAX_TOTAL:
+            who, what = names()
             raise Rejected(f"{who} would bring {what} in {name} to {total:,}; the limit is {MAX_TOTAL:,} (2^62)")
 
 
@@ -427,18 +437,20 @@ def _add_task(p: PartitionState, task: TaskState, app: AppState) -> None:
 def _count_task(p: PartitionState, task: TaskState, sign: int) -> None:
     """Add (`sign` +1) or take away (-1) the task's share of every aggregate it belongs to."""
     change = add if sign > 0 else subtract
-    queue = p.queues[task.queue]
-    lineage = [p.queues[path] for path in queue.lineage]
+    queues = p.queues
+    queue = queues[task.queue]
     if task.status == "pending":
         p.pending_count += sign
         _toggle(queue.waiting, task.id, sign)
-        for q in lineage:
-            change(q.pending, task.resources)
+        for path in queue.lineage:
+            change(queues[path].pending, task.resources)
         return
     _toggle(queue.running, task.id, sign)
-    for q in lineage:
+    preempting = task.status == "preempting"
+    for path in queue.lineage:
+        q = queues[path]
         change(q.allocated, task.resources)
-        if task.status == "preempting":
+        if preempting:
             change(q.preempting, task.resources)
 
 
@@ -462,9 +474,17 @@ def _count_on_node(p: PartitionState, task: TaskState, sign: int) -> None:
 
 
 def _start_task(p: PartitionState, task: TaskState, node: NodeState, now: int) -> None:
-    _count_task(p, task, -1)
+    """A pending task runs on `node`: its ask moves from pending to allocated along its lineage."""
+    queues = p.queues
+    queue = queues[task.queue]
+    p.pending_count -= 1
+    del queue.waiting[task.id]
+    queue.running[task.id] = None
+    for path in queue.lineage:
+        q = queues[path]
+        subtract(q.pending, task.resources)
+        add(q.allocated, task.resources)
     task.status, task.node, task.bound_at = "running", node.name, now
-    _count_task(p, task, +1)
     _count_on_node(p, task, +1)
 
 
@@ -481,7 +501,7 @@ def _move_task(p: PartitionState, task: TaskState, node: NodeState) -> None:
 
 def _remove_task(p: PartitionState, task: TaskState) -> None:
     _drop_reservation(p, task)
-    preemptor = _waiting_preemptor(p, task)
+    preemptor = _waiting_preemptor(p, task) if task.preempted_by is not None else None
     if preemptor is not None:  # one victim fewer in the way: the preemptor's claim grows
         _count_reservation(p, preemptor, -1)
         preemptor.victims.remove(task.id)
