@@ -133,16 +133,19 @@ def _log_table(db: Path) -> sqlite3.Connection:
     return conn
 
 
-def _progress(db: Path) -> tuple[int, int, int]:
-    """(cluster events committed, decisions, decisions not yet published) in the daemon's log."""
+def _progress(db: Path, decisions: int) -> tuple[int, int, int]:
+    """(cluster events committed, decisions, decisions not yet published) in the daemon's log,
+    read cheaply: the bench shares the machine's two cores with the daemon it measures."""
     if not db.exists():
         return 0, 0, 0
     try:
         with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1) as conn:
-            events = conn.execute("select count(*) from log where stream_seq is not null").fetchone()[0]
-            decisions = conn.execute("select count(*) from outbox").fetchone()[0]
+            events = conn.execute("select coalesce(max(position), 0) from tracking").fetchone()[0]  # the stream holds only the workload
+            decided = conn.execute("select count(*) from outbox").fetchone()[0]
+            if decided < decisions:  # the scan for what is still unpublished only at the end
+                return events, decided, decisions - decided
             waiting = conn.execute("select count(*) from outbox where published_at is null").fetchone()[0]
-            return events, decisions, waiting
+            return events, decided, waiting
     except sqlite3.OperationalError:  # not migrated yet
         return 0, 0, 0
 
@@ -154,7 +157,7 @@ def daemon(url: str, state: Path, count: int, decisions: int) -> float:
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         while True:
-            events, decided, waiting = _progress(state / "preemptd.db")
+            events, decided, waiting = _progress(state / "preemptd.db", decisions)
             if events >= count and decided >= decisions and waiting == 0:
                 return time.perf_counter() - started
             if process.poll() is not None:

@@ -497,7 +497,9 @@ async def _page(conn: AsyncConnection, after: int, until: int | None, limit: int
     values = compiled.construct_params({"after": after, "until": until})
     parameters = tuple(values[name] for name in compiled.positiontup) if compiled.positional else values
     result = await conn.exec_driver_sql(str(compiled), parameters)
-    return result.fetchall()
+    rows = result.cursor.fetchall()  # the driver's tuples, as fetched: not wrapped in Row objects
+    result.close()
+    return rows
 
 
 async def _select_rows(conn: AsyncConnection, query) -> list[LogRow]:

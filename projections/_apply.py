@@ -26,7 +26,6 @@ from preemptd.events import (
     ConfigError,
     DecisionEvent,
     Evicted,
-    LogEvent,
     NodeRemoved,
     NodeUpserted,
     PreemptdError,
@@ -91,13 +90,48 @@ class Projection:
     def apply(self, state: ClusterState, record: LogRecord) -> tuple[str, ...]:
         """Fold `record` into `state`; return warnings worth logging. Raises `Rejected`."""
         event = record.event
-        partition = state.partitions.get(event.partition)
-        fresh = partition is None
+        p = state.partitions.get(event.partition)
+        fresh = p is None
         if fresh:
-            partition = self.new_partition(event.partition)
-        warnings = self._apply_event(partition, event, record)
+            p = self.new_partition(event.partition)
+        warnings: tuple[str, ...] = ()
+        match event:  # the most frequent first: each case is an isinstance check
+            case TaskSubmitted():
+                _task_submitted(p, event, record)
+            case TaskBound():
+                _task_bound(p, event, record)
+            case Allocated():
+                _allocated(p, event)
+            case TaskReleased():
+                _remove_task(p, _task(p, event.task))
+            case Tick():
+                p.last_tick = event.ts
+            case Blocked():
+                _task(p, event.task).blocked = event.reasons
+            case Preempted():
+                _preempted(p, event)
+            case Admitted() | Evicted():
+                self.models[p.model].fold_decision(p, event)
+            case Unreserved():
+                _drop_reservation(p, _task(p, event.task))
+            case NodeUpserted():
+                _node_upserted(p, event)
+            case NodeRemoved():
+                _node_removed(p, event)
+            case AppSubmitted():
+                _app_submitted(p, event, record)
+            case AppFinished():
+                _app_finished(p, event)
+            case ConfigApplied():
+                warnings = self._config_applied(p, event)
+            case PriorityClassUpserted():
+                _priority_class_upserted(p, event)
+            case PriorityClassDeleted():
+                _priority_class_deleted(p, event)
+            case _:
+                assert_never(event)
         if fresh:
-            state.partitions[event.partition] = partition
+            state.partitions[event.partition] = p
         state.seq = record.seq
         return warnings
 
@@ -147,44 +181,6 @@ class Projection:
             p.queues[queue.path].props = queue.props
         p.settings, p.aliases, p.defined_classes = parsed.settings, parsed.aliases, parsed.priority_classes
         p.model_state = msgspec.convert(p.model_state, model.state_type) if model.state_type else None
-
-    def _apply_event(self, p: PartitionState, event: LogEvent, record: LogRecord) -> tuple[str, ...]:
-        match event:  # the most frequent first: each case is an isinstance check
-            case TaskSubmitted():
-                _task_submitted(p, event, record)
-            case TaskBound():
-                _task_bound(p, event, record)
-            case Allocated():
-                _allocated(p, event)
-            case TaskReleased():
-                _remove_task(p, _task(p, event.task))
-            case Tick():
-                p.last_tick = event.ts
-            case Blocked():
-                _task(p, event.task).blocked = event.reasons
-            case Preempted():
-                _preempted(p, event)
-            case Admitted() | Evicted():
-                self.models[p.model].fold_decision(p, event)
-            case Unreserved():
-                _drop_reservation(p, _task(p, event.task))
-            case NodeUpserted():
-                _node_upserted(p, event)
-            case NodeRemoved():
-                _node_removed(p, event)
-            case AppSubmitted():
-                _app_submitted(p, event, record)
-            case AppFinished():
-                _app_finished(p, event)
-            case ConfigApplied():
-                return self._config_applied(p, event)
-            case PriorityClassUpserted():
-                _priority_class_upserted(p, event)
-            case PriorityClassDeleted():
-                _priority_class_deleted(p, event)
-            case _:
-                assert_never(event)
-        return ()
 
     def _config_applied(self, p: PartitionState, event: ConfigApplied) -> tuple[str, ...]:
         try:
