@@ -75,6 +75,7 @@ def _nats_url(args: argparse.Namespace) -> str:
 
 async def cmd_run(args: argparse.Namespace) -> int:
     from .config_file import config_events
+    from .metrics import listen_address
     from .runtime import Settings, run
 
     settings = Settings(
@@ -88,6 +89,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
         batch=args.batch,
         snapshot_every=args.snapshot_every,
         synchronous=args.sqlite_synchronous,
+        metrics_addr=listen_address(args.metrics_addr) if args.metrics_addr else None,
     )
     if settings.config is not None:
         config_events(settings.config, 0)  # a bad file is reported before anything is created
@@ -282,7 +284,7 @@ async def cmd_dead_letters(args: argparse.Namespace) -> int:
         await store.close()
     for dead in letters:
         if args.json:
-            print(json.dumps({**dead.__dict__, "raw": dead.raw.decode(errors="replace")}))
+            print(json.dumps({**dead.stored(), "raw": dead.raw.decode(errors="replace")}))
         else:
             print(render.dead_letter(dead))
     passed = f"; {render.count(counts['passed_over'], 'decision')} passed over by the publisher (the daemon's log says why)" if counts["passed_over"] else ""
@@ -370,6 +372,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=_at_least(1), default=1000, help="events fetched and committed per transaction (default: 1000)")
     p.add_argument("--snapshot-every", type=_at_least(1), default=100_000, help="log records between snapshots (default: 100000)")
     p.add_argument("--sqlite-synchronous", default="FULL", choices=["FULL", "NORMAL"], help="FULL survives power loss; NORMAL only process crashes (default: FULL)")
+    p.add_argument(
+        "--metrics-addr",
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics (/metrics), /healthz and /readyz here; a bare port listens on loopback only (default: off)",
+    )
     p.set_defaults(func=cmd_run)
 
     p = commands.add_parser("publish", help="publish events from a file (JSON lines or YAML; - for stdin)")

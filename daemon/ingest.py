@@ -21,7 +21,7 @@ from .history import to_row
 from .nats_source import Inbound, cluster_subject
 from .store import DeadLetter, LogRow
 
-__all__ = ["Continuation", "Decoded", "Ingested", "Position", "continuing", "dead_letter", "decode", "fold", "subject_partition"]
+__all__ = ["DEAD_LETTER_KINDS", "Continuation", "Decoded", "Ingested", "Position", "continuing", "dead_letter", "decode", "fold", "subject_partition"]
 
 
 @dataclass(frozen=True)
@@ -90,14 +90,15 @@ def decode(messages: list[Inbound], received: int) -> Decoded:
         try:
             event = decode_cluster_event(message.data)
         except DecodeError as exc:
-            out.dead.append(dead_letter(message, received, exc.reason, event_type=exc.event_type, event_id=exc.event_id))
+            kind = "invalid" if exc.event_type else "undecodable"
+            out.dead.append(dead_letter(message, received, exc.reason, event_type=exc.event_type, event_id=exc.event_id, kind=kind))
             continue
         except Exception as exc:  # whatever a message does to the decoder, it stops there
-            out.dead.append(dead_letter(message, received, f"cannot be decoded ({_describe(exc)}); please report this message"))
+            out.dead.append(dead_letter(message, received, f"cannot be decoded ({_describe(exc)}); please report this message", kind="internal"))
             continue
         reason = _misplaced(message.subject, event)
         if reason is not None:
-            out.dead.append(dead_letter(message, received, reason, event))
+            out.dead.append(dead_letter(message, received, reason, event, kind="wrong_subject"))
             continue
         out.events.append((message, event))
     return out
@@ -129,18 +130,20 @@ def fold(decoded: Decoded, known: Mapping[str, int], state: ClusterState) -> Ing
     for message, event in decoded.events:
         first = known.get(event.id) or seen.get(event.id)
         if is_daemon_id(state.log_id, event.id):
+            kind = "reserved_id"
             reason = f"event ids starting with {state.log_id + ':'!r} are reserved for the daemon's ticks and decisions; choose another id"
         elif first is not None:
+            kind = "duplicate_id"
             reason = f"duplicate id {event.id!r}: already in the log at seq {first}; ids must be unique per event"
         else:
             record = LogRecord(state.seq + 1, received, event)
             try:
                 warnings = apply(state, record)
             except Rejected as exc:
-                reason = exc.reason
+                kind, reason = "rejected", exc.reason
             except Exception as exc:  # a bug of ours must not stop ingest
                 out.dead = [d for d in out.dead if (d.stream_seq or 0) < message.stream_seq]
-                out.dead.append(dead_letter(message, received, f"an error of preemptd's while folding it ({_describe(exc)}); please report it", event))
+                out.dead.append(dead_letter(message, received, f"an error of preemptd's while folding it ({_describe(exc)}); please report it", event, kind="internal"))
                 out.stopped = message
                 return out
             else:
@@ -150,7 +153,7 @@ def fold(decoded: Decoded, known: Mapping[str, int], state: ClusterState) -> Ing
                 out.rows.append(to_row(record, payload=message.data, stream_seq=message.stream_seq))
                 out.touched.add(event.partition)
                 continue
-        out.dead.append(dead_letter(message, received, reason, event))
+        out.dead.append(dead_letter(message, received, reason, event, kind=kind))
     return out
 
 
@@ -174,8 +177,19 @@ def subject_partition(subject: str) -> str | None:
     return parts[2] if len(parts) >= 3 else None
 
 
+#: Why an input became a dead letter, in a word (the `reason` label of `preemptd_dead_letters_total`).
+DEAD_LETTER_KINDS = ("undecodable", "invalid", "wrong_subject", "reserved_id", "duplicate_id", "rejected", "internal")
+
+
 def dead_letter(
-    message: Inbound, received: int, reason: str, event: ClusterEvent | None = None, *, event_type: str | None = None, event_id: str | None = None
+    message: Inbound,
+    received: int,
+    reason: str,
+    event: ClusterEvent | None = None,
+    *,
+    event_type: str | None = None,
+    event_id: str | None = None,
+    kind: str = "invalid",
 ) -> DeadLetter:
     return DeadLetter(
         received=received,
@@ -186,5 +200,6 @@ def dead_letter(
         partition=event.partition if event is not None else subject_partition(message.subject),
         event_type=event.__struct_config__.tag if event is not None else event_type,
         event_id=event.id if event is not None else event_id,
+        kind=kind,
     )
 

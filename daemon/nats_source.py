@@ -258,6 +258,10 @@ class Bus:
         server = self._nc.connected_url
         return f"nats://{server.hostname}:{server.port}" if server else "?"
 
+    @property
+    def connected(self) -> bool:
+        return self._nc.is_connected
+
     async def close(self) -> None:
         """Close at once: everything that matters was awaited (publishes) or will come again
         (unacknowledged events), so there is nothing to drain."""
@@ -308,6 +312,15 @@ class Bus:
         except _NATS_ERRORS as exc:
             raise BusError(f"cannot read consumer {consumer} of {CLUSTER_STREAM}: {_describe(exc)}") from exc
         return info.ack_floor.stream_seq if info.ack_floor else 0
+
+    async def consumer_lag(self) -> int:
+        """Messages for this daemon's consumer not yet acknowledged: not yet delivered, or
+        delivered and not yet committed (a batch is acknowledged once committed)."""
+        try:
+            info = await self._js.consumer_info(CLUSTER_STREAM, self._consumer_name)
+        except _NATS_ERRORS as exc:
+            raise BusError(f"cannot read consumer {self._consumer_name} of {CLUSTER_STREAM}: {_describe(exc)}") from exc
+        return (info.num_pending or 0) + (info.num_ack_pending or 0)
 
     async def cluster_message(self, seq: int) -> bytes | None:
         """The message at `seq` in the cluster stream; None if it is gone."""

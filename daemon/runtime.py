@@ -7,6 +7,7 @@
 - consume: fetches cluster events from the durable JetStream consumer.
 - heartbeat: wakes `act` every 10 ms, so that cycles come when they are due (`scheduling.Pacer`:
   soon after events, every `tick` while deciding, every `idle-tick` or at a delay's end when not).
+- observe: measures consumer lag, the outbox and the gauges once a second (`metrics`).
 - act: turns each delivery into log records and dead letters (`ingest`), commits them with the
   consumer's position in one transaction and only then acknowledges them; runs due cycles and
   commits each tick with its decisions and their outbox rows; takes snapshots.
@@ -23,7 +24,7 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
@@ -43,15 +44,17 @@ from .errors import BusError, UsageError
 from .history import fold_log, load_state, outbox_rows, restored, save_snapshot, to_row
 from .lock import single_writer
 from .logs import log
+from .metrics import Health, Metrics, MetricsServer, reading
 from .nats_source import CONSUMER, Bus, Inbound, reachable
 from .outbox import Publisher, publish_rejections, publish_unacknowledged_rejections
 from .position import start_position
 from .store import Batch, Store, database_url
 
-__all__ = ["Heartbeat", "Settings", "run", "snapshot_due"]
+__all__ = ["Heartbeat", "Observed", "Settings", "run", "snapshot_due"]
 
 _HEARTBEAT = 0.01  # seconds; also the shortest gap between two cycles of a partition
 _SNAPSHOT_SECONDS = 30  # the longest a growing log goes without a snapshot
+_OBSERVE_SECONDS = 1.0  # how often lag, outbox and the gauges are measured
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,7 @@ class Settings:
     batch: int = 1000
     snapshot_every: int = 100_000
     synchronous: str = "FULL"
+    metrics_addr: tuple[str, int] | None = None  # where to serve metrics, /healthz and /readyz
 
 
 class Heartbeat:
@@ -87,9 +91,28 @@ async def run(settings: Settings) -> None:
                 settings.state_dir.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise UsageError(f"cannot create the state directory {settings.state_dir}: {exc.strerror}") from None
-            with single_writer(database_url(settings.db), settings.state_dir):
-                await _run(settings)
+            with single_writer(database_url(settings.db), settings.state_dir), _observed(settings) as observed:
+                await _run(settings, observed)
         tg.cancel_scope.cancel()
+
+
+@dataclass
+class Observed:
+    """What the daemon shows of itself: metrics when asked for, and what `/readyz` checks."""
+
+    metrics: Metrics | None = None
+    health: Health = field(default_factory=Health)
+
+
+@contextmanager
+def _observed(settings: Settings) -> Iterator[Observed]:
+    if settings.metrics_addr is None:
+        yield Observed()
+        return
+    observed = Observed(Metrics())
+    with MetricsServer(settings.metrics_addr, observed.metrics, observed.health) as server:
+        log("serving metrics", url=f"{server.url}/metrics", health=f"{server.url}/healthz", ready=f"{server.url}/readyz")
+        yield observed
 
 
 async def _stop_on_signal(scope: anyio.CancelScope, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
@@ -105,12 +128,13 @@ async def _stop_on_signal(scope: anyio.CancelScope, *, task_status=anyio.TASK_ST
             return
 
 
-async def _run(settings: Settings) -> None:
+async def _run(settings: Settings, observed: Observed) -> None:
     store = await Store.open(settings.db, synchronous=settings.synchronous)
     state = None
     try:
         started = time.monotonic()
         state = await _rebuilt(store)
+        observed.health.rebuilt = True
         gc.freeze()  # what the state holds now lives as long as the daemon: later collections skip it
         log("state rebuilt", log_id=store.log_id, seq=state.seq, partitions=len(state.partitions), seconds=round(time.monotonic() - started, 3))
         with _nats(settings) as (url, embedded):
@@ -120,7 +144,7 @@ async def _run(settings: Settings) -> None:
                 source, position = await start_position(store, bus)
                 await publish_unacknowledged_rejections(store, bus, f"{CONSUMER}-{store.log_id}", position)
                 await bus.subscribe_cluster(position + 1, f"{CONSUMER}-{store.log_id}")
-                daemon = Daemon(settings, store, bus, state, source)
+                daemon = Daemon(settings, store, bus, state, source, observed)
                 if settings.config is not None:
                     for partition in await apply_config_file(settings.config, wall_ms(), state, store):
                         daemon.pacer.touched(partition)
@@ -172,8 +196,9 @@ def _announce(settings: Settings, url: str) -> None:
 class Daemon:
     """The actors of one daemon, around the one in-memory state they share through `act`."""
 
-    def __init__(self, settings: Settings, store: Store, bus: Bus, state: ClusterState, source: str) -> None:
+    def __init__(self, settings: Settings, store: Store, bus: Bus, state: ClusterState, source: str, observed: Observed | None = None) -> None:
         self.settings, self.store, self.bus, self.state = settings, store, bus, state
+        self.observed = observed or Observed()
         self.source = source  # the cluster stream, as the log names its position in it
         self.pacer = Pacer(Cadence(tick=settings.tick, idle_tick=settings.idle_tick, min_gap=int(_HEARTBEAT * 1000)))
         self.publisher = Publisher(store, bus)
@@ -195,6 +220,7 @@ class Daemon:
                 tg.start_soon(self._heartbeat, deliveries_tx)
                 tg.start_soon(self._act, deliveries_rx)
                 tg.start_soon(self.publisher.run)
+                tg.start_soon(self._observe)
         finally:
             with anyio.move_on_after(30, shield=True):
                 await self._snapshot(reason="shutdown")
@@ -222,6 +248,21 @@ class Daemon:
             while True:
                 await anyio.sleep(_HEARTBEAT)
                 await tx.send(Heartbeat())
+
+    async def _observe(self) -> None:
+        """Measure what `/readyz` and the gauges show, once a second."""
+        health, metrics = self.observed.health, self.observed.metrics
+        while True:
+            health.connected = self.bus.connected
+            try:
+                health.lag = await self.bus.consumer_lag()
+            except BusError:
+                health.lag = None
+            if metrics is not None:
+                waiting = await self.store.waiting_decisions()
+                age = (monotonic_ms() - self.last_snapshot_at) / 1000
+                metrics.now = reading(self.state, lag=health.lag, waiting_decisions=waiting, snapshot_age=age)
+            await anyio.sleep(_OBSERVE_SECONDS)
 
     # -- act --
 
@@ -271,6 +312,8 @@ class Daemon:
             ingested = ingest.fold(decoded, await self.store.known_event_ids(decoded.ids), self.state)
             last = ingested.stopped or fresh[-1]
             await self.store.commit(Batch(rows=ingested.rows, dead=ingested.dead, tracking=(self.source, last.stream_seq)))
+            if self.observed.metrics is not None:
+                self.observed.metrics.ingested(ingested.rows, ingested.dead)
             if ingested.stopped is not None:
                 await self._rebuild(ingested.dead[-1].reason)
             self.consistent = True
@@ -305,6 +348,8 @@ class Daemon:
             took_ms = round((time.perf_counter() - deciding) * 1000, 1)
             await self.store.commit(Batch(rows=[to_row(r) for r in cycle.records], outbox=outbox_rows(cycle.decided)))
             self.consistent = True
+        if self.observed.metrics is not None:
+            self.observed.metrics.cycle(self.state, partition, cycle.decisions, took_ms / 1000)
         if cycle.decided:
             self.publisher.wake()
         self.pacer.ran(self.state, partition, started, took=monotonic_ms() - started, decisions=len(cycle.decided))

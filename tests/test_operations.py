@@ -1,0 +1,118 @@
+"""Operating the daemon: metrics and health endpoints, as Prometheus and a load balancer see
+them, against a real daemon process, nats-server and log."""
+
+from __future__ import annotations
+
+import socket
+import time
+import urllib.error
+import urllib.request
+
+import anyio
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from test_daemon import event, publish
+
+from preemptd.daemon.embedded import EmbeddedNats
+from preemptd.daemon.errors import UsageError
+from preemptd.daemon.metrics import READY_LAG, Health, listen_address
+from preemptd.daemon.nats_source import Outbound
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of a scrape, by name and labels."""
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def eventually(url: str, check, timeout: float = 30.0):
+    """Scrape `url` until `check(samples)` holds; the last samples."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status, body = get(url)
+        found = samples(body) if status == 200 else {}
+        if check(found) or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_metrics_count_events_dead_letters_and_decisions_and_show_each_queue(nats_server: EmbeddedNats, daemon_factory) -> None:
+    port = free_port()
+    daemon = daemon_factory("--nats-url", nats_server.url, "--metrics-addr", str(port)).start()
+    base = f"http://127.0.0.1:{port}"
+    assert get(f"{base}/healthz") == (200, "ok\n")
+    messages = [event("node.upserted", "n1", node="n1", capacity={"vcore": 4, "memory": "8Gi"})]
+    messages += [event("task.submitted", f"e{i}", task=f"t{i}", app="a", queue="root.default", resources={"vcore": 1, "memory": "1Gi"}) for i in range(6)]
+    messages += [Outbound("preemptd.cluster.default.task", b"{not json", "bad-1"), event("task.released", "ghost", task="nobody")]
+    anyio.run(publish, nats_server.url, messages)
+
+    queue = (("partition", "default"), ("queue", "root.default"))
+
+    def settled(found) -> bool:  # the gauges are measured once a second, the counters at once
+        allocations = found.get(("preemptd_decisions_total", (("model", "yunikorn"), ("partition", "default"), ("type", "allocated"))))
+        return allocations == 4 and found.get(("preemptd_queue_allocated", (*queue, ("resource", "vcore")))) == 4 and found.get(("preemptd_outbox_waiting", ())) == 0
+
+    found = eventually(f"{base}/metrics", settled)
+    assert settled(found), sorted(k for k in found if k[0].startswith(("preemptd_decisions", "preemptd_queue")))
+    assert found[("preemptd_events_ingested_total", (("partition", "default"), ("type", "node.upserted")))] == 1
+    assert found[("preemptd_events_ingested_total", (("partition", "default"), ("type", "task.submitted")))] == 6
+    assert found[("preemptd_dead_letters_total", (("reason", "undecodable"),))] == 1
+    assert found[("preemptd_dead_letters_total", (("reason", "rejected"),))] == 1, "a release of an unknown task"
+    assert found[("preemptd_queue_allocated", (*queue, ("resource", "vcore")))] == 4, "four tasks of one core (in cores)"
+    assert found[("preemptd_queue_allocated", (*queue, ("resource", "memory")))] == 4 * 2**30, "in bytes"
+    assert found[("preemptd_queue_pending", (*queue, ("resource", "vcore")))] == 2, "two tasks do not fit"
+    assert found[("preemptd_pending_tasks", (("partition", "default"),))] == 2
+    assert found[("preemptd_decision_latency_seconds_count", (("partition", "default"), ("type", "allocated")))] == 4
+    assert found[("preemptd_cycle_duration_seconds_count", (("partition", "default"),))] >= 1
+    assert found[("preemptd_consumer_lag", ())] == 0
+    assert 0 <= found[("preemptd_snapshot_age_seconds", ())] < 60
+    assert get(f"{base}/readyz") == (200, "ready\n")
+    assert daemon.stop() == 0
+
+
+@pytest.mark.slow
+def test_a_metrics_address_in_use_is_a_one_line_refusal(nats_server: EmbeddedNats, daemon_factory) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        daemon = daemon_factory("--nats-url", nats_server.url, "--metrics-addr", f"127.0.0.1:{taken.getsockname()[1]}")
+        with pytest.raises(RuntimeError, match="did not start"):
+            daemon.start()
+    assert "cannot listen there: Address already in use" in daemon.log_text()
+
+
+def test_readiness_says_what_it_waits_for() -> None:
+    health = Health()
+    assert health.problems() == ["rebuilding the state from the log", "not connected to NATS", "consumer lag not measured yet"]
+    health.rebuilt, health.connected, health.lag = True, True, READY_LAG + 1
+    assert health.problems() == [f"{READY_LAG + 1} cluster messages wait to be committed (ready at {READY_LAG} or fewer)"]
+    health.lag = READY_LAG
+    assert health.problems() == []
+
+
+@pytest.mark.parametrize(
+    ("text", "address"),
+    [("9464", ("127.0.0.1", 9464)), ("0.0.0.0:9464", ("0.0.0.0", 9464)), ("[::1]:9464", ("::1", 9464)), ("localhost:0", ("localhost", 0))],
+)
+def test_a_metrics_address_is_host_and_port_or_a_loopback_port(text: str, address: tuple[str, int]) -> None:
+    assert listen_address(text) == address
+
+
+@pytest.mark.parametrize("text", ["", "host:", "host:http", "1:70000", ":9464"])
+def test_a_wrong_metrics_address_says_what_is_expected(text: str) -> None:
+    with pytest.raises(UsageError, match="expected HOST:PORT or PORT"):
+        listen_address(text)
