@@ -19,12 +19,14 @@ import gc
 import inspect
 import json
 import os
+import re
 import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from preemptd.events import (
+    PARTITION_PATTERN,
     DurationError,
     PreemptdError,
     Scenario,
@@ -90,9 +92,12 @@ async def cmd_run(args: argparse.Namespace) -> int:
         snapshot_every=args.snapshot_every,
         synchronous=args.sqlite_synchronous,
         metrics_addr=listen_address(args.metrics_addr) if args.metrics_addr else None,
+        partitions=args.partitions,
     )
-    if settings.config is not None:
-        config_events(settings.config, 0)  # a bad file is reported before anything is created
+    if settings.config is not None:  # a bad file is reported before anything is created
+        others = sorted({event.partition for event in config_events(settings.config, 0)} - set(settings.partitions or ()))
+        if settings.partitions is not None and others:
+            raise UsageError(f"--config {settings.config} configures partition {', '.join(others)}, which this daemon does not read (--partitions {','.join(settings.partitions)})")
     await run(settings)
     return 0
 
@@ -336,6 +341,17 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+def _partitions(text: str) -> tuple[str, ...]:
+    """`a,b`: partition names (the contract's), each once."""
+    names = [name.strip() for name in text.split(",")]
+    for name in names:
+        if not re.match(PARTITION_PATTERN, name):
+            raise argparse.ArgumentTypeError(f"{name!r} is not a partition name (1-64 letters, digits, _ or -)")
+    if len(set(names)) < len(names):
+        raise argparse.ArgumentTypeError(f"{text!r} names a partition twice")
+    return tuple(sorted(names))
+
+
 def _port(text: str) -> int:
     port = _at_least(0)(text)
     if port > 65535:
@@ -372,6 +388,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=_at_least(1), default=1000, help="events fetched and committed per transaction (default: 1000)")
     p.add_argument("--snapshot-every", type=_at_least(1), default=100_000, help="log records between snapshots (default: 100000)")
     p.add_argument("--sqlite-synchronous", default="FULL", choices=["FULL", "NORMAL"], help="FULL survives power loss; NORMAL only process crashes (default: FULL)")
+    p.add_argument(
+        "--partitions",
+        type=_partitions,
+        metavar="A,B",
+        help="read and decide for these partitions only, so that several daemons (each with its own log) share one NATS (default: every partition)",
+    )
     p.add_argument(
         "--metrics-addr",
         metavar="HOST:PORT",

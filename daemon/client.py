@@ -24,18 +24,18 @@ import anyio
 import msgspec
 import yaml
 
-from preemptd.events import DecodeError, decode_cluster_event, decode_decision
+from preemptd.events import PARTITION_PATTERN, DecodeError, decode_cluster_event, decode_decision
 
 from . import render
 from .clock import wall_ms
 from .errors import UsageError
-from .nats_source import REJECTED_STREAM, Bus, Outbound, Stored, cluster_subject, rejected_subject
+from .nats_source import REJECTED_STREAM, Bus, Outbound, ReadThrough, Stored, cluster_subject, rejected_subject
 from .outbox import Notice
 
 __all__ = ["publish", "tail"]
 
 CONNECT_TIMEOUT = 2.0  # a daemon that is not there is reported fast
-_PARTITION = re.compile(r"[A-Za-z0-9_-]{1,64}")  # the contract's partition name
+_PARTITION = re.compile(PARTITION_PATTERN)
 _SUBJECT_WORD = re.compile(r"[^\s*>.]+")
 _SHOWN_PROBLEMS = 20
 
@@ -76,7 +76,7 @@ async def publish(url: str, source: str, *, check: bool = True, wait: float | No
             before = await bus.last_sequence(REJECTED_STREAM)
             async with bus.follow(rejected_subject(">"), after=before) as notices:
                 stored = await _publish_all(bus, messages)
-                verdicts = await _verdicts(bus, notices, before, events, stored, wait)
+                verdicts = await _verdicts(bus, notices, before, events, messages, stored, wait)
     finally:
         await bus.close()
     if wait is not None:
@@ -107,14 +107,20 @@ async def _publish_all(bus: Bus, messages: list[Outbound]) -> list[Stored]:
     return stored
 
 
-async def _verdicts(bus: Bus, notices: AsyncIterator[tuple[int, bytes]], before: int, events: list[Any], stored: list[Stored], wait: float) -> list[Verdict]:
+async def _verdicts(
+    bus: Bus, notices: AsyncIterator[tuple[int, bytes]], before: int, events: list[Any], messages: list[Outbound], stored: list[Stored], wait: float
+) -> list[Verdict]:
     """Wait until a daemon has read every new event, then gather the rejection notices
     published since `before` (a daemon publishes them before it acknowledges the events)."""
     awaited = {s.seq for s in stored if not s.duplicate}
+    partitions = {where.seq: message.subject.split(".")[2] for message, where in zip(messages, stored)}  # preemptd.cluster.<partition>.<kind>
     reasons: dict[int, str] = {}
-    read = 0
+    read = ReadThrough(())
     with anyio.move_on_after(wait):
-        while (read := await bus.read_through()) < max(awaited, default=0):
+        while True:
+            read = await bus.read_through()
+            if all(read.read(partitions[seq], seq) for seq in awaited):
+                break
             await anyio.sleep(0.1)
     last = await bus.last_sequence(REJECTED_STREAM)
     complete = last <= before  # no notice since the subscription: none to read
@@ -127,7 +133,7 @@ async def _verdicts(bus: Bus, notices: AsyncIterator[tuple[int, bytes]], before:
                 if notice_seq >= last:
                     complete = True
                     break
-    verdicts = [_verdict(position, event, where, reasons, read, wait) for position, (event, where) in enumerate(zip(events, stored), 1)]
+    verdicts = [_verdict(position, event, where, reasons, read.read(partitions[where.seq], where.seq), wait) for position, (event, where) in enumerate(zip(events, stored), 1)]
     if complete:
         return verdicts
     unsure = "read by a daemon, but not all rejection notices arrived within 10s: it may have been rejected"
@@ -142,12 +148,12 @@ def _notice(data: bytes) -> Notice | None:
         return None
 
 
-def _verdict(position: int, event: Any, where: Stored, reasons: dict[int, str], read: int, wait: float) -> Verdict:
+def _verdict(position: int, event: Any, where: Stored, reasons: dict[int, str], read: bool, wait: float) -> Verdict:
     if where.duplicate:
         return Verdict(position, event, "duplicate", "NATS dropped it: its id was published in the last 2 minutes (the first copy's verdict is not known here)")
     if where.seq in reasons:
         return Verdict(position, event, "rejected", reasons[where.seq])
-    if where.seq <= read:
+    if read:
         return Verdict(position, event, "accepted")
     return Verdict(position, event, "not read", f"no daemon read it within {wait:g}s (is `preemptd run` running?)")
 

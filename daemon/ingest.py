@@ -31,6 +31,7 @@ class Position:
     committed: int  # the last stream sequence committed to the log
     generation: int  # the consumer whose messages count (older ones' are stale)
     resumed_at: int  # the stream sequence that consumer started at
+    filtered: bool = False  # the consumer reads some partitions only: its stream sequences have holes
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,8 @@ class Continuation:
 def continuing(messages: list[Inbound], position: Position) -> Continuation:
     """Sort a delivery against the log's position (see `Continuation`)."""
     current = [m for m in messages if m.generation == position.generation]
+    if position.filtered:
+        return _continuing_filtered(current, position)
     redelivered = [m for m in current if m.stream_seq <= position.committed]
     by_seq = {m.stream_seq: m for m in current if m.stream_seq > position.committed}
     if not by_seq:
@@ -67,6 +70,20 @@ def continuing(messages: list[Inbound], position: Position) -> Continuation:
         fresh.append(by_seq[expected])
         expected += 1
     return Continuation(fresh, redelivered, resume=expected if len(fresh) < len(by_seq) else None, gone=gone)
+
+
+def _continuing_filtered(current: list[Inbound], position: Position) -> Continuation:
+    """`continuing` for a consumer of some partitions: the stream sequences it delivers have
+    the other partitions' holes, so a lost delivery shows in its own count instead (`after_gap`).
+    Messages gone from the stream before they were read cannot be told from those holes."""
+    fresh: list[Inbound] = []
+    redelivered: list[Inbound] = []
+    for message in current:  # in delivery order: stream order, redeliveries aside
+        through = fresh[-1].stream_seq if fresh else position.committed
+        if message.after_gap:
+            return Continuation(fresh, redelivered, resume=through + 1)
+        (fresh if message.stream_seq > through else redelivered).append(message)
+    return Continuation(fresh, redelivered)
 
 
 @dataclass

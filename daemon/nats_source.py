@@ -41,10 +41,13 @@ __all__ = [
     "Bus",
     "Inbound",
     "Outbound",
+    "ReadThrough",
+    "Reader",
     "Stored",
     "cluster_subject",
     "creation_stamp",
     "decision_subject",
+    "partition_filter",
     "reachable",
     "rejected_subject",
 ]
@@ -134,12 +137,50 @@ def _headers(message: Outbound) -> dict[str, str] | None:
     return {"Nats-Msg-Id": message.msg_id} if message.msg_id else None
 
 
-def _stream_sequence(reply: str) -> int:
-    """The stream sequence in a JetStream ack subject, without building nats-py's whole
-    metadata object (a third of the fetch cost): `$JS.ACK.<stream>.<consumer>.<delivered>.
-    <stream seq>...` (9 tokens), or with a domain and account hash first (12 tokens)."""
+def _sequences(reply: str) -> tuple[int, int]:
+    """The stream and consumer sequences in a JetStream ack subject, without building nats-py's
+    whole metadata object (a third of the fetch cost): `$JS.ACK.<stream>.<consumer>.<delivered>.
+    <stream seq>.<consumer seq>...` (9 tokens), or with a domain and account hash first (12)."""
     tokens = reply.split(".")
-    return int(tokens[5] if len(tokens) == 9 else tokens[7])
+    first = 5 if len(tokens) == 9 else 7
+    return int(tokens[first]), int(tokens[first + 1])
+
+
+def partition_filter(partitions: Sequence[str]) -> list[str]:
+    """The cluster subjects of `partitions`."""
+    return [f"preemptd.cluster.{partition}.>" for partition in partitions]
+
+
+def _filtered_partitions(config: Any) -> tuple[str, ...] | None:
+    """The partitions a consumer of the cluster stream reads; None for every one."""
+    subjects = list(config.filter_subjects or ()) + ([config.filter_subject] if config.filter_subject else [])
+    if not subjects or "preemptd.cluster.>" in subjects:
+        return None
+    return tuple(sorted(subject.split(".")[2] for subject in subjects))
+
+
+@dataclass(frozen=True)
+class Reader:
+    """A daemon's consumer of the cluster stream, as other processes see it."""
+
+    name: str
+    partitions: tuple[str, ...] | None  # None: every partition
+    active: bool  # a daemon is subscribed to it now
+    acknowledged: int  # the stream sequence it has committed through
+
+    def reads(self, partition: str) -> bool:
+        return self.partitions is None or partition in self.partitions
+
+
+@dataclass(frozen=True)
+class ReadThrough:
+    """How far the daemons on a NATS have read and committed the cluster stream."""
+
+    readers: tuple[Reader, ...]
+
+    def read(self, partition: str, seq: int) -> bool:
+        """Whether a daemon reading `partition` has committed stream sequence `seq`."""
+        return any(reader.reads(partition) and reader.acknowledged >= seq for reader in self.readers)
 
 
 @dataclass(slots=True)  # made per message: a frozen dataclass costs five times as much to make; never changed
@@ -151,6 +192,7 @@ class Inbound:
     stream_seq: int
     handle: Any  # the nats message, for the cumulative ack
     generation: int = 0  # which consumer delivered it: acks must go to that one only
+    after_gap: bool = False  # a delivery of its consumer before it never arrived (lost in a reconnect)
 
 
 @dataclass(slots=True)  # made per message: a frozen dataclass costs five times as much to make; never changed
@@ -209,6 +251,8 @@ class Bus:
         self._acks_prefix = ""
         self._next_ack = 0
         self._consumer_name = CONSUMER
+        self.partitions: tuple[str, ...] | None = None  # the partitions the consumer reads; None: all
+        self._delivered = 0  # the current consumer's last delivery (its consumer sequence)
         self._resume_at: int | None = None
         self.generation = 0  # bumped by every new consumer
         self.resumed_at = 0  # the stream sequence the current consumer started at
@@ -294,14 +338,17 @@ class Bus:
             raise BusError(f"NATS did not say when stream {CLUSTER_STREAM} was created; preemptd needs it to tell streams apart")
         return creation_stamp(info.created), info.state.last_seq
 
-    async def other_consumers(self, mine: str) -> list[str]:
-        """Durable consumers of other preemptd logs on the cluster stream: other daemons."""
-        return sorted(consumer.name for consumer in await self._daemons() if consumer.name != mine)
+    async def readers(self) -> list[Reader]:
+        """The consumers of preemptd logs on the cluster stream: which partitions each reads,
+        whether a daemon reads through it now, and how far it has committed."""
+        return [
+            Reader(c.name, _filtered_partitions(c.config), bool(c.push_bound), c.ack_floor.stream_seq if c.ack_floor else 0)
+            for c in sorted(await self._daemons(), key=lambda c: c.name)
+        ]
 
-    async def read_through(self) -> int:
-        """How far into the cluster stream a daemon has read and committed: the furthest
-        acknowledgement of any preemptd log's consumer (0 while no daemon has read anything)."""
-        return max((consumer.ack_floor.stream_seq for consumer in await self._daemons() if consumer.ack_floor), default=0)
+    async def read_through(self) -> ReadThrough:
+        """How far the daemons have read and committed the cluster stream, partition by partition."""
+        return ReadThrough(tuple(await self.readers()))
 
     async def acknowledged(self, consumer: str) -> int | None:
         """How far `consumer` of the cluster stream has acknowledged; None if it does not exist."""
@@ -347,9 +394,10 @@ class Bus:
         except _NATS_ERRORS as exc:
             raise BusError(f"cannot remove consumer {name} of {CLUSTER_STREAM}: {_describe(exc)}") from exc
 
-    async def subscribe_cluster(self, start: int, consumer: str | None = None) -> None:
+    async def subscribe_cluster(self, start: int, consumer: str | None = None, partitions: tuple[str, ...] | None = None) -> None:
         """(Re)create the durable consumer (`consumer`, named once per log) so that it delivers
-        from stream sequence `start`.
+        from stream sequence `start`, the messages of `partitions` only when given (both are
+        kept for the next time).
 
         The log, not the consumer, knows what is committed: messages handed to a daemon that
         died before committing them must come again, and the cumulative ack of a later batch
@@ -357,8 +405,13 @@ class Bus:
         same NATS does not move the first one's position.
         """
         self._consumer_name = consumer or self._consumer_name
+        if partitions is not None:
+            self.partitions = partitions
+        subjects = partition_filter(self.partitions) if self.partitions else []
         config = api.ConsumerConfig(
             durable_name=self._consumer_name,
+            filter_subject=subjects[0] if len(subjects) == 1 else None,  # one subject: servers before 2.10 take it too
+            filter_subjects=subjects if len(subjects) > 1 else None,
             ack_policy=api.AckPolicy.ALL,
             ack_wait=30.0,
             max_ack_pending=_MAX_ACK_PENDING,
@@ -372,11 +425,12 @@ class Bus:
             with contextlib.suppress(nats.js.errors.NotFoundError):
                 await self._js.delete_consumer(CLUSTER_STREAM, self._consumer_name)
             self.generation += 1
+            self._delivered = 0
             self._inbox.clear()
             self._inbox_bytes = 0
             self._drained.set()  # a callback of the consumer before ends
             self._consumer = await self._js.subscribe(
-                "preemptd.cluster.>",
+                "" if len(subjects) > 1 else subjects[0] if subjects else "preemptd.cluster.>",
                 durable=self._consumer_name,
                 stream=CLUSTER_STREAM,
                 config=config,
@@ -398,7 +452,9 @@ class Bus:
                 self._drained.clear()
                 await self._drained.wait()
             if generation == self.generation:
-                self._inbox.append(Inbound(m.subject, m.data, _stream_sequence(m.reply), m, generation))
+                stream_seq, delivered = _sequences(m.reply)
+                after_gap, self._delivered = delivered != self._delivered + 1, delivered
+                self._inbox.append(Inbound(m.subject, m.data, stream_seq, m, generation, after_gap))
                 self._inbox_bytes += len(m.data)
                 self._arrived.set()
 
@@ -522,7 +578,7 @@ class Bus:
 
         async def messages() -> AsyncIterator[tuple[int, bytes]]:
             async for message in subscription.messages:
-                yield _stream_sequence(message.reply), message.data
+                yield _sequences(message.reply)[0], message.data
 
         try:
             yield messages()

@@ -70,6 +70,7 @@ class Settings:
     snapshot_every: int = 100_000
     synchronous: str = "FULL"
     metrics_addr: tuple[str, int] | None = None  # where to serve metrics, /healthz and /readyz
+    partitions: tuple[str, ...] | None = None  # the partitions this daemon reads; None: every one
 
 
 class Heartbeat:
@@ -141,9 +142,9 @@ async def _run(settings: Settings, observed: Observed) -> None:
             bus = await Bus.connect(url)
             try:
                 await bus.ensure_streams()
-                source, position = await start_position(store, bus)
+                source, position = await start_position(store, bus, settings.partitions)
                 await publish_unacknowledged_rejections(store, bus, f"{CONSUMER}-{store.log_id}", position)
-                await bus.subscribe_cluster(position + 1, f"{CONSUMER}-{store.log_id}")
+                await bus.subscribe_cluster(position + 1, f"{CONSUMER}-{store.log_id}", settings.partitions)
                 daemon = Daemon(settings, store, bus, state, source, observed)
                 if settings.config is not None:
                     for partition in await apply_config_file(settings.config, wall_ms(), state, store):
@@ -292,7 +293,7 @@ class Daemon:
 
     async def _ingest(self, messages: list[Inbound]) -> None:
         """Commit the messages that continue the log's position without a gap, then ack them."""
-        position = ingest.Position(self.tracking, self.bus.generation, self.bus.resumed_at)
+        position = ingest.Position(self.tracking, self.bus.generation, self.bus.resumed_at, filtered=self.bus.partitions is not None)
         delivery = ingest.continuing(messages, position)
         if delivery.gone is not None:
             log("messages gone from the stream before they were read", logging.WARNING, first=delivery.gone[0], missing=delivery.gone[1])

@@ -5,6 +5,7 @@ Pure values and codecs; no I/O and no scheduling logic. Everything public is re-
 """
 
 from ._cluster import (
+    PARTITION_PATTERN as PARTITION_PATTERN,
     AppFinished as AppFinished,
     AppSubmitted as AppSubmitted,
     ClusterEvent as ClusterEvent,

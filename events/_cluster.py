@@ -36,10 +36,8 @@ __all__ = [
 
 EventId = Annotated[str, msgspec.Meta(min_length=1, max_length=256, description="unique per event: the idempotency key")]
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
-PartitionName = Annotated[
-    str,
-    msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{1,64}$", description="a NATS subject token: letters, digits, _ and -"),
-]
+PARTITION_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+PartitionName = Annotated[str, msgspec.Meta(pattern=PARTITION_PATTERN, description="a NATS subject token: letters, digits, _ and -")]
 Timestamp = Annotated[int, msgspec.Meta(ge=0, le=MAX_TIMESTAMP, description="milliseconds since the epoch")]
 Priority = Annotated[int, msgspec.Meta(ge=INT32[0], le=INT32[1], description="a 32-bit integer, as in Kubernetes")]
 Labels = Annotated[

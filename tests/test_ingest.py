@@ -60,6 +60,23 @@ def test_a_sequence_still_missing_right_after_resuming_there_is_gone_from_the_st
     assert seqs(delivery.fresh) == [8, 9] and delivery.gone == (5, 3) and delivery.resume is None
 
 
+def test_a_consumer_of_some_partitions_continues_the_log_across_the_other_partitions_holes() -> None:
+    delivery = continuing([node(7), node(9), node(12)], Position(committed=4, generation=1, resumed_at=5, filtered=True))
+    assert seqs(delivery.fresh) == [7, 9, 12] and delivery.resume is None and delivery.gone is None
+
+
+def test_a_consumer_of_some_partitions_that_lost_a_delivery_commits_what_precedes_it_and_reads_again_after() -> None:
+    lost_before = node(12)
+    lost_before.after_gap = True  # its consumer sequence skips one: a delivery never arrived
+    delivery = continuing([node(7), node(9), lost_before, node(13)], Position(committed=4, generation=1, resumed_at=5, filtered=True))
+    assert seqs(delivery.fresh) == [7, 9] and delivery.resume == 10
+
+
+def test_a_consumer_of_some_partitions_acknowledges_redeliveries_and_ignores_earlier_consumers() -> None:
+    delivery = continuing([node(3), node(5, generation=0), node(7)], Position(committed=4, generation=1, resumed_at=5, filtered=True))
+    assert seqs(delivery.fresh) == [7] and seqs(delivery.redelivered) == [3]
+
+
 # -- decoding ------------------------------------------------------------------------------------
 
 

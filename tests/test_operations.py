@@ -3,20 +3,27 @@ them, against a real daemon process, nats-server and log."""
 
 from __future__ import annotations
 
+import itertools
+import json
 import socket
+import sqlite3
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
+from pathlib import Path
 
 import anyio
 import pytest
+from conftest import preemptd
 from prometheus_client.parser import text_string_to_metric_families
-from test_daemon import event, publish
+from test_daemon import count, event, publish, read, wait_for
 
 from preemptd.daemon.embedded import EmbeddedNats
 from preemptd.daemon.errors import UsageError
 from preemptd.daemon.metrics import READY_LAG, Health, listen_address
-from preemptd.daemon.nats_source import Outbound
+from preemptd.daemon.nats_source import DECISION_STREAM, Outbound, Reader, cluster_subject
+from preemptd.daemon.position import _check_claims
 
 
 def free_port() -> int:
@@ -116,3 +123,82 @@ def test_a_metrics_address_is_host_and_port_or_a_loopback_port(text: str, addres
 def test_a_wrong_metrics_address_says_what_is_expected(text: str) -> None:
     with pytest.raises(UsageError, match="expected HOST:PORT or PORT"):
         listen_address(text)
+
+
+# -- partitions across daemons -------------------------------------------------------------------
+
+
+def reader(name: str, partitions: tuple[str, ...] | None, active: bool = True) -> Reader:
+    return Reader(name, partitions, active, acknowledged=0)
+
+
+def test_a_partition_read_by_another_running_daemon_is_refused() -> None:
+    with pytest.raises(UsageError, match=r"partition b is read by another running daemon \(consumer preemptd-x of PREEMPTD_CLUSTER, partitions b,c\)"):
+        _check_claims([reader("preemptd-mine", ("a", "b")), reader("preemptd-x", ("b", "c"))], "preemptd-mine", ("a", "b"))
+    with pytest.raises(UsageError, match="partition a, b is read by another running daemon .* every partition"):
+        _check_claims([reader("preemptd-x", None)], "preemptd-mine", ("a", "b"))
+
+
+def test_a_partition_of_a_stopped_daemon_or_another_partition_is_not_refused() -> None:
+    _check_claims([reader("preemptd-x", ("b",), active=False), reader("preemptd-y", ("c",))], "preemptd-mine", ("a", "b"))
+    _check_claims([reader("preemptd-x", ("b",))], "preemptd-mine", None)  # every partition: warned about, as before
+
+
+def partition_events(partition: str, tasks: int) -> list[Outbound]:
+    def message(kind: str, event_id: str, **fields: object) -> Outbound:
+        body = {"type": kind, "id": f"{partition}-{event_id}", "ts": 1, "partition": partition, **fields}
+        return Outbound(cluster_subject(partition, kind), json.dumps(body).encode(), f"{partition}-{event_id}")
+
+    out = [message("node.upserted", "node", node=f"{partition}-n1", capacity={"vcore": 100})]
+    return out + [message("task.submitted", f"t{i}", task=f"t{i}", app="a", queue="root.default", resources={"vcore": 1}) for i in range(tasks)]
+
+
+def logged_partitions(db: Path) -> Counter:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return Counter(partition for (partition,) in conn.execute("select partition from log where type = 'task.submitted'"))
+
+
+@pytest.mark.slow
+def test_two_daemons_split_three_partitions_of_one_nats(nats_server: EmbeddedNats, daemon_factory, tmp_path: Path) -> None:
+    first = daemon_factory("--nats-url", nats_server.url, "--partitions", "a,b", state_dir=tmp_path / "first").start()
+    second = daemon_factory("--nats-url", nats_server.url, "--partitions", "c", state_dir=tmp_path / "second").start()
+    interleaved = [m for trio in itertools.zip_longest(partition_events("a", 40), partition_events("b", 20), partition_events("c", 10)) for m in trio if m]
+    anyio.run(publish, nats_server.url, interleaved)
+    wait_for(lambda: count(first.state_dir / "preemptd.db", "log where type = 'decision.allocated'") == 60, what="a's and b's tasks allocated")
+    wait_for(lambda: count(second.state_dir / "preemptd.db", "log where type = 'decision.allocated'") == 10, what="c's tasks allocated")
+    assert logged_partitions(first.state_dir / "preemptd.db") == {"a": 40, "b": 20}, "only its partitions, every event of them"
+    assert logged_partitions(second.state_dir / "preemptd.db") == {"c": 10}
+    decisions = [json.loads(data) for data, _ in anyio.run(read, nats_server.url, DECISION_STREAM, "preemptd.decisions.>")]
+    assert Counter(d["partition"] for d in decisions if d["type"] == "decision.allocated") == {"a": 40, "b": 20, "c": 10}, "each decided once"
+    assert len({d["id"] for d in decisions}) == len(decisions)
+
+    third = daemon_factory("--nats-url", nats_server.url, "--partitions", "b,c", state_dir=tmp_path / "third")
+    with pytest.raises(RuntimeError, match="did not start"):
+        third.start()
+    assert "partition b is read by another running daemon" in third.log_text()
+
+    assert first.stop() == 0
+    narrower = daemon_factory("--nats-url", nats_server.url, "--partitions", "a", state_dir=tmp_path / "first")
+    with pytest.raises(RuntimeError, match="did not start"):
+        narrower.start()
+    assert "this log has read partitions a,b of this cluster stream, not partitions a" in narrower.log_text()
+
+    events = tmp_path / "c.yaml"
+    events.write_text("- {type: task.submitted, partition: c, task: late, app: a, queue: root.default, resources: {vcore: 1}}\n")
+    verdict = preemptd("publish", str(events), "--wait", "--timeout", "20", "--nats-url", nats_server.url)
+    assert verdict.returncode == 0 and "accepted" in verdict.stdout, verdict.stdout + verdict.stderr
+
+
+@pytest.mark.parametrize(("partitions", "said"), [("a,a", "names a partition twice"), ("a,b.c", "'b.c' is not a partition name"), ("", "'' is not a partition name")])
+def test_a_wrong_list_of_partitions_is_refused_before_anything_starts(partitions: str, said: str, tmp_path: Path) -> None:
+    refused = preemptd("run", "--partitions", partitions, "--state-dir", str(tmp_path / "state"))
+    assert refused.returncode == 2 and said in refused.stderr
+    assert not (tmp_path / "state").exists()
+
+
+def test_a_configuration_for_a_partition_the_daemon_does_not_read_is_refused(tmp_path: Path) -> None:
+    config = tmp_path / "queues.yaml"
+    config.write_text("partitions:\n  - name: gpu\n    queues: [{name: root, queues: [{name: a}]}]\n")
+    refused = preemptd("run", "--partitions", "cpu", "--config", str(config), "--state-dir", str(tmp_path / "state"))
+    assert refused.returncode == 2 and "configures partition gpu, which this daemon does not read (--partitions cpu)" in refused.stderr
+    assert not (tmp_path / "state").exists()
