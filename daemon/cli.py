@@ -44,6 +44,7 @@ from .errors import UsageError
 from .logs import configure
 
 if TYPE_CHECKING:
+    from .nats_source import NatsAccess
     from .store import Store
 
 # The database (SQLAlchemy, Alembic), NATS, anyio and tqdm are imported by the commands that use
@@ -60,6 +61,23 @@ def _state_dir(args: argparse.Namespace) -> Path:
 
 def _db(args: argparse.Namespace) -> str:
     return args.db or str(_state_dir(args) / "preemptd.db")
+
+
+def _nats_access(args: argparse.Namespace) -> NatsAccess:
+    """Credentials and TLS files from the options, else from the environment (secrets such as
+    passwords and tokens only from there, or in the URL: never on a command line others see)."""
+    from .nats_source import NatsAccess
+
+    env = os.environ.get
+    return NatsAccess(
+        creds=args.nats_creds or env("PREEMPTD_NATS_CREDS"),
+        user=env("PREEMPTD_NATS_USER"),
+        password=env("PREEMPTD_NATS_PASSWORD"),
+        token=env("PREEMPTD_NATS_TOKEN"),
+        tls_ca=args.nats_tls_ca or env("PREEMPTD_NATS_TLS_CA"),
+        tls_cert=args.nats_tls_cert or env("PREEMPTD_NATS_TLS_CERT"),
+        tls_key=args.nats_tls_key or env("PREEMPTD_NATS_TLS_KEY"),
+    )
 
 
 def _nats_url(args: argparse.Namespace) -> str:
@@ -85,6 +103,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
         db=_db(args),
         nats_url=args.nats_url or os.environ.get("PREEMPTD_NATS_URL"),
         nats_port=args.nats_port,
+        nats_access=_nats_access(args),
         config=Path(args.config) if args.config else None,
         tick=_duration(args.tick, "--tick"),
         idle_tick=_duration(args.idle_tick, "--idle-tick"),
@@ -94,6 +113,9 @@ async def cmd_run(args: argparse.Namespace) -> int:
         metrics_addr=listen_address(args.metrics_addr) if args.metrics_addr else None,
         partitions=args.partitions,
     )
+    secured = [option for option in ("nats_creds", "nats_tls_ca", "nats_tls_cert", "nats_tls_key") if getattr(args, option)]
+    if secured and not settings.nats_url:
+        raise UsageError(f"--{secured[0].replace('_', '-')} is for a NATS server of your own (--nats-url); the bundled one is on loopback, without TLS or credentials")
     if settings.config is not None:  # a bad file is reported before anything is created
         others = sorted({event.partition for event in config_events(settings.config, 0)} - set(settings.partitions or ()))
         if settings.partitions is not None and others:
@@ -115,14 +137,16 @@ def _duration(text: str, option: str) -> int:
 async def cmd_publish(args: argparse.Namespace) -> int:
     from . import client
 
-    return await client.publish(_nats_url(args), args.file, check=not args.no_check, wait=args.timeout if args.wait else None)
+    return await client.publish(_nats_url(args), args.file, access=_nats_access(args), check=not args.no_check, wait=args.timeout if args.wait else None)
 
 
 async def cmd_tail(args: argparse.Namespace) -> int:
     from . import client
 
     return await client.tail(
-        _nats_url(args), partition=args.partition, rejected=args.rejected, as_json=args.json, from_start=args.from_start, count=args.count, timeout=args.timeout
+        _nats_url(args),
+        access=_nats_access(args),
+        partition=args.partition, rejected=args.rejected, as_json=args.json, from_start=args.from_start, count=args.count, timeout=args.timeout
     )
 
 
@@ -365,6 +389,16 @@ def _common(parser: argparse.ArgumentParser, *, nats: bool = False, db: bool = F
         parser.add_argument("--db", help="the log: a SQLite file or a SQLAlchemy URL (default: STATE_DIR/preemptd.db)")
     if nats:
         parser.add_argument("--nats-url", help="NATS server (default: $PREEMPTD_NATS_URL, else the local daemon's)")
+        _nats_security(parser)
+
+
+def _nats_security(parser: argparse.ArgumentParser) -> None:
+    """The options of a secured NATS; user and password or token go in the URL
+    (nats://user:password@host) or in $PREEMPTD_NATS_USER, $PREEMPTD_NATS_PASSWORD, $PREEMPTD_NATS_TOKEN."""
+    parser.add_argument("--nats-creds", metavar="FILE", help="JWT and nkey credentials file (default: $PREEMPTD_NATS_CREDS)")
+    parser.add_argument("--nats-tls-ca", metavar="FILE", help="CA certificates that signed the server's (default: $PREEMPTD_NATS_TLS_CA, else the system's)")
+    parser.add_argument("--nats-tls-cert", metavar="FILE", help="client certificate, for a server that verifies clients (default: $PREEMPTD_NATS_TLS_CERT)")
+    parser.add_argument("--nats-tls-key", metavar="FILE", help="the client certificate's key (default: $PREEMPTD_NATS_TLS_KEY)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -376,7 +410,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser("run", help="run the daemon")
     _common(p, db=True)
-    p.add_argument("--nats-url", help="use this NATS server instead of starting the bundled one (default: $PREEMPTD_NATS_URL)")
+    p.add_argument(
+        "--nats-url",
+        help="use this NATS server instead of starting the bundled one; several, comma-separated, for a cluster; tls:// for TLS (default: $PREEMPTD_NATS_URL)",
+    )
+    _nats_security(p)
     p.add_argument("--nats-port", type=_port, default=0, help="port for the bundled nats-server; refused if in use (default: the previous one if free, else a free one)")
     p.add_argument("--config", help=f"a configuration file, {{model, config}} or the {DEFAULT_MODEL} model's alone, applied at start where it differs")
     p.add_argument("--tick", default="1s", help="time between scheduling cycles of a partition with pending tasks (default: 1s)")

@@ -29,7 +29,7 @@ from preemptd.events import PARTITION_PATTERN, DecodeError, decode_cluster_event
 from . import render
 from .clock import wall_ms
 from .errors import UsageError
-from .nats_source import REJECTED_STREAM, Bus, Outbound, ReadThrough, Stored, cluster_subject, rejected_subject
+from .nats_source import REJECTED_STREAM, Bus, NatsAccess, Outbound, ReadThrough, Stored, cluster_subject, rejected_subject
 from .outbox import Notice
 
 __all__ = ["publish", "tail"]
@@ -58,7 +58,7 @@ class Verdict:
         return render.printable(said + (f": {self.reason}" if self.reason else ""))
 
 
-async def publish(url: str, source: str, *, check: bool = True, wait: float | None = None) -> int:
+async def publish(url: str, source: str, *, access: NatsAccess | None = None, check: bool = True, wait: float | None = None) -> int:
     """Publish the events in `source`; with `wait`, report the daemon's verdict on each within
     `wait` seconds (exit 1 unless every one was accepted)."""
     now = wall_ms()
@@ -66,7 +66,7 @@ async def publish(url: str, source: str, *, check: bool = True, wait: float | No
     messages = [_prepared(event, now, position) for position, event in enumerate(events, 1)]
     if check:
         _refuse_invalid(messages)
-    bus = await Bus.connect(url, connect_timeout=CONNECT_TIMEOUT)
+    bus = await Bus.connect(url, access=access, connect_timeout=CONNECT_TIMEOUT)
     try:
         await bus.ensure_streams()
         if wait is None:
@@ -225,12 +225,12 @@ def _json(event: Any, position: int) -> bytes:
 # -- tail ------------------------------------------------------------------------------------
 
 
-async def tail(url: str, *, partition: str, rejected: bool, as_json: bool, from_start: bool, count: int, timeout: float) -> int:
+async def tail(url: str, *, access: NatsAccess | None = None, partition: str, rejected: bool, as_json: bool, from_start: bool, count: int, timeout: float) -> int:
     """Print decisions (or rejection notices) as they come, until `count` or `timeout`."""
     subject = rejected_subject(partition) if rejected else f"preemptd.decisions.{partition}.>"
     after = 0 if from_start else None
     show: Callable[[bytes], str] = _rejection if rejected else _decision
-    bus = await Bus.connect(url, connect_timeout=CONNECT_TIMEOUT)
+    bus = await Bus.connect(url, access=access, connect_timeout=CONNECT_TIMEOUT)
     seen = 0
     try:
         await bus.ensure_streams()

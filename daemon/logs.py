@@ -45,6 +45,12 @@ class _JsonFormatter(logging.Formatter):
         return json.dumps(data, default=str)
 
 
+def _not_tls_eof_noise(record: logging.LogRecord) -> bool:
+    """asyncio warns at every TLS connection nats-py closes that its protocol's answer to an end
+    of stream has no effect under TLS: harmless, and it would follow every refusal's one line."""
+    return not str(record.msg).startswith("returning true from eof_received()")
+
+
 def configure(level: str = "info", fmt: str = "logfmt") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_JsonFormatter() if fmt == "json" else _LogfmtFormatter())
@@ -52,6 +58,9 @@ def configure(level: str = "info", fmt: str = "logfmt") -> None:
     root.handlers[:] = [handler]
     root.setLevel(logging.WARNING)
     logger.setLevel(level.upper())
+    asyncio_logger = logging.getLogger("asyncio")
+    if _not_tls_eof_noise not in asyncio_logger.filters:
+        asyncio_logger.addFilter(_not_tls_eof_noise)
 
 
 def log(message: str, level: int = logging.INFO, **fields: Any) -> None:

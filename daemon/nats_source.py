@@ -17,6 +17,7 @@ import contextlib
 import datetime
 import logging
 import socket
+import ssl
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ __all__ = [
     "REJECTED_STREAM",
     "Bus",
     "Inbound",
+    "NatsAccess",
     "Outbound",
     "ReadThrough",
     "Reader",
@@ -49,7 +51,9 @@ __all__ = [
     "decision_subject",
     "partition_filter",
     "reachable",
+    "redacted",
     "rejected_subject",
+    "servers",
 ]
 
 CLUSTER_STREAM = "PREEMPTD_CLUSTER"
@@ -99,38 +103,134 @@ def nats_address(url: str) -> tuple[str, int]:
     """The host and port `url` names, read as nats-py reads it (`host:port` means nats://);
     a `BusError` that says what is wrong with it."""
     parsed = urlsplit(url if "://" in url else f"nats://{url}")
+    shown = redacted(url)
     if parsed.scheme not in _DEFAULT_PORTS:
-        raise BusError(f"NATS URL {url!r}: the scheme must be nats://, tls://, ws:// or wss://, not {parsed.scheme}://")
-    bad_port = BusError(f"NATS URL {url!r}: the port must be a number from 1 to 65535")
+        raise BusError(f"NATS URL {shown!r}: the scheme must be nats://, tls://, ws:// or wss://, not {parsed.scheme}://")
+    bad_port = BusError(f"NATS URL {shown!r}: the port must be a number from 1 to 65535")
     try:
         port = parsed.port
     except ValueError:
         raise bad_port from None
     if not parsed.hostname:
-        raise BusError(f"NATS URL {url!r} names no host")
+        raise BusError(f"NATS URL {shown!r} names no host")
     if port == 0:
         raise bad_port
     return parsed.hostname, port or _DEFAULT_PORTS[parsed.scheme]
 
 
+def servers(url: str) -> list[str]:
+    """The servers of a NATS URL: one, or several separated by commas (a cluster)."""
+    found = [server.strip() for server in url.split(",") if server.strip()]
+    if not found:
+        raise BusError("the NATS URL is empty")
+    return found
+
+
+def redacted(url: str) -> str:
+    """`url` as logs and errors may show it: user, password and token replaced by `***`."""
+    shown = []
+    for server in servers(url):
+        scheme, separator, rest = server.rpartition("://")
+        shown.append(f"{scheme}{separator}***@{rest.rsplit('@', 1)[1]}" if "@" in rest else server)
+    return ",".join(shown)
+
+
+@dataclass(frozen=True)
+class NatsAccess:
+    """How to authenticate to NATS and check its certificate, besides what the URL holds
+    (`nats://user:password@host`, `nats://token@host`, `tls://` for TLS)."""
+
+    creds: str | None = None  # a JWT and nkey credentials file
+    user: str | None = None
+    password: str | None = None
+    token: str | None = None
+    tls_ca: str | None = None  # the CA that signed the server's certificate (default: the system's)
+    tls_cert: str | None = None  # a client certificate, for servers that verify clients
+    tls_key: str | None = None
+
+    def options(self, url: str) -> dict[str, Any]:
+        """nats-py's connect options for this access; `BusError` for a file that cannot be used."""
+        options: dict[str, Any] = {key: value for key, value in (("user", self.user), ("password", self.password), ("token", self.token)) if value}
+        if self.creds:
+            _readable(self.creds, "--nats-creds")
+            options["user_credentials"] = self.creds
+        if self.tls_ca or self.tls_cert or any(server.startswith("tls://") for server in servers(url)):
+            options["tls"] = self._tls_context()
+        return options
+
+    def _tls_context(self) -> ssl.SSLContext:
+        try:
+            context = ssl.create_default_context(cafile=_readable(self.tls_ca, "--nats-tls-ca") if self.tls_ca else None)
+            if self.tls_cert:
+                context.load_cert_chain(_readable(self.tls_cert, "--nats-tls-cert"), _readable(self.tls_key, "--nats-tls-key") if self.tls_key else None)
+        except ssl.SSLError as exc:
+            raise BusError(f"cannot use the TLS files given: {exc.reason or exc}") from None
+        return context
+
+
+def _readable(path: str, option: str) -> str:
+    try:
+        with open(path, "rb"):
+            return path
+    except OSError as exc:
+        raise BusError(f"{option} {path}: {exc.strerror}") from None
+
+
 async def reachable(url: str, timeout: float) -> None:
-    """Check that something listens at `url`, so that a wrong URL or a server that is down is
-    reported at once, in its own words (nats-py would retry until its timeout)."""
-    host, port = nats_address(url)
+    """Check that something listens at one of the servers of `url`, so that a wrong URL or a
+    server that is down is reported at once, in its own words (nats-py would retry until its
+    timeout)."""
+    problems = []
+    for server in servers(url):
+        problem = await _unreachable(server, timeout)
+        if problem is None:
+            return
+        problems.append(problem)
+    raise BusError(f"cannot connect to NATS at {redacted(url)}: {'; '.join(problems)}")
+
+
+async def _unreachable(server: str, timeout: float) -> str | None:
+    """Why nothing answers at `server`, or None when something does."""
+    host, port = nats_address(server)
     try:
         probe = await anyio.to_thread.run_sync(socket.create_connection, (host, port), timeout, abandon_on_cancel=True)
     except ConnectionRefusedError:
-        raise BusError(f"cannot connect to NATS at {url}: connection refused at {host}:{port} (is it running?)") from None
+        return f"connection refused at {host}:{port} (is it running?)"
     except TimeoutError:
-        raise BusError(f"cannot connect to NATS at {url}: no answer from {host}:{port} within {timeout:g}s") from None
+        return f"no answer from {host}:{port} within {timeout:g}s"
     except OSError as exc:  # an unknown host, an unreachable network
-        raise BusError(f"cannot connect to NATS at {url}: {exc.strerror or exc}") from None
+        return f"{exc.strerror or exc}"
     probe.close()
+    return None
 
 
 def _describe(exc: BaseException) -> str:
     """The error's text, or its kind when it has none (a timeout)."""
     return str(exc).strip() or {"TimeoutError": "timed out"}.get(type(exc).__name__, type(exc).__name__)
+
+
+def _refusal(exc: BaseException) -> str | None:
+    """What a server's refusal says, in a line: credentials it does not take, a certificate
+    that does not verify; None for other errors (a server not there yet: retried)."""
+    if isinstance(exc, nats.errors.AuthorizationError) or "authorization violation" in str(exc).lower():
+        return "authorization violation (wrong or missing credentials: check --nats-creds, the user and password or token)"
+    if isinstance(exc, ssl.SSLError):
+        said = getattr(exc, "verify_message", None) or exc.reason or _describe(exc)
+        return f"TLS: {said} (check --nats-tls-ca, and that the URL says tls://)"
+    if "tls" in str(exc).lower() and "required" in str(exc).lower():
+        return f"{_describe(exc)} (use a tls:// URL)"
+    return None
+
+
+async def _cancel_when_refused(refusals: list[str], scope: anyio.CancelScope) -> None:
+    while not refusals:
+        await anyio.sleep(0.05)
+    scope.cancel()
+
+
+def _connected_url(nc: Any) -> str:
+    server = nc.connected_url
+    return f"{server.scheme}://{server.hostname}:{server.port}" if server else "?"
 
 
 def _headers(message: Outbound) -> dict[str, str] | None:
@@ -258,49 +358,60 @@ class Bus:
         self.resumed_at = 0  # the stream sequence the current consumer started at
 
     @classmethod
-    async def connect(cls, url: str, *, name: str = "preemptd", connect_timeout: float = 5.0) -> Bus:
-        """Connect, and keep reconnecting forever if the server goes away later."""
-
+    async def connect(cls, url: str, *, access: NatsAccess | None = None, name: str = "preemptd", connect_timeout: float = 5.0) -> Bus:
+        """Connect to one of the servers of `url`, and keep reconnecting forever, across them,
+        if the server goes away later. A refusal (credentials, TLS) is a `BusError` at once."""
+        shown = redacted(url)
+        options = (access or NatsAccess()).options(url)
         await reachable(url, connect_timeout)
+        refusals: list[str] = []
 
-        async def quiet(_exc: Exception) -> None:  # reconnects are logged by the caller's retries
-            return None
+        async def noted(exc: Exception) -> None:  # reconnects are logged by the caller's retries
+            refusal = _refusal(exc)
+            if refusal is not None:
+                refusals.append(refusal)
 
         nc = nats.NATS()  # made first, so that a connection cut short can still be closed
 
         async def disconnected() -> None:
             if not nc.is_closed:  # a close of our own is not a lost connection
-                log("NATS connection lost; reconnecting", logging.WARNING, url=url)
+                log("NATS connection lost; reconnecting", logging.WARNING, url=shown)
 
         async def reconnected() -> None:
-            log("NATS connection back", url=url)
+            log("NATS connection back", url=redacted(_connected_url(nc)))
 
         connecting = nc.connect(
-            url,
+            servers(url),
             name=name,
             connect_timeout=connect_timeout,
             allow_reconnect=True,
             max_reconnect_attempts=-1,
             reconnect_time_wait=0.5,
-            error_cb=quiet,
+            error_cb=noted,
             disconnected_cb=disconnected,
             reconnected_cb=reconnected,
+            **options,
         )
-        try:  # nats-py retries a first connection forever too: bound it
-            await asyncio.wait_for(connecting, connect_timeout * 2)
+        try:  # nats-py retries a first connection forever too: bound it, and end it at a refusal
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_cancel_when_refused, refusals, tg.cancel_scope)
+                await asyncio.wait_for(connecting, connect_timeout * 2)
+                tg.cancel_scope.cancel()
+            if refusals:
+                raise BusError(f"NATS at {shown} refused the connection: {refusals[-1]}")
         except BaseException as exc:
             # Failed or cancelled (a stop): nats-py's own tasks would outlive it and hold up the exit.
             with anyio.CancelScope(shield=True), contextlib.suppress(*_NATS_ERRORS):
                 await nc.close()
             if isinstance(exc, _NATS_ERRORS):
-                raise BusError(f"cannot connect to NATS at {url}: {_describe(exc)} (is it a NATS server?)") from exc
+                why = refusals[-1] if refusals else _refusal(exc) or f"{_describe(exc)} (is it a NATS server?)"
+                raise BusError(f"cannot connect to NATS at {shown}: {why}") from None
             raise
         return cls(nc)
 
     @property
     def url(self) -> str:
-        server = self._nc.connected_url
-        return f"nats://{server.hostname}:{server.port}" if server else "?"
+        return _connected_url(self._nc)
 
     @property
     def connected(self) -> bool:

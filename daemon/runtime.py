@@ -45,7 +45,7 @@ from .history import fold_log, load_state, outbox_rows, restored, save_snapshot,
 from .lock import single_writer
 from .logs import log
 from .metrics import Health, Metrics, MetricsServer, reading
-from .nats_source import CONSUMER, Bus, Inbound, reachable
+from .nats_source import CONSUMER, Bus, Inbound, NatsAccess, reachable, redacted
 from .outbox import Publisher, publish_rejections, publish_unacknowledged_rejections
 from .position import start_position
 from .store import Batch, Store, database_url
@@ -63,6 +63,7 @@ class Settings:
     db: str
     nats_url: str | None = None
     nats_port: int = 0
+    nats_access: NatsAccess = NatsAccess()
     config: Path | None = None
     tick: int = 1000  # ms
     idle_tick: int = 30_000  # ms
@@ -139,7 +140,7 @@ async def _run(settings: Settings, observed: Observed) -> None:
         gc.freeze()  # what the state holds now lives as long as the daemon: later collections skip it
         log("state rebuilt", log_id=store.log_id, seq=state.seq, partitions=len(state.partitions), seconds=round(time.monotonic() - started, 3))
         with _nats(settings) as (url, embedded):
-            bus = await Bus.connect(url)
+            bus = await Bus.connect(url, access=settings.nats_access)
             try:
                 await bus.ensure_streams()
                 source, position = await start_position(store, bus, settings.partitions)
@@ -188,6 +189,7 @@ def _nats(settings: Settings) -> Iterator[tuple[str, EmbeddedNats | None]]:
 
 
 def _announce(settings: Settings, url: str) -> None:
+    url = redacted(url)  # shims and `tail` bring their own credentials
     (settings.state_dir / "nats.url").write_text(url + "\n")
     embedded = "embedded nats-server" if not settings.nats_url else "external NATS"
     print(f"preemptd: listening on {url} ({embedded}); shims publish on preemptd.cluster.<partition>.<kind>", flush=True)

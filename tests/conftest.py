@@ -124,10 +124,11 @@ def daemon_factory(tmp_path: Path):
         daemon.stop()
 
 
-def preemptd(*args: str, input: str | None = None, timeout: float = 120, hash_seed: int | None = None) -> subprocess.CompletedProcess:
+def preemptd(*args: str, input: str | None = None, timeout: float = 120, hash_seed: int | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run a `preemptd` command as a user would, and capture what it prints. `hash_seed` sets
-    PYTHONHASHSEED, so that a replay can run with another string hashing than the run."""
-    env = {**os.environ, **({"PYTHONHASHSEED": str(hash_seed)} if hash_seed is not None else {})}
+    PYTHONHASHSEED, so that a replay can run with another string hashing than the run; `env`
+    adds to the environment."""
+    env = {**os.environ, **({"PYTHONHASHSEED": str(hash_seed)} if hash_seed is not None else {}), **(env or {})}
     command = [sys.executable, "-m", "preemptd.daemon.cli", *args]
     return subprocess.run(command, input=input, capture_output=True, text=True, cwd=ROOT, timeout=timeout, env=env)
 

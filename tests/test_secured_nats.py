@@ -1,0 +1,130 @@
+"""A secured NATS: TLS, a user and password, JWT credentials, several servers. The bundled
+nats-server is started with each, the certificates and credentials made in the test; the
+daemon, `publish` and `tail` run as a user runs them, and no secret appears in what they print."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import preemptd
+from secured_nats import PASSWORD, USER, operator_server, tls_files, tls_password_server
+
+from preemptd.daemon.embedded import EmbeddedNats, free_port
+from preemptd.daemon.errors import BusError
+from preemptd.daemon.nats_source import NatsAccess, redacted, servers
+
+pytestmark = pytest.mark.slow
+
+EVENTS = (
+    "- {type: node.upserted, node: n1, capacity: {vcore: 4}}\n"
+    "- {type: task.submitted, task: t1, app: a1, queue: root.default, resources: {vcore: 1}}\n"
+)
+
+
+def publish_and_tail(tmp_path: Path, url: str, *options: str, env: dict[str, str] | None = None) -> list[dict]:
+    """Publish two events, then the decision they make, through `url` with `options`."""
+    events = tmp_path / "events.yaml"
+    events.write_text(EVENTS)
+    published = preemptd("publish", str(events), "--nats-url", url, *options, env=env)
+    assert published.returncode == 0, published.stderr
+    tail = preemptd("tail", "--json", "--from-start", "--count", "1", "--timeout", "30", "--nats-url", url, *options, env=env)
+    assert tail.returncode == 0, tail.stderr
+    return [json.loads(line) for line in tail.stdout.splitlines()]
+
+
+def one_line_refusal(result, *said: str) -> str:
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    for words in said:
+        assert words in lines[0]
+    return lines[0]
+
+
+@pytest.fixture
+def tls_server(tmp_path: Path):
+    tls = tls_files(tmp_path / "tls")
+    with tls_password_server(tmp_path, tls) as server:
+        yield server, tls
+
+
+def test_a_daemon_on_a_tls_server_with_a_password_decides_and_never_shows_the_password(tls_server, daemon_factory, tmp_path: Path) -> None:
+    server, tls = tls_server
+    daemon = daemon_factory("--nats-url", f"tls://{USER}:{PASSWORD}@127.0.0.1:{server.port}", "--nats-tls-ca", str(tls.ca)).start()
+    assert daemon.url == f"tls://***@127.0.0.1:{server.port}"
+    decisions = publish_and_tail(tmp_path, f"tls://127.0.0.1:{server.port}", "--nats-tls-ca", str(tls.ca), env={"PREEMPTD_NATS_USER": USER, "PREEMPTD_NATS_PASSWORD": PASSWORD})
+    assert [(d["type"], d["task"]) for d in decisions] == [("decision.allocated", "t1")]
+    assert daemon.stop() == 0
+    assert PASSWORD not in daemon.log_text() and PASSWORD not in (daemon.state_dir / "nats.url").read_text()
+
+
+def test_a_wrong_password_is_a_one_line_refusal_that_does_not_repeat_it(tls_server, tmp_path: Path) -> None:
+    server, tls = tls_server
+    wrong = {"PREEMPTD_NATS_USER": USER, "PREEMPTD_NATS_PASSWORD": "not-the-password"}
+    tail = preemptd("tail", "--timeout", "5", "--nats-url", f"tls://127.0.0.1:{server.port}", "--nats-tls-ca", str(tls.ca), env=wrong)
+    line = one_line_refusal(tail, "refused the connection: authorization violation")
+    assert "not-the-password" not in line
+    run = preemptd("run", "--state-dir", str(tmp_path / "state"), "--nats-url", f"tls://{USER}:not-the-password@127.0.0.1:{server.port}", "--nats-tls-ca", str(tls.ca))
+    assert run.returncode == 2, run.stderr
+    refusal = run.stderr.strip().splitlines()[-1]  # after the daemon's log of its start
+    assert refusal.startswith(f"preemptd: NATS at tls://***@127.0.0.1:{server.port} refused the connection: authorization violation")
+    assert "not-the-password" not in run.stderr
+
+
+def test_a_certificate_from_another_ca_or_no_tls_is_a_one_line_refusal(tls_server) -> None:
+    server, tls = tls_server
+    password = {"PREEMPTD_NATS_USER": USER, "PREEMPTD_NATS_PASSWORD": PASSWORD}
+    other = preemptd("tail", "--timeout", "5", "--nats-url", f"tls://127.0.0.1:{server.port}", "--nats-tls-ca", str(tls.other_ca), env=password)
+    one_line_refusal(other, "TLS:", "check --nats-tls-ca")
+    plain = preemptd("tail", "--timeout", "5", "--nats-url", f"nats://127.0.0.1:{server.port}", env=password)
+    one_line_refusal(plain, "TLS:")
+
+
+def test_credentials_files_authenticate_the_daemon_and_the_shims(daemon_factory, tmp_path: Path) -> None:
+    operator = operator_server(tmp_path / "operator")
+    with operator.server as server:
+        daemon = daemon_factory("--nats-url", server.url, "--nats-creds", str(operator.creds)).start()
+        decisions = publish_and_tail(tmp_path, server.url, "--nats-creds", str(operator.creds))
+        assert [(d["type"], d["task"]) for d in decisions] == [("decision.allocated", "t1")]
+        stranger = preemptd("tail", "--timeout", "5", "--nats-url", server.url, "--nats-creds", str(operator.stranger_creds))
+        one_line_refusal(stranger, "refused the connection: authorization violation")
+        anonymous = preemptd("tail", "--timeout", "5", "--nats-url", server.url)
+        one_line_refusal(anonymous, "refused the connection")
+        assert daemon.stop() == 0
+
+
+def test_the_first_server_of_a_list_that_answers_is_used(nats_server: EmbeddedNats, daemon_factory, tmp_path: Path) -> None:
+    cluster = f"nats://127.0.0.1:{free_port()},{nats_server.url}"
+    daemon = daemon_factory("--nats-url", cluster).start()
+    assert daemon.url == cluster
+    assert [d["task"] for d in publish_and_tail(tmp_path, cluster)] == ["t1"]
+    assert daemon.stop() == 0
+    nobody = preemptd("tail", "--nats-url", f"nats://127.0.0.1:{free_port()},nats://127.0.0.1:{free_port()}")
+    one_line_refusal(nobody, "cannot connect to NATS at", "connection refused at", "; connection refused at")
+
+
+def test_credentials_for_the_bundled_server_are_refused(tmp_path: Path) -> None:
+    run = preemptd("run", "--state-dir", str(tmp_path / "state"), "--nats-creds", str(tmp_path / "user.creds"))
+    one_line_refusal(run, "--nats-creds is for a NATS server of your own (--nats-url)")
+    assert not (tmp_path / "state").exists()
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("nats://user:secret@host:4222", "nats://***@host:4222"),
+        ("tls://token@host", "tls://***@host"),
+        ("nats://a:1, nats://u:p@b:2", "nats://a:1,nats://***@b:2"),
+        ("host:4222", "host:4222"),
+    ],
+)
+def test_secrets_in_a_url_are_never_shown(url: str, shown: str) -> None:
+    assert redacted(url) == shown
+    assert len(servers(url)) == shown.count(",") + 1
+
+
+def test_an_unreadable_credentials_file_is_named() -> None:
+    with pytest.raises(BusError, match="--nats-creds /nonexistent.creds: No such file or directory"):
+        NatsAccess(creds="/nonexistent.creds").options("nats://host:4222")
