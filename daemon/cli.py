@@ -260,7 +260,7 @@ def _replay_configs(path: Path) -> dict[str, tuple[str, dict[str, Any]]]:
 
 async def cmd_explain(args: argparse.Namespace) -> int:
     from .history import to_record
-    from .store import Store
+    from .store import Store, shown_url
 
     store = await Store.open(_db(args), create=False)
     try:
@@ -270,7 +270,7 @@ async def cmd_explain(args: argparse.Namespace) -> int:
     rows = [row for row in rows if row is not None and row.type.startswith("decision.")]
     if not rows:
         what = "no decision mentions task" if args.task else "no decision with id"
-        raise UsageError(f"{what} {args.decision!r} in {_db(args)}")
+        raise UsageError(f"{what} {args.decision!r} in {shown_url(_db(args))}")
     for row in rows:
         decision = to_record(row).event
         print(json.dumps(to_builtins(decision)) if args.json else render.explanation(decision, row.seq))
@@ -327,14 +327,14 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 async def cmd_db_upgrade(args: argparse.Namespace) -> int:
-    from .store import Store
+    from .store import Store, shown_url
 
     store = await Store.open(_db(args))
     try:
         counts = await store.counts()
     finally:
         await store.close()
-    print(f"{_db(args)}: schema up to date (log {store.log_id}, {counts['log']} records, {counts['unpublished']} decisions unpublished, {counts['passed_over']} passed over)")
+    print(f"{shown_url(_db(args))}: schema up to date (log {store.log_id}, {counts['log']} records, {counts['unpublished']} decisions unpublished, {counts['passed_over']} passed over)")
     return 0
 
 

@@ -1,6 +1,7 @@
 """One daemon per log: a second daemon writing the same log would reuse its positions and steal
 its consumer. The lock is a file beside a SQLite log (`preemptd.db.lock`), or in the state
-directory for a log elsewhere; it holds the pid of the daemon that has it."""
+directory for an in-memory one; it holds the pid of the daemon that has it. (A PostgreSQL log
+has a writer's lease instead, for which a second daemon waits: `store.WriterLease`.)"""
 
 from __future__ import annotations
 

@@ -82,11 +82,14 @@ class Health:
     """What `/readyz` checks, set by the daemon as it starts and runs."""
 
     def __init__(self) -> None:
+        self.standby: str | None = None  # who holds the writer's lease this daemon waits for
         self.rebuilt = False
         self.connected = False
         self.lag: int | None = None
 
     def problems(self) -> list[str]:
+        if self.standby is not None:
+            return [f"standby: waiting for the writer's lease, held by {self.standby}"]
         out = []
         if not self.rebuilt:
             out.append("rebuilding the state from the log")

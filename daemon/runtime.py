@@ -22,8 +22,8 @@ import gc
 import logging
 import signal
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,7 +40,7 @@ from .clock import monotonic_ms, wall_ms
 from .config_file import apply_config_file
 from .embedded import EmbeddedNats, keep_running
 from .entry import early_stops
-from .errors import BusError, UsageError
+from .errors import BusError, StoreError, UsageError
 from .history import fold_log, load_state, outbox_rows, restored, save_snapshot, to_row
 from .lock import single_writer
 from .logs import log
@@ -48,13 +48,14 @@ from .metrics import Health, Metrics, MetricsServer, reading
 from .nats_source import CONSUMER, Bus, Inbound, NatsAccess, reachable, redacted
 from .outbox import Publisher, publish_rejections, publish_unacknowledged_rejections
 from .position import start_position
-from .store import Batch, Store, database_url
+from .store import Batch, Store, WriterLease, database_url, shown_url
 
 __all__ = ["Heartbeat", "Observed", "Settings", "run", "snapshot_due"]
 
 _HEARTBEAT = 0.01  # seconds; also the shortest gap between two cycles of a partition
 _SNAPSHOT_SECONDS = 30  # the longest a growing log goes without a snapshot
 _OBSERVE_SECONDS = 1.0  # how often lag, outbox and the gauges are measured
+_LEASE_CHECK_SECONDS = 1.0  # how often a PostgreSQL log's writer checks that its lease holds
 
 
 @dataclass(frozen=True)
@@ -93,9 +94,48 @@ async def run(settings: Settings) -> None:
                 settings.state_dir.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise UsageError(f"cannot create the state directory {settings.state_dir}: {exc.strerror}") from None
-            with single_writer(database_url(settings.db), settings.state_dir), _observed(settings) as observed:
-                await _run(settings, observed)
+            with _observed(settings) as observed:
+                async with _sole_writer(settings, observed.health) as lease, anyio.create_task_group() as writing:
+                    if lease is not None:
+                        writing.start_soon(_keep, lease)
+                    await _run(settings, observed)
+                    writing.cancel_scope.cancel()
         tg.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def _sole_writer(settings: Settings, health: Health) -> AsyncIterator[WriterLease | None]:
+    """Be the log's only writer: a lock file beside a SQLite log (a second daemon is refused),
+    the writer's lease of a PostgreSQL log (a second daemon waits for it: a standby)."""
+    url = database_url(settings.db)
+    if not url.startswith("postgresql"):
+        with single_writer(url, settings.state_dir):
+            yield None
+        return
+
+    def waiting(holder: str) -> None:
+        health.standby = holder
+        log("standby: another daemon writes this log; waiting for its lease", holder=holder, db=shown_url(settings.db))
+
+    lease = await WriterLease.wait(settings.db, waiting)
+    if health.standby is not None:
+        log("the lease is ours: taking over as the log's writer", db=shown_url(settings.db))
+    health.standby = None
+    try:
+        yield lease
+    finally:
+        await lease.release()
+
+
+async def _keep(lease: WriterLease) -> None:
+    """Stop the daemon when its lease is lost: a standby may be writing the log already."""
+    while True:
+        await anyio.sleep(_LEASE_CHECK_SECONDS)
+        try:
+            await lease.check()
+        except StoreError as exc:
+            log("stopping: the writer's lease is lost", logging.ERROR, error=str(exc))
+            raise
 
 
 @dataclass
@@ -193,7 +233,7 @@ def _announce(settings: Settings, url: str) -> None:
     (settings.state_dir / "nats.url").write_text(url + "\n")
     embedded = "embedded nats-server" if not settings.nats_url else "external NATS"
     print(f"preemptd: listening on {url} ({embedded}); shims publish on preemptd.cluster.<partition>.<kind>", flush=True)
-    log("listening", url=url, nats=embedded, db=settings.db)
+    log("listening", url=url, nats=embedded, db=shown_url(settings.db))
 
 
 class Daemon:

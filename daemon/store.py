@@ -6,16 +6,18 @@ daemon's receive time and the payload bytes. Beside it: the outbox of decisions 
 letters, snapshots of the projection, and the position of the NATS consumer (`tracking`), which
 is written in the same transaction as the events it covers so a redelivery is recognised.
 
-Written in portable SQLAlchemy Core: a PostgreSQL URL is meant to work later; SQLite is tuned
-with WAL here. Driver errors become `StoreError`.
+Written in portable SQLAlchemy Core, for SQLite (tuned with WAL here) and PostgreSQL (asyncpg);
+the hot paths run compiled statements through the driver. Driver errors become `StoreError`.
 """
 
 from __future__ import annotations
 
+import os
 import shlex
+import socket
 import urllib.parse
 import uuid
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,12 +28,13 @@ import msgspec
 import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
 
 from preemptd import migrations
 
 from .errors import StoreError
 
-__all__ = ["Batch", "DeadLetter", "LogRow", "OutboxRow", "Store", "database_url"]
+__all__ = ["Batch", "DeadLetter", "LogRow", "OutboxRow", "Store", "WriterLease", "database_url", "shown_url"]
 
 _metadata = sa.MetaData()
 _meta = sa.Table("meta", _metadata, sa.Column("key", sa.String(64), primary_key=True), sa.Column("value", sa.Text))
@@ -197,12 +200,13 @@ class Store:
         """Open the log at `target`, a file path or a SQLAlchemy URL: created and migrated if
         `create`, else opened read-only as it is (the commands that only read a log)."""
         url = database_url(target)
+        target = shown_url(target)  # as errors name it
         if url.startswith("sqlite") and not create:
             if not _sqlite_exists(url):
                 raise StoreError(f"no preemptd log at {target}: run `preemptd run` or `preemptd simulate --db` first")
             url = _read_only(url)
         try:
-            engine = create_async_engine(url)
+            engine = create_async_engine(url, **_engine_options(url, writing=create))
         except (SQLAlchemyError, ImportError) as exc:
             raise StoreError(f"cannot use the database URL {target}: {exc} (preemptd needs an async driver, e.g. sqlite+aiosqlite:///FILE)") from None
         if url.startswith("sqlite") and create:
@@ -218,9 +222,9 @@ class Store:
         except StoreError:
             await engine.dispose()
             raise
-        except SQLAlchemyError as exc:
+        except (SQLAlchemyError, OSError) as exc:  # OSError: a server that is not there
             await engine.dispose()
-            raise _failure(exc, target, "cannot open the log at") from exc
+            raise _failure(exc, target, "cannot open the log at") from None
         return cls(engine, log_id, target)
 
     async def close(self) -> None:
@@ -235,7 +239,7 @@ class Store:
             try:
                 async with self._engine.begin() as conn:
                     return await work(conn, *args)
-            except SQLAlchemyError as exc:
+            except (SQLAlchemyError, OSError) as exc:
                 raise _failure(exc, self._target, "log database error at") from exc
 
     # -- writing --
@@ -300,7 +304,7 @@ class Store:
         characters escaped)."""
         as_stored = msgspec.json.encode(task).decode()
         pattern = as_stored.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        mentions = sa.cast(_log.c.payload, sa.Text).like(f"%{pattern}%", escape="\\")
+        mentions = _as_text(_log.c.payload, self._engine.dialect.name).like(f"%{pattern}%", escape="\\")
         query = sa.select(_log).where(_log.c.type.like("decision.%"), mentions).order_by(_log.c.seq.desc()).limit(limit)
         return list(reversed(await self._run(_select_rows, query)))
 
@@ -340,14 +344,100 @@ class Store:
             await anyio.lowlevel.checkpoint()
 
 
-def _failure(exc: SQLAlchemyError, target: str, doing: str) -> StoreError:
+def _as_text(payload: sa.ColumnElement, dialect: str) -> sa.ColumnElement:
+    """A payload's UTF-8 JSON as text (PostgreSQL casts bytea to its hex form instead)."""
+    return sa.func.convert_from(payload, "UTF8") if dialect == "postgresql" else sa.cast(payload, sa.Text)
+
+
+class WriterLease:
+    """The right to write a PostgreSQL log, for a daemon and a standby on the same log: a
+    session advisory lock, taken on a connection of its own and held while the daemon runs.
+    PostgreSQL lets go of it the moment that connection ends, a writer killed with SIGKILL
+    included, so a standby polling for it takes over within its poll. A writer that loses it
+    must stop: `check` says so. (A SQLite log is one machine's: a lock file does, see `lock`.)"""
+
+    _KEY = int.from_bytes(b"preemptd", "big") >> 1  # one lease per database: a log is a database
+
+    def __init__(self, engine: AsyncEngine, connection: AsyncConnection, target: str) -> None:
+        self._engine, self._connection, self._target = engine, connection, target
+
+    @classmethod
+    async def wait(cls, target: str, waiting: Callable[[str], None], poll: float = 0.5) -> WriterLease:
+        """Take the lease, waiting while another daemon holds it (`waiting` is told who, once)."""
+        url, shown = database_url(target), shown_url(target)
+        engine = create_async_engine(url, poolclass=NullPool, **_engine_options(url, writing=True))
+        try:
+            with anyio.CancelScope(shield=True):
+                connection = await (await engine.connect()).execution_options(isolation_level="AUTOCOMMIT")
+            told = False
+            while not await _scalar(connection, sa.select(sa.func.pg_try_advisory_lock(cls._KEY))):
+                if not told:
+                    waiting(await _lease_holder(connection, cls._KEY) or "another daemon")
+                    told = True
+                await anyio.sleep(poll)
+        except (SQLAlchemyError, OSError) as exc:
+            with anyio.CancelScope(shield=True):
+                await engine.dispose()
+            raise _failure(exc, shown, "cannot take the writer's lease on the log at") from None
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await engine.dispose()
+            raise
+        return cls(engine, connection, shown)
+
+    async def check(self) -> None:
+        """`StoreError` unless the lease is still held (its connection still open)."""
+        try:
+            with anyio.CancelScope(shield=True), anyio.fail_after(10):
+                held = await _scalar(self._connection, sa.text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted"))
+        except (SQLAlchemyError, OSError, TimeoutError) as exc:
+            raise StoreError(f"lost the writer's lease on the log at {self._target} ({_failure(exc, self._target, 'its connection failed at')})") from None
+        if not held:
+            raise StoreError(f"lost the writer's lease on the log at {self._target}")
+
+    async def release(self) -> None:
+        with anyio.CancelScope(shield=True):
+            await self._engine.dispose()  # the connection's end releases the lock
+
+
+async def _lease_holder(connection: AsyncConnection, key: int) -> str | None:
+    """Who holds the lease: the `application_name` of its connection (preemptd's pid and host)."""
+    query = sa.text(
+        "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+        "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = :high AND l.objid = :low"
+    )
+    return (await connection.execute(query, {"high": key >> 32, "low": key & 0xFFFFFFFF})).scalar()
+
+
+def shown_url(target: str) -> str:
+    """`target` as logs and errors show it: a URL's password replaced by `***`."""
+    if "://" not in target:
+        return target
+    try:
+        return sa.make_url(target).render_as_string(hide_password=True)
+    except (SQLAlchemyError, ValueError):
+        return target.split("://", 1)[0] + "://…"  # not a URL SQLAlchemy reads: show no more than its kind
+
+
+def _failure(exc: BaseException, target: str, doing: str) -> StoreError:
     """One line a user can act on, instead of SQLAlchemy's dump of the statement."""
     cause = getattr(exc, "orig", None) or exc
-    said = " ".join(str(cause).split())
+    said = " ".join(str(getattr(cause, "strerror", None) or cause).split())
     if getattr(cause, "sqlite_errorname", None) == "SQLITE_CORRUPT":
         file = shlex.quote(target.split(":///", 1)[-1])
         return StoreError(f"the log {file} is damaged ({said}): check it with `sqlite3 {file} 'pragma integrity_check'`")
     return StoreError(f"{doing} {target}: {said}")
+
+
+def _engine_options(url: str, *, writing: bool) -> dict[str, Any]:
+    """PostgreSQL connections say whose they are (`pg_stat_activity`), and those of the commands
+    that only read a log cannot write (SQLite files are opened read-only instead)."""
+    if not url.startswith("postgresql"):
+        return {}
+    settings = {"application_name": f"preemptd pid {os.getpid()} on {socket.gethostname()}"[:63]}
+    if not writing:
+        settings["default_transaction_read_only"] = "on"
+    return {"connect_args": {"server_settings": settings}}
 
 
 def _read_only(url: str) -> str:

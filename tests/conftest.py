@@ -4,13 +4,15 @@ events (as a shim would publish them) folds into."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import msgspec
@@ -27,6 +29,50 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"  # nats-py and SQLAlchemy's async layer need asyncio
+
+
+# -- PostgreSQL: the log tests and the end-to-end daemon test run on it too -----------------
+
+POSTGRES_URL = os.environ.get("PREEMPTD_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+POSTGRES_REQUIRED = os.environ.get("PREEMPTD_TEST_POSTGRES") == "required"  # .ci/run sets it
+
+
+def _postgres(statement: str) -> None:
+    import asyncpg
+
+    async def run() -> None:
+        connection = await asyncpg.connect(POSTGRES_URL, timeout=5)
+        try:
+            await connection.execute(statement)
+        finally:
+            await connection.close()
+
+    asyncio.run(run())
+
+
+@pytest.fixture
+def postgres_log() -> Iterator[str]:
+    """The URL of a new, empty database on the PostgreSQL at $PREEMPTD_TEST_POSTGRES_URL (by
+    default the `test` database's server on 127.0.0.1:5432), dropped afterwards. Skipped when no
+    server answers, unless $PREEMPTD_TEST_POSTGRES is `required` (as in CI): then it fails."""
+    name = f"preemptd_{uuid.uuid4().hex[:12]}"
+    try:
+        _postgres(f'CREATE DATABASE "{name}"')
+    except (OSError, asyncio.TimeoutError, ImportError) as exc:
+        why = f"no PostgreSQL at {POSTGRES_URL} ({type(exc).__name__}: {exc}); set PREEMPTD_TEST_POSTGRES_URL to use another"
+        if POSTGRES_REQUIRED:
+            pytest.fail(why)
+        pytest.skip(why)
+    try:
+        yield POSTGRES_URL.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        _postgres(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def log_target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a test's log goes: a new SQLite file, or a new PostgreSQL database."""
+    return str(tmp_path / "log.db") if request.param == "sqlite" else request.getfixturevalue("postgres_log")
 
 
 @pytest.fixture
@@ -47,9 +93,17 @@ class DaemonProcess:
         self.url: str | None = None
 
     def start(self, timeout: float = 30.0) -> DaemonProcess:
+        return self.launch().listening(timeout)
+
+    def launch(self) -> DaemonProcess:
+        """Start the process, without waiting for it to listen (a standby waits for its lease)."""
         command = [sys.executable, "-m", "preemptd.daemon.cli", "run", "--state-dir", str(self.state_dir), *self.args]
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        return self
+
+    def listening(self, timeout: float = 30.0) -> DaemonProcess:
+        """Wait for the line that says the daemon listens, and keep its NATS URL."""
         deadline = time.monotonic() + timeout
         line = self.process.stdout.readline().decode()
         if "listening on" not in line or time.monotonic() > deadline:

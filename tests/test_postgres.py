@@ -1,0 +1,137 @@
+"""PostgreSQL as the log: the daemon end to end and every command on it, and a standby that
+takes over from a writer killed while events flow. Against the server of
+$PREEMPTD_TEST_POSTGRES_URL (skipped without one, except in CI), a new database per test."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import anyio
+import pytest
+from conftest import preemptd
+from test_daemon import event, publish, read, wait_for
+
+from preemptd.daemon.embedded import EmbeddedNats
+from preemptd.daemon.nats_source import DECISION_STREAM, Outbound
+
+pytestmark = pytest.mark.slow
+
+
+def query(url: str, sql: str) -> list[tuple]:
+    import asyncpg
+
+    async def fetch() -> list[tuple]:
+        connection = await asyncpg.connect(url)
+        try:
+            return [tuple(record) for record in await connection.fetch(sql)]
+        finally:
+            await connection.close()
+
+    return asyncio.run(fetch())
+
+
+def scalar(url: str, sql: str) -> int:
+    return query(url, sql)[0][0]
+
+
+def test_the_daemon_and_every_command_work_on_a_postgresql_log(postgres_log: str, daemon_factory, tmp_path: Path) -> None:
+    daemon = daemon_factory("--db", postgres_log).start()
+    events = tmp_path / "events.yaml"
+    events.write_text(
+        "- {type: node.upserted, node: n1, capacity: {vcore: 2}}\n"
+        "- {type: task.submitted, task: first, app: a1, queue: root.default, resources: {vcore: 1}}\n"
+        "- {type: task.released, task: nobody}\n"
+    )
+    assert preemptd("publish", str(events), "--no-check", "--state-dir", str(daemon.state_dir)).returncode == 0
+    wait_for(lambda: scalar(postgres_log, "select count(*) from dead_letters") == 1, what="the bad release in dead letters")
+    assert daemon.decisions(1)[0]["task"] == "first"
+    assert daemon.stop() == 0
+    assert scalar(postgres_log, "select count(*) from snapshots") == 1, "the snapshot at the stop"
+
+    daemon = daemon_factory("--db", postgres_log).start()  # from the snapshot
+    events.write_text("- {type: task.submitted, task: second, app: a2, queue: root.default, resources: {vcore: 1}}\n")
+    assert preemptd("publish", str(events), "--state-dir", str(daemon.state_dir)).returncode == 0
+    decisions = daemon.decisions(2)
+    assert [(d["type"], d["task"], d["node"]) for d in decisions] == [("decision.allocated", "first", "n1"), ("decision.allocated", "second", "n1")]
+    assert daemon.stop() == 0
+    second_start = daemon.log_text().rsplit("state rebuilt", 1)[1].split("\n", 1)[0]
+    assert "seq=0" not in second_start, "the second start rebuilt the state from the snapshot"
+
+    replay = preemptd("replay", "--db", postgres_log, "--quiet")
+    assert replay.returncode == 0 and "reproduced" in replay.stdout, replay.stdout + replay.stderr
+    state = preemptd("state", "--db", postgres_log, "--json")
+    assert state.returncode == 0, state.stderr
+    assert json.loads(state.stdout)["nodes"]["n1"]["allocated"] == {"vcore": 2}, state.stdout
+    explain = preemptd("explain", decisions[1]["id"], "--db", postgres_log)
+    assert explain.returncode == 0 and "second" in explain.stdout and "n1" in explain.stdout
+    by_task = preemptd("explain", "second", "--task", "--db", postgres_log, "--json")
+    assert by_task.returncode == 0 and decisions[1]["id"] in by_task.stdout
+    dead = preemptd("dead-letters", "--db", postgres_log)
+    assert dead.returncode == 0 and "unknown task 'nobody'" in dead.stdout
+    upgrade = preemptd("db", "upgrade", "--db", postgres_log)
+    assert upgrade.returncode == 0 and "schema up to date" in upgrade.stdout
+
+
+def test_a_standby_takes_over_from_a_killed_writer_and_nothing_is_lost_or_published_twice(postgres_log: str, nats_server: EmbeddedNats, daemon_factory, tmp_path: Path) -> None:
+    writer = daemon_factory("--db", postgres_log, "--nats-url", nats_server.url, state_dir=tmp_path / "writer").start()
+    standby = daemon_factory("--db", postgres_log, "--nats-url", nats_server.url, state_dir=tmp_path / "standby").launch()
+    wait_for(lambda: "standby: another daemon writes this log" in standby.log_text(), what="the second daemon to wait")
+    assert "pid" in standby.log_text().split("standby:", 1)[1].split("\n", 1)[0], "it says who holds the lease"
+
+    tasks = 3000
+    messages = [event("node.upserted", "node", node="n1", capacity={"vcore": 100_000})]
+    messages += [event("task.submitted", f"e{i}", task=f"t{i}", app="a", queue="root.default", resources={"vcore": 1}) for i in range(tasks)]
+    flowing = threading.Thread(target=lambda: anyio.run(publish_slowly, nats_server.url, messages))
+    flowing.start()
+    wait_for(lambda: scalar(postgres_log, "select count(*) from log where type = 'task.submitted'") >= 800, what="the writer to commit some")
+    writer.process.send_signal(signal.SIGKILL)
+    writer.process.wait()
+    killed_at = time.monotonic()
+    standby.listening(timeout=60)
+    took_over = time.monotonic() - killed_at
+    flowing.join()
+
+    submitted = "select count(*) from log where type = 'task.submitted'"
+    wait_for(lambda: scalar(postgres_log, submitted) == tasks, what="every event in the log")
+    wait_for(lambda: scalar(postgres_log, "select count(*) from log where type = 'decision.allocated'") == tasks, what="every task allocated")
+    wait_for(lambda: scalar(postgres_log, "select count(*) from outbox where published_at is null") == 0, what="every decision published")
+    assert scalar(postgres_log, "select count(distinct event_id) from log where type = 'task.submitted'") == tasks, "each event once"
+    assert scalar(postgres_log, "select count(*) from dead_letters") == 0, "redeliveries recognised, not dead letters"
+    decisions = [json.loads(data) for data, _ in anyio.run(read, nats_server.url, DECISION_STREAM, "preemptd.decisions.>")]
+    ids = Counter(d["id"] for d in decisions)
+    assert not [i for i, n in ids.items() if n > 1], "no decision id twice on the stream"
+    assert Counter(d["task"] for d in decisions if d["type"] == "decision.allocated") == {f"t{i}": 1 for i in range(tasks)}
+    assert took_over < 15, f"the standby took {took_over:.1f}s to take over"
+    assert "taking over as the log's writer" in standby.log_text()
+    assert standby.stop() == 0
+
+
+async def publish_slowly(url: str, messages: list[Outbound]) -> None:
+    """A steady flow: a hundred events every 50 ms, retried through the writer's death."""
+    for start in range(0, len(messages), 100):
+        await publish(url, messages[start : start + 100], retry=True)
+        await anyio.sleep(0.05)
+
+
+def test_a_second_daemon_on_a_sqlite_log_is_still_refused(daemon_factory, tmp_path: Path) -> None:
+    first = daemon_factory().start()
+    second = daemon_factory("--db", str(first.state_dir / "preemptd.db"), state_dir=tmp_path / "other")
+    with pytest.raises(RuntimeError, match="did not start"):
+        second.start()
+    assert "another preemptd (pid" in second.log_text() and "is writing this log" in second.log_text()
+    assert first.stop() == 0
+
+
+def test_a_writer_that_loses_its_lease_stops_rather_than_write_beside_a_standby(postgres_log: str, daemon_factory) -> None:
+    writer = daemon_factory("--db", postgres_log).start()
+    holders = "select pid from pg_locks where locktype = 'advisory' and granted"
+    assert len(query(postgres_log, holders)) == 1
+    query(postgres_log, "select pg_terminate_backend(pid) from pg_locks where locktype = 'advisory' and granted")
+    assert writer.process.wait(timeout=30) == 2
+    assert "stopping: the writer's lease is lost" in writer.log_text()
