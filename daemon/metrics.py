@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, make_wsgi_app
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, make_wsgi_app
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import Collector
@@ -25,6 +25,7 @@ from preemptd.events import MILLI_RESOURCES, DecisionEvent
 from preemptd.projections import ClusterState, PartitionState
 
 from .errors import UsageError
+from .ingest import DEAD_LETTER_KINDS
 
 __all__ = ["READY_LAG", "Health", "Metrics", "MetricsServer", "Reading", "listen_address", "reading"]
 
@@ -106,10 +107,13 @@ class Metrics:
     """The daemon's metrics, in a registry of their own."""
 
     def __init__(self) -> None:
+        disable_created_metrics()  # a `_created` series per counter and histogram says nothing here
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.events = Counter("preemptd_events_ingested", "Cluster events committed to the log", ["partition", "type"], registry=r)
         self.dead_letters = Counter("preemptd_dead_letters", "Inputs rejected into dead letters, by why in a word", ["reason"], registry=r)
+        for kind in DEAD_LETTER_KINDS:  # at 0 from the start: a rate over them needs a first sample
+            self.dead_letters.labels(kind)
         self.decisions = Counter("preemptd_decisions", "Decisions committed to the log", ["partition", "type", "model"], registry=r)
         self.cycle_seconds = Histogram("preemptd_cycle_duration_seconds", "Time a scheduling cycle takes to decide", ["partition"], buckets=_SECONDS, registry=r)
         self.cycle_decisions = Histogram("preemptd_cycle_decisions", "Decisions a scheduling cycle makes", ["partition"], buckets=_COUNTS, registry=r)

@@ -109,6 +109,8 @@ def test_readiness_says_what_it_waits_for() -> None:
     assert health.problems() == [f"{READY_LAG + 1} cluster messages wait to be committed (ready at {READY_LAG} or fewer)"]
     health.lag = READY_LAG
     assert health.problems() == []
+    health.standby = "preemptd pid 7 on host-a"
+    assert health.problems() == ["standby: waiting for the writer's lease, held by preemptd pid 7 on host-a"]
 
 
 @pytest.mark.parametrize(
