@@ -8,6 +8,7 @@
     preemptd explain ID     why a decision was taken
     preemptd state          the queue tree at any log position
     preemptd dead-letters   rejected input and why
+    preemptd report         a self-contained HTML timeline of a log
     preemptd schema         the JSON Schema of events and decisions
     preemptd db upgrade     apply the log database migrations
 """
@@ -321,6 +322,38 @@ async def cmd_dead_letters(args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_report(args: argparse.Namespace) -> int:
+    from .report import page, window, with_comparison
+
+    span = window(args.since, args.until)
+    data = await _report_data(_db(args), args, span)
+    if args.compare:
+        data = with_comparison(data, await _report_data(args.compare, args, span), args.compare)
+    output = Path(args.output)
+    try:
+        output.write_text(page(data), encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {output}: {exc.strerror}") from None
+    decisions = sum(len(p["decisions"]) for p in data["partitions"])
+    queues = sum(len(p["queues"]) for p in data["partitions"])
+    print(f"wrote {output} ({output.stat().st_size / 1e6:.1f} MB): {render.count(decisions, 'decision')}, {render.count(queues, 'queue')}", file=sys.stderr)
+    return 0
+
+
+async def _report_data(target: str, args: argparse.Namespace, span) -> dict[str, Any]:
+    from .report import build
+    from .store import Store, shown_url
+
+    store = await Store.open(target, create=False)
+    try:
+        data = await build(store, window=span, partition=args.partition, title=args.title or f"preemptd report of {shown_url(target)}", quiet=args.quiet)
+    finally:
+        await store.close()
+    if args.partition is not None and not data["partitions"]:
+        raise UsageError(f"no partition {args.partition!r} in {shown_url(target)} within the window")
+    return data
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     print(json.dumps(json_schema(args.kind, models=sorted(MODELS)), indent=2))
     return 0
@@ -491,6 +524,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=_at_least(1), default=20, help="show the newest this many (default: 20)")
     p.add_argument("--json", action="store_true", help="print each dead letter as JSON, with its raw bytes")
     p.set_defaults(func=cmd_dead_letters)
+
+    p = commands.add_parser("report", help="write a self-contained HTML page of the log's timeline")
+    _common(p, db=True)
+    p.add_argument("--partition", help="only this partition (default: all)")
+    p.add_argument("--from", dest="since", metavar="SEQ|TIME", help="from this log position or time (ISO 8601, e.g. 2026-11-21T09:43:00Z)")
+    p.add_argument("--to", dest="until", metavar="SEQ|TIME", help="up to this log position or time")
+    p.add_argument("--compare", metavar="DB", help="another log of the same history (another configuration): the decisions that differ")
+    p.add_argument("--title", help="the page's title (default: the log's name)")
+    p.add_argument("-o", "--output", default="report.html", help="where to write the page (default: report.html)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_report)
 
     p = commands.add_parser("schema", help="print the JSON Schema of cluster events or decisions")
     p.add_argument("kind", nargs="?", default="cluster", choices=["cluster", "decisions"], help="what shims send (default), or what the daemon publishes")

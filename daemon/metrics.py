@@ -21,7 +21,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import Collector
 
-from preemptd.events import MILLI_RESOURCES, DecisionEvent
+from preemptd.events import DecisionEvent, base_unit
 from preemptd.projections import ClusterState, PartitionState
 
 from .errors import UsageError
@@ -71,12 +71,7 @@ def _queue_rows(name: str, partition: PartitionState) -> Iterator[tuple[str, str
     for path, queue in sorted(partition.queues.items()):
         for what, amounts in (("allocated", queue.allocated), ("guaranteed", queue.guaranteed), ("max", queue.max or {}), ("pending", queue.pending)):
             for resource, amount in sorted(amounts.items()):
-                yield what, name, path, resource, _base_unit(resource, amount)
-
-
-def _base_unit(resource: str, amount: int) -> float:
-    """Prometheus counts in base units: cores, not the log's millicores."""
-    return amount / 1000 if resource in MILLI_RESOURCES else float(amount)
+                yield what, name, path, resource, base_unit(resource, amount)  # Prometheus counts in base units: cores, bytes
 
 
 class Health:

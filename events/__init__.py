@@ -68,6 +68,7 @@ from ._quantity import (
     MILLI_RESOURCES as MILLI_RESOURCES,
     QuantityError as QuantityError,
     Resources as Resources,
+    base_unit as base_unit,
     format_human as format_human,
     parse_quantity as parse_quantity,
 )

@@ -16,7 +16,7 @@ from decimal import Decimal
 from ._errors import PreemptdError
 from ._limits import MAX_QUANTITY, MAX_RESOURCE_NAME, MAX_RESOURCE_NAMES
 
-__all__ = ["MILLI_RESOURCES", "QuantityError", "Resources", "format_human", "parse_quantity"]
+__all__ = ["MILLI_RESOURCES", "QuantityError", "Resources", "base_unit", "format_human", "parse_quantity"]
 
 #: Resources counted in thousandths: a quantity of 1 is stored as 1000.
 MILLI_RESOURCES = frozenset({"cpu", "vcore"})
@@ -173,3 +173,8 @@ class Resources(Mapping[str, int]):
 
     def __str__(self) -> str:
         return ", ".join(f"{n} {format_human(n, a)}" for n, a in self.amounts.items()) or "nothing"
+
+
+def base_unit(resource: str, amount: int) -> float:
+    """An amount in the unit people chart and alert in: cores, not millicores; bytes, counts."""
+    return amount / 1000 if resource in MILLI_RESOURCES else float(amount)

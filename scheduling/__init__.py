@@ -20,9 +20,11 @@ from ._replay import (
     Divergence as Divergence,
     Replayer as Replayer,
     ReplayReport as ReplayReport,
+    builtins_key as builtins_key,
     decision_key as decision_key,
     replay as replay,
 )
+from ._report import Timeline as Timeline, Window as Window, compare as compare
 from ._simulation import (
     ScenarioError as ScenarioError,
     SimulationResult as SimulationResult,

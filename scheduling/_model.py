@@ -32,6 +32,14 @@ def one_partition(document: Any) -> list[str]:
     return ["default"]
 
 
+Bounds = dict[str, tuple[dict[str, int], dict[str, int] | None]]  # queue path -> (guaranteed, max)
+
+
+def queue_bounds(partition: PartitionState) -> Bounds:
+    """`Model.bounds` of a model whose queues carry their guarantee and max themselves."""
+    return {path: (queue.guaranteed, queue.max) for path, queue in partition.queues.items()}
+
+
 class Cycle:
     """What a model sees during one cycle: the partition, the time (`now`, the tick's), and a
     way to decide. `fold` folds a record into the state (the registry's fold); `records` are the
@@ -78,6 +86,9 @@ class Model:
       (`decision.admitted`, `decision.evicted`); the default refuses them.
     - `state_type`: a msgspec Struct for what the model keeps per partition besides its
       configuration, or None (see `projections.ModelFold`).
+    - `bounds(partition)`: per queue, what to draw as its guarantee and its max (YuniKorn's
+      guaranteed and max, Kueue's nominal quota and what borrowing allows, Volcano's deserved
+      and capability): for reports, not for decisions.
     """
 
     name: str
@@ -87,3 +98,4 @@ class Model:
     partitions: Callable[[Any], list[str]] = one_partition
     fold_decision: Callable[[PartitionState, DecisionEvent], None] = refuse_decision
     state_type: type[msgspec.Struct] | None = None
+    bounds: Callable[[PartitionState], Bounds] = queue_bounds

@@ -22,7 +22,7 @@ from preemptd.projections import ClusterState, LogRecord, Rejected
 from ._engine import run_cycle
 from ._registry import apply
 
-__all__ = ["Change", "Divergence", "ReplayReport", "Replayer", "decision_key", "replay"]
+__all__ = ["Change", "Divergence", "ReplayReport", "Replayer", "builtins_key", "decision_key", "replay"]
 
 
 @dataclass(frozen=True)
@@ -65,8 +65,13 @@ class ReplayReport:
 
 def decision_key(decision: Decision) -> tuple:
     """What a decision does, without its id, time or words: for comparing two histories."""
-    data = to_builtins(decision)
-    for name in ("id", "ts", "cycle", "explanation"):
+    return builtins_key(to_builtins(decision))
+
+
+def builtins_key(decision: dict[str, Any], ignored: tuple[str, ...] = ()) -> tuple:
+    """`decision_key` of a decision as JSON values, leaving out `ignored` fields too."""
+    data = dict(decision)
+    for name in ("id", "ts", "cycle", "explanation", *ignored):
         data.pop(name, None)
     if "victims" in data:
         data["victims"] = sorted(victim["task"] for victim in data["victims"])

@@ -18,7 +18,7 @@ from typing import Any
 from preemptd.events import Admitted, DecisionEvent, Evicted
 from preemptd.projections import ParsedConfig, PartitionState, PriorityClass, QueueConfig, Rejected
 
-from .._model import Model
+from .._model import Bounds, Model
 from ._cycle import ADMISSIONS_PER_CYCLE as ADMISSIONS_PER_CYCLE, PREEMPTIONS_PER_CYCLE as PREEMPTIONS_PER_CYCLE, schedule
 from ._objects import KueueConfig, parse_objects
 from ._tree import QuotaTree
@@ -69,10 +69,31 @@ def fold_decision(p: PartitionState, decision: DecisionEvent) -> None:
             raise Rejected(f"the kueue model does not make {decision.__struct_config__.tag}")
 
 
+def bounds(partition: PartitionState) -> Bounds:
+    """Per ClusterQueue, its nominal quota (summed over its flavors) as its guarantee, and as its
+    max what borrowing allows on top when every flavor limits it (else none: the cohort does)."""
+    config: KueueConfig = partition.settings
+    out: Bounds = {}
+    for name, queue in config.cluster_queues.items():
+        nominal: dict[str, int] = {}
+        limit: dict[str, int] | None = {}
+        for group in queue.resource_groups:
+            for flavor in group.flavors:
+                for resource, quota in flavor.resources.items():
+                    nominal[resource] = nominal.get(resource, 0) + quota.nominal
+                    if limit is not None and quota.borrowing_limit is not None:
+                        limit[resource] = limit.get(resource, 0) + quota.nominal + quota.borrowing_limit
+                    else:
+                        limit = None
+        out[name] = (nominal, limit)
+    return out
+
+
 MODEL = Model(
     name="kueue",
     parse_config=parse_config,
     schedule=schedule,
     next_wakeup=next_wakeup,
     fold_decision=fold_decision,
+    bounds=bounds,
 )

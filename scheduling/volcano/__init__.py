@@ -24,7 +24,7 @@ from typing import Any
 
 from preemptd.projections import ParsedConfig, PartitionState, QueueConfig
 
-from .._model import Model
+from .._model import Bounds, Model
 from ._cycle import BLOCKED_PER_CYCLE as BLOCKED_PER_CYCLE, schedule
 from ._objects import Queue, VolcanoConfig, parse_objects
 
@@ -51,4 +51,10 @@ def next_wakeup(partition: PartitionState, now: int) -> int | None:
     return None  # nothing in this model waits on time
 
 
-MODEL = Model(name="volcano", parse_config=parse_config, schedule=schedule, next_wakeup=next_wakeup)
+def bounds(partition: PartitionState) -> Bounds:
+    """Per queue, its deserved (else its guarantee) as its guarantee, its capability as its max."""
+    config: VolcanoConfig = partition.settings
+    return {name: (dict(queue.deserved or queue.guarantee or {}), dict(queue.capability) if queue.capability is not None else None) for name, queue in config.queues.items()}
+
+
+MODEL = Model(name="volcano", parse_config=parse_config, schedule=schedule, next_wakeup=next_wakeup, bounds=bounds)

@@ -1,0 +1,255 @@
+"""The timeline of a log, for `preemptd report`: what each queue held over time against its
+guaranteed and max, every decision, configuration changes and dead letters, and a summary.
+
+A pure fold over the log's records (the same `apply` as the daemon's), observed as it goes:
+queue amounts are sampled (after each of at most `samples` evenly spaced records, and at the
+end), decisions are all kept. Times are the records' `received`, in seconds.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from preemptd.events import ConfigApplied, Decision, base_unit, to_builtins
+from preemptd.projections import ClusterState, LogRecord, PartitionState, Rejected
+
+from ._registry import apply, model_named
+from ._replay import builtins_key
+
+__all__ = ["Timeline", "Window", "compare"]
+
+_AMOUNTS = ("allocated", "pending", "guaranteed", "max")
+_LONGEST = 10  # rows of each ranking in the summary
+
+
+@dataclass(frozen=True)
+class Window:
+    """The records a report shows: `first <= seq <= last`, and received within `since..until` (ms)."""
+
+    first: int = 0
+    last: int | None = None
+    since: int | None = None
+    until: int | None = None
+
+    def holds(self, record: LogRecord) -> bool:
+        return (
+            record.seq >= self.first
+            and (self.last is None or record.seq <= self.last)
+            and (self.since is None or record.received >= self.since)
+            and (self.until is None or record.received <= self.until)
+        )
+
+    def passed(self, record: LogRecord) -> bool:
+        """Past the window: nothing after `record` is shown."""
+        return (self.last is not None and record.seq > self.last) or (self.until is not None and record.received > self.until)
+
+
+@dataclass
+class _Partition:
+    """What a report gathers about one partition."""
+
+    name: str
+    model: str = ""
+    times: list[float] = field(default_factory=list)
+    queues: dict[str, dict[str, Any]] = field(default_factory=dict)  # path -> {lineage (root first), depth, leaf, series: {resource: {amount: [..]}}}
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    markers: list[dict[str, Any]] = field(default_factory=list)
+    waits: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Timeline:
+    """Observes a fold of the log: `step` each record in order, then `result()`."""
+
+    def __init__(self, log_id: str, total: int, *, window: Window = Window(), partition: str | None = None, samples: int = 2000) -> None:
+        self.state = ClusterState(log_id=log_id)
+        self.window = window
+        self.only = partition
+        self.stride = max(1, total // samples)
+        self.partitions: dict[str, _Partition] = {}
+        self.first: LogRecord | None = None
+        self.last: LogRecord | None = None
+        self.dead_letters: list[dict[str, Any]] = []
+
+    def step(self, record: LogRecord) -> None:
+        event = record.event
+        part = self.state.partitions.get(event.partition)
+        before = part.tasks.get(_subject(event)) if part is not None and isinstance(event, Decision) else None
+        submitted = before.submitted_at if before is not None else None
+        try:
+            apply(self.state, record)
+        except Rejected:  # a log of another version: shown as it folds here
+            self.state.seq = record.seq
+        if not self.window.holds(record) or (self.only is not None and event.partition != self.only):
+            return
+        self.first = self.first or record
+        self.last = record
+        partition = self._partition(event.partition)
+        if isinstance(event, Decision):
+            partition.decisions.append(_decision(record, submitted))
+            if event.__struct_config__.tag == "decision.allocated" and submitted is not None:
+                partition.waits.append({"task": event.task, "queue": event.queue, "seconds": (record.received - submitted) / 1000, "id": event.id})
+        elif isinstance(event, ConfigApplied):
+            partition.markers.append({"seq": record.seq, "t": record.received / 1000, "kind": "config", "text": f"configuration applied ({event.model})"})
+        if record.seq % self.stride == 0 or isinstance(event, ConfigApplied):
+            self._sample(partition, record)
+
+    def dead_letter(self, received: int, partition: str | None, reason: str, event_id: str | None) -> None:
+        """A dead letter of the window, marked where it arrived."""
+        if (self.window.since is None or received >= self.window.since) and (self.window.until is None or received <= self.window.until):
+            if self.only is None or partition == self.only:
+                self.dead_letters.append({"t": received / 1000, "kind": "dead_letter", "partition": partition, "text": f"dead letter {event_id or ''}: {reason}"})
+
+    def result(self, title: str) -> dict[str, Any]:
+        """The report's data, as JSON values."""
+        for name, partition in self.partitions.items():
+            if self.last is not None:
+                self._sample(partition, self.last)  # the state at the end of the window
+                _hold(partition)
+            end = self.last.received if self.last is not None else 0
+            for task in sorted(self.state.partitions[name].tasks.values(), key=lambda t: t.id):
+                if task.status == "pending" and task.submitted_at <= end:
+                    partition.waits.append({"task": task.id, "queue": task.queue, "seconds": (end - task.submitted_at) / 1000, "id": None})
+        times = [record.received for record in (self.first, self.last) if record is not None]
+        return {
+            "title": title,
+            "log_id": self.state.log_id,
+            "absolute_time": bool(times) and times[0] > 10**11,  # epoch milliseconds, not a scenario's
+            "period": {"from": _point(self.first), "to": _point(self.last)},
+            "partitions": [self._partition_result(p) for _, p in sorted(self.partitions.items())],
+        }
+
+    # -- gathering --
+
+    def _partition(self, name: str) -> _Partition:
+        if name not in self.partitions:
+            self.partitions[name] = _Partition(name)
+        return self.partitions[name]
+
+    def _sample(self, partition: _Partition, record: LogRecord) -> None:
+        view = self.state.partitions.get(partition.name)
+        if view is None:
+            return
+        partition.model = view.model
+        t = record.received / 1000
+        if partition.times and partition.times[-1] == t:  # one point per moment: the last state at it
+            partition.times.pop()
+            for queue in partition.queues.values():
+                for amounts in queue["series"].values():
+                    for values in amounts.values():
+                        values.pop()
+        index = len(partition.times)
+        partition.times.append(t)
+        bounds = model_named(view.model).bounds(view)
+        for path, queue in sorted(view.queues.items()):
+            entry = partition.queues.setdefault(path, {"lineage": queue.lineage[::-1], "depth": len(queue.lineage) - 1, "leaf": queue.leaf, "series": {}})
+            entry["leaf"] = queue.leaf
+            guaranteed, most = bounds.get(path, ({}, None))
+            for resource in _resources(view):
+                series = entry["series"].setdefault(resource, {amount: [None] * index for amount in _AMOUNTS})
+                for amount, held in zip(_AMOUNTS, (queue.allocated, queue.pending, guaranteed, most), strict=True):
+                    line = held is not None and (resource in held or amount in ("allocated", "pending"))  # no guarantee, no max: no line
+                    series[amount].append(base_unit(resource, held.get(resource, 0)) if line else None)
+        for entry in partition.queues.values():  # queues gone, and resources a queue never had: no value here
+            for series in entry["series"].values():
+                for values in series.values():
+                    values.extend([None] * (index + 1 - len(values)))
+
+    def _partition_result(self, partition: _Partition) -> dict[str, Any]:
+        counts = Counter(d["type"] for d in partition.decisions)
+        return {
+            "name": partition.name,
+            "model": partition.model,
+            "times": partition.times,
+            "queues": [{"path": path, **_drawn(queue)} for path, queue in sorted(partition.queues.items(), key=lambda item: item[1]["lineage"])],  # tree order
+            "decisions": partition.decisions,
+            "markers": partition.markers + [d for d in self.dead_letters if d["partition"] == partition.name],
+            "summary": {
+                "decisions": dict(sorted(counts.items())),
+                "under_guarantee": _under_guarantee(partition),
+                "longest_waits": sorted(partition.waits, key=lambda w: (-w["seconds"], w["task"]))[:_LONGEST],
+            },
+        }
+
+
+def _hold(partition: _Partition) -> None:
+    """Draw the last state a while longer (a fiftieth of the period, a second at least), so
+    that what the last records changed shows as a step, not at the chart's very edge."""
+    times = partition.times
+    times.append(times[-1] + max(1.0, (times[-1] - times[0]) / 50))
+    for queue in partition.queues.values():
+        for series in queue["series"].values():
+            for values in series.values():
+                values.append(values[-1])
+
+
+def _drawn(queue: dict[str, Any]) -> dict[str, Any]:
+    """A queue's entry without the resources it never held, asked for or was bounded in."""
+    series = {resource: amounts for resource, amounts in queue["series"].items() if any(v for values in amounts.values() for v in values)}
+    return {**queue, "series": series}
+
+
+def _resources(view: PartitionState) -> list[str]:
+    names: set[str] = set(view.capacity)
+    for queue in view.queues.values():
+        names.update(queue.guaranteed, queue.allocated, queue.pending, queue.max or ())
+    return sorted(names)
+
+
+def _subject(event: Any) -> str | None:
+    """The task a decision places or preempts for."""
+    return getattr(event, "preemptor", None) or getattr(event, "task", None)
+
+
+def _decision(record: LogRecord, submitted: int | None) -> dict[str, Any]:
+    data = to_builtins(record.event)
+    del data["partition"], data["ts"]  # the section's, and `t`
+    data.update(seq=record.seq, t=record.received / 1000)
+    if submitted is not None:
+        data["waited"] = (record.received - submitted) / 1000
+    return data
+
+
+def _point(record: LogRecord | None) -> dict[str, Any] | None:
+    return None if record is None else {"seq": record.seq, "t": record.received / 1000}
+
+
+def _under_guarantee(partition: _Partition) -> list[dict[str, Any]]:
+    """Per queue, the time it spent below its guarantee in some resource with asks pending."""
+    spent: Counter[str] = Counter()
+    times = partition.times
+    for path, queue in partition.queues.items():
+        for i in range(len(times) - 1):
+            if any(_short(amounts, i) for amounts in queue["series"].values()):
+                spent[path] += times[i + 1] - times[i]
+    ranked = sorted(((seconds, path) for path, seconds in spent.items() if seconds > 0), key=lambda item: (-item[0], item[1]))
+    return [{"queue": path, "seconds": round(seconds, 3)} for seconds, path in ranked[:_LONGEST]]
+
+
+def _short(amounts: dict[str, list], i: int) -> bool:
+    guaranteed, allocated, pending = amounts["guaranteed"][i], amounts["allocated"][i], amounts["pending"][i]
+    return bool(guaranteed) and (allocated or 0) < guaranteed and bool(pending)
+
+
+def compare(here: dict[str, Any], other: dict[str, Any], other_name: str) -> dict[str, Any]:
+    """The decisions of two reports' data that differ (what each does, not its id or time)."""
+
+    def decisions(data: dict[str, Any]) -> list[dict[str, Any]]:
+        return [d for partition in data["partitions"] for d in partition["decisions"]]
+
+    def key(decision: dict[str, Any]) -> tuple:
+        return builtins_key(decision, ignored=("seq", "t", "waited"))
+
+    mine, theirs = Counter(map(key, decisions(here))), Counter(map(key, decisions(other)))
+    only_here, only_other = mine - theirs, theirs - mine
+
+    def pick(data: dict[str, Any], wanted: Counter) -> list[dict[str, Any]]:
+        out, left = [], Counter(wanted)
+        for decision in decisions(data):
+            if left[key(decision)] > 0:
+                left[key(decision)] -= 1
+                out.append(decision)
+        return out
+
+    return {"other": other_name, "only_here": pick(here, only_here), "only_other": pick(other, only_other), "same": sum((mine & theirs).values())}

@@ -1,0 +1,161 @@
+"""`preemptd report`: the page of a log's timeline, from the user guide's examples and a Kueue
+and a Volcano one; what it holds is read back from the data the page carries, and the page is
+opened in a real headless browser."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import msgspec
+import pytest
+import yaml
+from conftest import ROOT, preemptd
+
+from preemptd.daemon import report
+from preemptd.events import Scenario, to_builtins
+from preemptd.scheduling import model_named, simulate
+
+EXAMPLES = ["general", "allow-preemption", "priority-queues", "fence", "kueue/reclaim-within-cohort", "volcano/hierarchical-capacity"]
+BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")
+BROWSER_REQUIRED = os.environ.get("PREEMPTD_TEST_BROWSER") == "required"  # .ci/run sets it
+
+
+def report_of(tmp_path: Path, scenario: Path, *options: str, name: str = "log") -> tuple[dict, str, Path]:
+    """Simulate `scenario` into a log, report it: the page's data, the page, and the log."""
+    db = tmp_path / f"{name}.db"
+    simulated = preemptd("simulate", str(scenario), "--quiet", "--db", str(db))
+    assert simulated.returncode == 0, simulated.stderr
+    page = tmp_path / f"{name}.html"
+    made = preemptd("report", "--db", str(db), "-o", str(page), "--quiet", *options)
+    assert made.returncode == 0, made.stderr
+    html = page.read_text()
+    return page_data(html), html, db
+
+
+def page_data(html: str) -> dict:
+    return report.page_data(html)
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_a_report_shows_every_queue_its_bounds_and_every_preemption_with_its_victims(example: str, tmp_path: Path) -> None:
+    path = ROOT / "examples" / f"{example}.yaml"
+    scenario = msgspec.yaml.decode(path.read_bytes(), type=Scenario)
+    result = simulate(scenario)
+    data, html, _ = report_of(tmp_path, path)
+    assert "uPlot" in html and not re.search(r'(src|href)="(https?:)?//', html), "self-contained: nothing fetched from the network"
+    (partition,) = data["partitions"]
+    view = result.state.partitions[scenario.partition]
+    assert partition["model"] == view.model
+    assert [q["path"] for q in partition["queues"]] == sorted(view.queues, key=lambda p: view.queues[p].lineage[::-1]), "the whole tree, in tree order"
+    for path, (guaranteed, most) in model_named(view.model).bounds(view).items():
+        series = next(q for q in partition["queues"] if q["path"] == path)["series"]
+        for resource, amount in guaranteed.items():
+            assert series[resource]["guaranteed"][-1] == amount / (1000 if resource in ("cpu", "vcore") else 1), f"{path}'s guarantee line"
+        for resource, amount in (most or {}).items():
+            assert series[resource]["max"][-1] == amount / (1000 if resource in ("cpu", "vcore") else 1), f"{path}'s max line"
+    decided = [to_builtins(d) for d in result.decisions]
+    shown = partition["decisions"]
+    assert [d["id"].split(":", 1)[1] for d in shown] == [d["id"].split(":", 1)[1] for d in decided], "every decision, none dropped"
+    for theirs in decided:
+        del theirs["partition"], theirs["ts"]
+    for mine, theirs in zip(shown, decided):
+        if theirs["type"] == "decision.preempted":
+            assert [v["task"] for v in mine["victims"]] == [v["task"] for v in theirs["victims"]]
+    assert partition["summary"]["decisions"] == {t: sum(1 for d in decided if d["type"] == t) for t in {d["type"] for d in decided}}
+
+
+def test_the_summary_ranks_the_queues_short_of_their_guarantee_and_the_longest_waits(tmp_path: Path) -> None:
+    data, _, _ = report_of(tmp_path, ROOT / "examples" / "general.yaml")
+    summary = data["partitions"][0]["summary"]
+    assert summary["under_guarantee"][0]["queue"] == "root.normal.queue-2", "queue-2 waits under its guarantee while queue-1 holds the room"
+    waits = summary["longest_waits"]
+    assert waits == sorted(waits, key=lambda w: -w["seconds"]) and waits[0]["seconds"] > 0
+
+
+def test_a_window_of_log_positions_keeps_the_decisions_inside_it(tmp_path: Path) -> None:
+    whole, _, db = report_of(tmp_path, ROOT / "examples" / "general.yaml")
+    seqs = [d["seq"] for d in whole["partitions"][0]["decisions"]]
+    middle = seqs[len(seqs) // 2]
+    part = page_data(_report(db, tmp_path, "--from", str(middle), "--to", str(seqs[-1])))
+    assert [d["seq"] for d in part["partitions"][0]["decisions"]] == [s for s in seqs if s >= middle]
+    assert part["period"]["from"]["seq"] == middle
+
+
+def test_another_configuration_of_the_same_history_shows_the_decisions_that_differ(tmp_path: Path) -> None:
+    general = ROOT / "examples" / "general.yaml"
+    document = yaml.safe_load(general.read_text())
+    document["config"] = yaml.safe_load((ROOT / "examples" / "what-if" / "general-bigger-guarantee.yaml").read_text())
+    bigger = tmp_path / "bigger.yaml"
+    bigger.write_text(yaml.safe_dump(document))
+    _, _, other = report_of(tmp_path, bigger, name="bigger")
+    data, _, _ = report_of(tmp_path, general, "--compare", str(other))
+    diff = data["compare"]
+    assert diff["other"] == str(other) and (diff["only_here"] or diff["only_other"]) and diff["same"] > 0
+    assert all(d["type"].startswith("decision.") for d in diff["only_here"] + diff["only_other"])
+    same, _, _ = report_of(tmp_path, general, "--compare", str(tmp_path / "log.db"), name="again")
+    assert same["compare"]["only_here"] == [] and same["compare"]["only_other"] == []
+
+
+def test_names_from_shims_cannot_end_the_pages_data_or_run_in_it(tmp_path: Path) -> None:
+    hostile = "</script><script>document.title='owned'</script><!--"
+    scenario = tmp_path / "hostile.yaml"
+    scenario.write_text(
+        yaml.safe_dump(
+            {
+                "name": "hostile",
+                "config": {},
+                "events": [
+                    {"type": "node.upserted", "node": "n1", "capacity": {"vcore": 1}},
+                    {"type": "task.submitted", "task": hostile, "app": "a", "queue": "root.default", "resources": {"vcore": 1}},
+                ],
+            }
+        )
+    )
+    data, html, _ = report_of(tmp_path, scenario)
+    assert "</script><script>document" not in html and data["partitions"][0]["decisions"][0]["task"] == hostile
+    if BROWSER:
+        assert _rendered(tmp_path / "log.html").get("title") != "owned"
+
+
+def test_an_unknown_partition_or_window_is_a_one_line_refusal(tmp_path: Path) -> None:
+    _, _, db = report_of(tmp_path, ROOT / "examples" / "general.yaml")
+    for options, said in (
+        (["--partition", "gpu"], "no partition 'gpu'"),
+        (["--from", "yesterday"], "--from 'yesterday': expected a log position (a number) or a time"),
+    ):
+        refused = preemptd("report", "--db", str(db), "-o", str(tmp_path / "x.html"), "--quiet", *options)
+        assert refused.returncode == 2 and said in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("example", ["general", "kueue/reclaim-within-cohort", "volcano/hierarchical-capacity"])
+def test_the_page_opens_in_a_headless_browser_without_a_script_error(example: str, tmp_path: Path) -> None:
+    if not BROWSER:
+        if BROWSER_REQUIRED:
+            pytest.fail("no chromium on PATH, and PREEMPTD_TEST_BROWSER=required")
+        pytest.skip("no chromium on PATH (Debian: apt-get install chromium); .ci/run installs it")
+    _, _, _ = report_of(tmp_path, ROOT / "examples" / f"{example}.yaml")
+    body = _rendered(tmp_path / "log.html")
+    assert body.get("data-rendered") == "ok" and "data-error" not in body, body
+
+
+def _report(db: Path, tmp_path: Path, *options: str) -> str:
+    page = tmp_path / "window.html"
+    made = preemptd("report", "--db", str(db), "-o", str(page), "--quiet", *options)
+    assert made.returncode == 0, made.stderr
+    return page.read_text()
+
+
+def _rendered(page: Path) -> dict[str, str]:
+    """The page as the browser left it after its scripts ran: the body's attributes, and the title."""
+    profile = page.parent / "chromium-profile"
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+    dom = subprocess.run([BROWSER, *flags, f"--user-data-dir={profile}", "--virtual-time-budget=5000", "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120).stdout
+    body = re.search(r"<body([^>]*)>", dom)
+    assert body, dom[:500]
+    found = dict(re.findall(r'([\w-]+)="([^"]*)"', body.group(1)))
+    title = re.search(r"<title>(.*?)</title>", dom, re.S)
+    return {**found, "title": title.group(1) if title else ""}
