@@ -226,15 +226,21 @@ async def _write_log(store: Store, log_records) -> None:
 async def cmd_replay(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from .history import records
-    from .store import Store
+    from preemptd.scheduling import Timeline
 
+    from .history import records
+    from .report import what_if
+    from .store import Store, shown_url
+
+    if args.report and not args.config:
+        raise UsageError("--report shows what another configuration changes: give it with --config")
     store = await Store.open(_db(args), create=False)
     try:
         configs = _replay_configs(Path(args.config)) if args.config else None
         last = await store.last_seq()
         total = last if args.until is None else min(args.until, last)
         replayer = Replayer(store.log_id, configs)
+        timeline = Timeline(store.log_id, total) if args.report else None
         with tqdm(total=total, unit="rec", unit_scale=True, disable=args.quiet or None, file=sys.stderr, desc="replay") as bar:
             async for page in records(store, until=args.until):
                 stepped, whole = 0, True
@@ -242,6 +248,8 @@ async def cmd_replay(args: argparse.Namespace) -> int:
                     if not replayer.step(record):
                         whole = False
                         break
+                    if timeline is not None:
+                        timeline.step(record)
                     stepped += 1
                 bar.update(stepped)
                 if not whole:
@@ -250,6 +258,8 @@ async def cmd_replay(args: argparse.Namespace) -> int:
     finally:
         await store.close()
     print(render.replay_summary(replayer.report, what_if=bool(configs)))
+    if timeline is not None:
+        _write_report(Path(args.report), what_if(timeline.result(f"preemptd replay of {shown_url(_db(args))} under {args.config}"), replayer.report, f"--config {args.config}"))
     return 1 if replayer.report.divergence is not None else 0
 
 
@@ -323,13 +333,19 @@ async def cmd_dead_letters(args: argparse.Namespace) -> int:
 
 
 async def cmd_report(args: argparse.Namespace) -> int:
-    from .report import page, window, with_comparison
+    from .report import window, with_comparison
 
     span = window(args.since, args.until)
     data = await _report_data(_db(args), args, span)
     if args.compare:
         data = with_comparison(data, await _report_data(args.compare, args, span), args.compare)
-    output = Path(args.output)
+    _write_report(Path(args.output), data)
+    return 0
+
+
+def _write_report(output: Path, data: dict[str, Any]) -> None:
+    from .report import page
+
     try:
         output.write_text(page(data), encoding="utf-8")
     except OSError as exc:
@@ -337,7 +353,6 @@ async def cmd_report(args: argparse.Namespace) -> int:
     decisions = sum(len(p["decisions"]) for p in data["partitions"])
     queues = sum(len(p["queues"]) for p in data["partitions"])
     print(f"wrote {output} ({output.stat().st_size / 1e6:.1f} MB): {render.count(decisions, 'decision')}, {render.count(queues, 'queue')}", file=sys.stderr)
-    return 0
 
 
 async def _report_data(target: str, args: argparse.Namespace, span) -> dict[str, Any]:
@@ -502,6 +517,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p, db=True)
     p.add_argument("--until", type=_at_least(0), help="stop after this log position")
     p.add_argument("--config", help="replay under this configuration and list the decisions that differ")
+    p.add_argument("--report", metavar="HTML", help="with --config: also write the timeline report of the log, with the decisions that differ")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_replay)
 

@@ -15,13 +15,14 @@ from typing import Any
 
 from tqdm import tqdm
 
-from preemptd.scheduling import Timeline, Window, compare
+from preemptd.events import to_builtins
+from preemptd.scheduling import ReplayReport, Timeline, Window, compare
 
 from .errors import UsageError
 from .history import records
 from .store import Store
 
-__all__ = ["build", "page", "page_data", "window", "with_comparison"]
+__all__ = ["build", "page", "page_data", "what_if", "window", "with_comparison"]
 
 _ASSETS = resources.files("preemptd.daemon") / "report_page"
 _MAX_DEAD_LETTERS = 10_000  # marked on the timeline; `preemptd dead-letters` lists them all
@@ -72,6 +73,14 @@ async def build(store: Store, *, window: Window, partition: str | None, title: s
 
 def with_comparison(data: dict[str, Any], other: dict[str, Any], other_name: str) -> dict[str, Any]:
     return {**data, "compare": compare(data, other, other_name)}
+
+
+def what_if(data: dict[str, Any], replayed: ReplayReport, other_name: str) -> dict[str, Any]:
+    """The report of a log, with the decisions a what-if replay found to differ."""
+    only_stored = [to_builtins(d) for change in replayed.changes for d in change.only_stored]
+    only_new = [to_builtins(d) for change in replayed.changes for d in change.only_new]
+    same = replayed.stored_decisions - len(only_stored)
+    return {**data, "compare": {"other": other_name, "only_here": only_stored, "only_other": only_new, "same": same}}
 
 
 def page(data: dict[str, Any]) -> str:

@@ -159,3 +159,16 @@ def _rendered(page: Path) -> dict[str, str]:
     found = dict(re.findall(r'([\w-]+)="([^"]*)"', body.group(1)))
     title = re.search(r"<title>(.*?)</title>", dom, re.S)
     return {**found, "title": title.group(1) if title else ""}
+
+
+def test_a_what_if_replay_writes_the_report_of_the_log_with_the_decisions_another_configuration_changes(tmp_path: Path) -> None:
+    _, _, db = report_of(tmp_path, ROOT / "examples" / "general.yaml")
+    what_if = ROOT / "examples" / "what-if" / "general-bigger-guarantee.yaml"
+    replay = preemptd("replay", "--db", str(db), "--config", str(what_if), "--report", str(tmp_path / "what-if.html"), "--quiet")
+    assert replay.returncode == 0, replay.stderr
+    said = re.search(r"(\d+) stored decisions not made, (\d+) new decisions", replay.stdout)
+    diff = page_data((tmp_path / "what-if.html").read_text())["compare"]
+    assert (len(diff["only_here"]), len(diff["only_other"])) == (int(said.group(1)), int(said.group(2))), "the page says what replay says"
+    assert diff["other"] == f"--config {what_if}" and diff["same"] == 23 - len(diff["only_here"])
+    alone = preemptd("replay", "--db", str(db), "--report", str(tmp_path / "x.html"))
+    assert alone.returncode == 2 and "give it with --config" in alone.stderr
