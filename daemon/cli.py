@@ -205,12 +205,12 @@ def _check(args: argparse.Namespace, scenario: Scenario, result) -> int:
 
 
 async def _fresh_store(target: str) -> Store:
-    from .store import Store
+    from .store import Store, shown_url
 
     store = await Store.open(target)
     if await store.last_seq():
         await store.close()
-        raise UsageError(f"{target} already holds a log; write the simulation to a new file")
+        raise UsageError(f"{shown_url(target)} already holds a log; write the simulation to a new file")
     return store
 
 
@@ -334,11 +334,12 @@ async def cmd_dead_letters(args: argparse.Namespace) -> int:
 
 async def cmd_report(args: argparse.Namespace) -> int:
     from .report import window, with_comparison
+    from .store import shown_url
 
     span = window(args.since, args.until)
     data = await _report_data(_db(args), args, span)
     if args.compare:
-        data = with_comparison(data, await _report_data(args.compare, args, span), args.compare)
+        data = with_comparison(data, await _report_data(args.compare, args, span), shown_url(args.compare))
     _write_report(Path(args.output), data)
     return 0
 

@@ -393,10 +393,16 @@ class Bus:
             **options,
         )
         try:  # nats-py retries a first connection forever too: bound it, and end it at a refusal
+            failure: BaseException | None = None
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_cancel_when_refused, refusals, tg.cancel_scope)
-                await asyncio.wait_for(connecting, connect_timeout * 2)
+                try:
+                    await asyncio.wait_for(connecting, connect_timeout * 2)
+                except _NATS_ERRORS as exc:  # kept out of the task group, which would wrap it in a group
+                    failure = exc
                 tg.cancel_scope.cancel()
+            if failure is not None:
+                raise failure
             if refusals:
                 raise BusError(f"NATS at {shown} refused the connection: {refusals[-1]}")
         except BaseException as exc:

@@ -37,15 +37,17 @@ async def start_position(store: Store, bus: Bus, partitions: tuple[str, ...] | N
     created, end = await bus.cluster_stream()
     source = _source(created, partitions)
     positions = await store.tracking_positions()
-    same_stream = [name for name in positions if name.split("/", 1)[0] == f"{CLUSTER_STREAM}@{created}" and name != source]
+    same_stream = [_partitions_of(name) for name in positions if name.split("/", 1)[0] == f"{CLUSTER_STREAM}@{created}" and name != source]
+    if partitions is not None and _LEGACY_TRACKING in positions:
+        same_stream.append("every partition")  # a log from before positions were per stream read them all
     if same_stream and source not in positions:
         raise UsageError(
-            f"this log has read {_partitions_of(same_stream[0])} of this cluster stream, not {_partitions_of(source)}: "
+            f"this log has read {same_stream[0]} of this cluster stream, not {_partitions_of(source)}: "
             "a daemon keeps to the partitions its log began with (start another daemon, with its own --state-dir, for the others)"
         )
     if source in positions:
         position = positions[source]
-    elif set(positions) == {_LEGACY_TRACKING} and positions[_LEGACY_TRACKING] <= end and partitions is None:
+    elif set(positions) == {_LEGACY_TRACKING} and positions[_LEGACY_TRACKING] <= end:
         position = positions[_LEGACY_TRACKING]  # a log from before positions were per stream
         await bus.remove_consumer(CONSUMER)  # and its consumer, named before consumers were per log
     else:

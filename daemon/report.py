@@ -56,16 +56,19 @@ def _bound(text: str, option: str) -> tuple[int, int | None]:
 async def build(store: Store, *, window: Window, partition: str | None, title: str, quiet: bool) -> dict[str, Any]:
     """Fold the log through a `Timeline` (from its start: the state needs the whole history)."""
     last = await store.last_seq()
-    timeline = Timeline(store.log_id, last if window.last is None else min(last, window.last), window=window, partition=partition)
-    with tqdm(total=last, unit="rec", unit_scale=True, disable=quiet or None, file=sys.stderr, desc="report") as bar:
+    through = last if window.last is None else min(last, window.last)
+    timeline = Timeline(store.log_id, through - window.first, window=window, partition=partition)
+    with tqdm(total=through, unit="rec", unit_scale=True, disable=quiet or None, file=sys.stderr, desc="report") as bar:
         async for page_records in records(store, until=window.last):
-            stepped = 0
+            stepped, done = 0, False
             for record in page_records:
-                if window.passed(record):
+                if done := window.passed(record):
                     break
                 timeline.step(record)
                 stepped += 1
             bar.update(stepped)
+            if done:
+                break
     for dead in await store.dead_letters(_MAX_DEAD_LETTERS):
         timeline.dead_letter(dead.received, dead.partition, dead.reason, dead.event_id)
     return timeline.result(title)

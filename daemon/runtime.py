@@ -98,7 +98,7 @@ async def run(settings: Settings) -> None:
                 async with _sole_writer(settings, observed.health) as lease, anyio.create_task_group() as writing:
                     if lease is not None:
                         writing.start_soon(_keep, lease)
-                    await _run(settings, observed)
+                    await _run(settings, observed, lease)
                     writing.cancel_scope.cancel()
         tg.cancel_scope.cancel()
 
@@ -170,8 +170,9 @@ async def _stop_on_signal(scope: anyio.CancelScope, *, task_status=anyio.TASK_ST
             return
 
 
-async def _run(settings: Settings, observed: Observed) -> None:
+async def _run(settings: Settings, observed: Observed, lease: WriterLease | None = None) -> None:
     store = await Store.open(settings.db, synchronous=settings.synchronous)
+    store.lease_pid = lease.pid if lease is not None else None
     state = None
     try:
         started = time.monotonic()
@@ -302,7 +303,10 @@ class Daemon:
             except BusError:
                 health.lag = None
             if metrics is not None:
-                waiting = await self.store.waiting_decisions()
+                try:
+                    waiting = await self.store.waiting_decisions()
+                except StoreError:  # the log's trouble shows where the daemon writes it; the gauge waits
+                    waiting = metrics.now.waiting_decisions
                 age = (monotonic_ms() - self.last_snapshot_at) / 1000
                 metrics.now = reading(self.state, lag=health.lag, waiting_decisions=waiting, snapshot_age=age)
             await anyio.sleep(_OBSERVE_SECONDS)

@@ -12,6 +12,7 @@ the hot paths run compiled statements through the driver. Driver errors become `
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import socket
@@ -194,6 +195,7 @@ class Store:
         self._engine = engine
         self.log_id = log_id
         self._target = target
+        self.lease_pid: int | None = None  # a PostgreSQL log's writer: the backend that holds its lease (see `WriterLease`)
 
     @classmethod
     async def open(cls, target: str, *, synchronous: str = "FULL", create: bool = True) -> Store:
@@ -207,6 +209,8 @@ class Store:
             url = _read_only(url)
         try:
             engine = create_async_engine(url, **_engine_options(url, writing=create))
+        except ValueError as exc:  # a port that is not a number
+            raise StoreError(f"cannot use the database URL {target}: {exc}") from None
         except (SQLAlchemyError, ImportError) as exc:
             raise StoreError(f"cannot use the database URL {target}: {exc} (preemptd needs an async driver, e.g. sqlite+aiosqlite:///FILE)") from None
         if url.startswith("sqlite") and create:
@@ -245,8 +249,11 @@ class Store:
     # -- writing --
 
     async def commit(self, batch: Batch) -> None:
-        """Write a batch in one transaction."""
-        await self._run(_write_batch, batch)
+        """Write a batch in one transaction (fenced by the writer's lease, when there is one)."""
+        if self.lease_pid is None:
+            await self._run(_write_batch, batch)
+        else:
+            await self._run(_fenced_write, batch, self.lease_pid)
 
     async def mark_published(self, runs: Sequence[tuple[int, int]], at: int) -> None:
         """Mark published the unpublished outbox rows of each run (first and last position,
@@ -358,14 +365,18 @@ class WriterLease:
 
     _KEY = int.from_bytes(b"preemptd", "big") >> 1  # one lease per database: a log is a database
 
-    def __init__(self, engine: AsyncEngine, connection: AsyncConnection, target: str) -> None:
+    def __init__(self, engine: AsyncEngine, connection: AsyncConnection, target: str, pid: int) -> None:
         self._engine, self._connection, self._target = engine, connection, target
+        self.pid = pid  # the PostgreSQL backend of the connection that holds it
 
     @classmethod
     async def wait(cls, target: str, waiting: Callable[[str], None], poll: float = 0.5) -> WriterLease:
         """Take the lease, waiting while another daemon holds it (`waiting` is told who, once)."""
         url, shown = database_url(target), shown_url(target)
-        engine = create_async_engine(url, poolclass=NullPool, **_engine_options(url, writing=True))
+        try:
+            engine = create_async_engine(url, poolclass=NullPool, **_engine_options(url, writing=True))
+        except (SQLAlchemyError, ImportError, ValueError) as exc:
+            raise StoreError(f"cannot use the database URL {shown}: {exc}") from None
         try:
             with anyio.CancelScope(shield=True):
                 connection = await (await engine.connect()).execution_options(isolation_level="AUTOCOMMIT")
@@ -383,7 +394,7 @@ class WriterLease:
             with anyio.CancelScope(shield=True):
                 await engine.dispose()
             raise
-        return cls(engine, connection, shown)
+        return cls(engine, connection, shown, await _scalar(connection, sa.select(sa.func.pg_backend_pid())))
 
     async def check(self) -> None:
         """`StoreError` unless the lease is still held (its connection still open)."""
@@ -397,7 +408,23 @@ class WriterLease:
 
     async def release(self) -> None:
         with anyio.CancelScope(shield=True):
-            await self._engine.dispose()  # the connection's end releases the lock
+            with contextlib.suppress(SQLAlchemyError, OSError):  # a connection that ended already
+                await self._connection.close()  # its end releases the lock
+            await self._engine.dispose()
+
+
+_HOLDS_LEASE = sa.text(
+    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = :high AND objid = :low AND objsubid = 1 AND pid = :pid"
+)
+
+
+async def _fenced_write(conn: AsyncConnection, batch: Batch, pid: int) -> None:
+    """`_write_batch`, in a transaction that first checks that the lease's connection (backend
+    `pid`) still holds it: a writer that lost it writes nothing more, even before it notices."""
+    key = WriterLease._KEY
+    if not await _scalar(conn, _HOLDS_LEASE.bindparams(high=key >> 32, low=key & 0xFFFFFFFF, pid=pid)):
+        raise StoreError("the writer's lease on the log is lost (its connection ended): this daemon writes no more")
+    await _write_batch(conn, batch)
 
 
 async def _lease_holder(connection: AsyncConnection, key: int) -> str | None:
@@ -414,7 +441,10 @@ def shown_url(target: str) -> str:
     if "://" not in target:
         return target
     try:
-        return sa.make_url(target).render_as_string(hide_password=True)
+        url = sa.make_url(target)
+        if "password" in url.query:  # asyncpg takes one there too
+            url = url.update_query_dict({"password": "***"})
+        return url.render_as_string(hide_password=True)
     except (SQLAlchemyError, ValueError):
         return target.split("://", 1)[0] + "://…"  # not a URL SQLAlchemy reads: show no more than its kind
 

@@ -63,11 +63,13 @@ class Timeline:
     """Observes a fold of the log: `step` each record in order, then `result()`."""
 
     def __init__(self, log_id: str, total: int, *, window: Window = Window(), partition: str | None = None, samples: int = 2000) -> None:
+        """`total`: about how many records the window holds (curves get `samples` points each)."""
         self.state = ClusterState(log_id=log_id)
         self.window = window
         self.only = partition
         self.stride = max(1, total // samples)
         self.partitions: dict[str, _Partition] = {}
+        self.seen: Counter[str] = Counter()  # records of each partition in the window
         self.first: LogRecord | None = None
         self.last: LogRecord | None = None
         self.dead_letters: list[dict[str, Any]] = []
@@ -92,14 +94,14 @@ class Timeline:
                 partition.waits.append({"task": event.task, "queue": event.queue, "seconds": (record.received - submitted) / 1000, "id": event.id})
         elif isinstance(event, ConfigApplied):
             partition.markers.append({"seq": record.seq, "t": record.received / 1000, "kind": "config", "text": f"configuration applied ({event.model})"})
-        if record.seq % self.stride == 0 or isinstance(event, ConfigApplied):
+        seen = self.seen[event.partition] = self.seen[event.partition] + 1
+        if seen == 1 or seen % self.stride == 0 or isinstance(event, ConfigApplied):  # its first record in the window too
             self._sample(partition, record)
 
     def dead_letter(self, received: int, partition: str | None, reason: str, event_id: str | None) -> None:
-        """A dead letter of the window, marked where it arrived."""
-        if (self.window.since is None or received >= self.window.since) and (self.window.until is None or received <= self.window.until):
-            if self.only is None or partition == self.only:
-                self.dead_letters.append({"t": received / 1000, "kind": "dead_letter", "partition": partition, "text": f"dead letter {event_id or ''}: {reason}"})
+        """A dead letter, marked where it arrived if that is within the window's period."""
+        if self.only is None or partition == self.only:
+            self.dead_letters.append({"t": received / 1000, "kind": "dead_letter", "partition": partition, "text": f"dead letter {event_id or ''}: {reason}"})
 
     def result(self, title: str) -> dict[str, Any]:
         """The report's data, as JSON values."""
@@ -158,13 +160,15 @@ class Timeline:
 
     def _partition_result(self, partition: _Partition) -> dict[str, Any]:
         counts = Counter(d["type"] for d in partition.decisions)
+        start, end = (self.first.received / 1000, self.last.received / 1000) if self.first and self.last else (0, -1)
+        dead = [d for d in self.dead_letters if d["partition"] == partition.name and start <= d["t"] <= end]
         return {
             "name": partition.name,
             "model": partition.model,
             "times": partition.times,
             "queues": [{"path": path, **_drawn(queue)} for path, queue in sorted(partition.queues.items(), key=lambda item: item[1]["lineage"])],  # tree order
             "decisions": partition.decisions,
-            "markers": partition.markers + [d for d in self.dead_letters if d["partition"] == partition.name],
+            "markers": partition.markers + dead,
             "summary": {
                 "decisions": dict(sorted(counts.items())),
                 "under_guarantee": _under_guarantee(partition),
@@ -218,7 +222,7 @@ def _point(record: LogRecord | None) -> dict[str, Any] | None:
 def _under_guarantee(partition: _Partition) -> list[dict[str, Any]]:
     """Per queue, the time it spent below its guarantee in some resource with asks pending."""
     spent: Counter[str] = Counter()
-    times = partition.times
+    times = partition.times[:-1]  # without the last state's hold (`_hold`): the period ends before it
     for path, queue in partition.queues.items():
         for i in range(len(times) - 1):
             if any(_short(amounts, i) for amounts in queue["series"].values()):

@@ -173,6 +173,8 @@ def test_state_accepts_a_plain_sqlite_url(general_log: Path) -> None:
         ("mysql://localhost/none", "needs an async driver"),
         ("bogus://x", "cannot use the database URL bogus://x"),
         ("postgresql://me:hunter2@127.0.0.1:1/none", "cannot open the log at postgresql://me:***@127.0.0.1:1/none: Connect call failed"),
+        ("postgresql://me:hunter2@127.0.0.1:x/none", "cannot use the database URL postgresql://…: invalid literal for int()"),
+        ("postgresql://me@127.0.0.1:1/none?password=hunter2", "cannot open the log at postgresql://me@127.0.0.1:1/none?password=%2A%2A%2A"),
     ],
 )
 def test_a_database_url_preemptd_cannot_use_is_one_line(url: str, words: str) -> None:

@@ -448,6 +448,10 @@ def test_a_log_from_before_positions_per_stream_keeps_its_place(nats_server: Emb
     assert daemon.stop() == 0
     with sqlite3.connect(db) as conn:  # the position as an earlier version named it
         conn.execute("update tracking set source = 'PREEMPTD_CLUSTER/preemptd'")
+    partitioned = daemon_factory("--nats-url", nats_server.url, "--partitions", "default", state_dir=daemon.state_dir)
+    with pytest.raises(RuntimeError, match="did not start"):
+        partitioned.start()
+    assert "this log has read every partition of this cluster stream, not partitions default" in partitioned.log_text()
     upgraded = daemon_factory("--nats-url", nats_server.url, state_dir=daemon.state_dir).start()
     anyio.run(publish, nats_server.url, tasks(5, "new"))
     wait_for(lambda: cluster_events(db) == 55, what="the new events")

@@ -83,6 +83,7 @@ def test_a_window_of_log_positions_keeps_the_decisions_inside_it(tmp_path: Path)
     part = page_data(_report(db, tmp_path, "--from", str(middle), "--to", str(seqs[-1])))
     assert [d["seq"] for d in part["partitions"][0]["decisions"]] == [s for s in seqs if s >= middle]
     assert part["period"]["from"]["seq"] == middle
+    assert part["partitions"][0]["times"][0] == part["period"]["from"]["t"], "the curves start where the window does"
 
 
 def test_another_configuration_of_the_same_history_shows_the_decisions_that_differ(tmp_path: Path) -> None:
@@ -172,3 +173,19 @@ def test_a_what_if_replay_writes_the_report_of_the_log_with_the_decisions_anothe
     assert diff["other"] == f"--config {what_if}" and diff["same"] == 23 - len(diff["only_here"])
     alone = preemptd("replay", "--db", str(db), "--report", str(tmp_path / "x.html"))
     assert alone.returncode == 2 and "give it with --config" in alone.stderr
+
+
+def test_curves_of_a_long_log_are_sampled_and_every_series_has_a_value_per_sample() -> None:
+    from preemptd.scheduling import Timeline
+
+    scenario = msgspec.yaml.decode((ROOT / "examples" / "general.yaml").read_bytes(), type=Scenario)
+    records = simulate(scenario).records
+    timeline = Timeline("sim", len(records), samples=10)
+    for record in records:
+        timeline.step(record)
+    (partition,) = timeline.result("sampled")["partitions"]
+    assert 3 <= len(partition["times"]) <= 10 + 3, "about `samples` points: the first record, every stride, the end and its hold"
+    for queue in partition["queues"]:
+        for series in queue["series"].values():
+            assert {len(values) for values in series.values()} == {len(partition["times"])}
+    assert len(partition["decisions"]) == 23, "decisions are never sampled"

@@ -5,6 +5,7 @@ daemon, `publish` and `tail` run as a user runs them, and no secret appears in w
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,11 @@ def test_secrets_in_a_url_are_never_shown(url: str, shown: str) -> None:
 def test_an_unreadable_credentials_file_is_named() -> None:
     with pytest.raises(BusError, match="--nats-creds /nonexistent.creds: No such file or directory"):
         NatsAccess(creds="/nonexistent.creds").options("nats://host:4222")
+
+
+def test_a_server_that_is_not_nats_is_a_one_line_refusal() -> None:
+    with socket.socket() as silent:  # accepts connections and never says a word
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        tail = preemptd("tail", "--timeout", "5", "--nats-url", f"nats://127.0.0.1:{silent.getsockname()[1]}")
+    one_line_refusal(tail, "cannot connect to NATS at", "(is it a NATS server?)")

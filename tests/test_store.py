@@ -16,7 +16,7 @@ from preemptd import migrations
 from preemptd.daemon import store as store_module
 from preemptd.daemon.errors import StoreError
 from preemptd.daemon.history import load_state, to_row
-from preemptd.daemon.store import Batch, DeadLetter, LogRow, OutboxRow, Store
+from preemptd.daemon.store import Batch, DeadLetter, LogRow, OutboxRow, Store, WriterLease
 from preemptd.events import Scenario
 from preemptd.projections import ClusterState
 from preemptd.scheduling import fold, simulate, snapshot
@@ -282,3 +282,24 @@ async def _postgres_fetch(url: str, query: str) -> list:
         return [record[0] for record in await connection.fetch(query)]
     finally:
         await connection.close()
+
+
+async def test_a_writer_that_lost_its_lease_writes_nothing_more_and_the_standby_gets_it(postgres_log: str) -> None:
+    lease = await WriterLease.wait(postgres_log, waiting=lambda holder: pytest.fail(f"nobody holds it yet, not {holder}"))
+    store = await Store.open(postgres_log)
+    store.lease_pid = lease.pid
+    try:
+        await store.commit(Batch(rows=[row(1)]))
+        await _postgres_fetch(postgres_log, f"select pg_terminate_backend({lease.pid})")
+        with pytest.raises(StoreError, match="lease on the log is lost"):
+            await store.commit(Batch(rows=[row(2)]))
+        assert await store.last_seq() == 1
+        with pytest.raises(StoreError, match="lost the writer's lease"):
+            await lease.check()
+        told: list[str] = []
+        standby = await WriterLease.wait(postgres_log, waiting=told.append)
+        assert told == [] and standby.pid != lease.pid
+        await standby.release()
+    finally:
+        await store.close()
+        await lease.release()

@@ -45,6 +45,11 @@ function short(value, resource) {
   return `${+value.toFixed(2)}${units[i]}`;
 }
 
+// What a decision is about: the task placed or preempted for, or the application admitted or evicted.
+function subject(d) {
+  return d.type === "decision.evicted" ? d.app : d.preemptor || d.task || d.app || "";
+}
+
 // Which queues a decision is about: its own, and its victims'.
 function queuesOf(d) {
   return [d.queue, ...(d.victims || []).map((v) => v.queue)].filter(Boolean);
@@ -150,7 +155,7 @@ function decisionTable(partition) {
     const why = [...(d.explanation || []), ...(d.reasons || []), d.message || ""].filter(Boolean);
     return el("tr", { "data-id": d.id, "data-type": d.type },
       el("td", {}, when(d.t)), el("td", {}, el("span", { class: "dot", style: `background:${COLORS[d.type]}` }), ` ${kind(d.type)}`),
-      el("td", {}, d.queue || ""), el("td", {}, d.preemptor || d.task || d.app || ""), el("td", {}, d.node || ""),
+      el("td", {}, d.queue || ""), el("td", {}, subject(d)), el("td", {}, d.node || ""),
       el("td", {}, victims.length ? victims.flatMap((v, i) => (i ? [", ", v] : [v])) : ""),
       el("td", {}, el("details", {}, el("summary", {}, el("code", {}, d.id)), el("ul", {}, why.map((w) => el("li", {}, w))), el("p", {}, "preemptd explain ", el("code", {}, d.id)))));
   };
@@ -189,7 +194,7 @@ function markersList(partition) {
 function differences() {
   const diff = DATA.compare;
   if (!diff) return "";
-  const item = (d) => el("li", {}, `cycle ${d.cycle} · ${kind(d.type)} ${d.preemptor || d.task || d.app || ""} ${d.node ? "on " + d.node : ""} `, el("code", {}, d.id));
+  const item = (d) => el("li", {}, `cycle ${d.cycle} · ${kind(d.type)} ${subject(d)} ${d.node ? "on " + d.node : ""} `, el("code", {}, d.id));
   return el("section", { class: "compare" }, el("h2", {}, `What-if: against ${diff.other}`),
     el("p", {}, `${diff.only_here.length} decisions only in this log, ${diff.only_other.length} only in the other; ${diff.same} the same.`),
     el("div", { class: "columns" },
