@@ -134,11 +134,16 @@ def start_seconds(db: Path, state_dir: Path) -> float:
             conn.execute("delete from snapshots")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def log_arguments(doc: str) -> argparse.Namespace:
+    """--events (of the log to make) and --rounds, for the benchmarks that read a made log."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = log_arguments(__doc__)
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "log.db"
         started = time.perf_counter()

@@ -10,20 +10,16 @@ Prints the seconds of each (min and median), their ratio, and the page's size.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import tempfile
 from pathlib import Path
 
 import anyio
-from replay import command_seconds, make_log
+from replay import command_seconds, log_arguments, make_log
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--events", type=int, default=1_000_000)
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
+    args = log_arguments(__doc__)
     with tempfile.TemporaryDirectory() as tmp:
         db, page = Path(tmp) / "log.db", Path(tmp) / "report.html"
         events = anyio.run(make_log, db, args.events)
