@@ -2,8 +2,8 @@
 guaranteed and max, every decision, configuration changes and dead letters, and a summary.
 
 A pure fold over the log's records (the same `apply` as the daemon's), observed as it goes:
-queue amounts are sampled (after each of at most `samples` evenly spaced records, and at the
-end), decisions are all kept. Times are the records' `received`, in seconds.
+queue amounts are sampled (after each of at most `samples` evenly spaced records of a
+partition, fewer in a large tree, and at the end), decisions are all kept. Times are the records' `received`, in seconds.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ __all__ = ["Timeline", "Window", "compare"]
 
 _AMOUNTS = ("allocated", "pending", "guaranteed", "max")
 _LONGEST = 10  # rows of each ranking in the summary
+_VALUES = 1_000_000  # sampled values a partition's curves hold at most (see `Timeline._sample`)
+_FEWEST = 100  # points a curve gets however large the tree
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,8 @@ class Timeline:
         self.state = ClusterState(log_id=log_id)
         self.window = window
         self.only = partition
-        self.stride = max(1, total // samples)
+        self.total, self.samples = total, samples
+        self.stride: dict[str, int] = {}  # per partition: records between two samples
         self.partitions: dict[str, _Partition] = {}
         self.seen: Counter[str] = Counter()  # records of each partition in the window
         self.first: LogRecord | None = None
@@ -95,7 +98,7 @@ class Timeline:
         elif isinstance(event, ConfigApplied):
             partition.markers.append({"seq": record.seq, "t": record.received / 1000, "kind": "config", "text": f"configuration applied ({event.model})"})
         seen = self.seen[event.partition] = self.seen[event.partition] + 1
-        if seen == 1 or seen % self.stride == 0 or isinstance(event, ConfigApplied):  # its first record in the window too
+        if seen == 1 or seen % self.stride.get(event.partition, 1) == 0 or isinstance(event, ConfigApplied):  # its first record in the window too
             self._sample(partition, record)
 
     def dead_letter(self, received: int, partition: str | None, reason: str, event_id: str | None) -> None:
@@ -144,11 +147,16 @@ class Timeline:
         index = len(partition.times)
         partition.times.append(t)
         bounds = model_named(view.model).bounds(view)
+        resources = _resources(view)
+        # At most `samples` points a curve, fewer in a large tree: the page holds about
+        # _VALUES values a partition (a thousand queues get 250 points each).
+        points = min(self.samples, max(_FEWEST, _VALUES // max(1, len(view.queues) * len(resources) * len(_AMOUNTS))))
+        self.stride[partition.name] = max(1, self.total // points)
         for path, queue in sorted(view.queues.items()):
             entry = partition.queues.setdefault(path, {"lineage": queue.lineage[::-1], "depth": len(queue.lineage) - 1, "leaf": queue.leaf, "series": {}})
             entry["leaf"] = queue.leaf
             guaranteed, most = bounds.get(path, ({}, None))
-            for resource in _resources(view):
+            for resource in resources:
                 series = entry["series"].setdefault(resource, {amount: [None] * index for amount in _AMOUNTS})
                 for amount, held in zip(_AMOUNTS, (queue.allocated, queue.pending, guaranteed, most), strict=True):
                     line = held is not None and (resource in held or amount in ("allocated", "pending"))  # no guarantee, no max: no line

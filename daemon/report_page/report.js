@@ -111,22 +111,37 @@ function chart(partition, queue, resource, marks, table) {
     plugins: [markerLines(marks)],
   };
   const plot = new uPlot(opts, [partition.times, series.allocated, series.pending, series.guaranteed, series.max], holder);
+  const mine = new Set(marks);
   plot.over.addEventListener("click", () => {
     const at = plot.posToVal(plot.cursor.left, "x");
     const near = (plot.scales.x.max - plot.scales.x.min) / 100;
-    table.show((d) => Math.abs(d.t - at) <= near && queuesOf(d).includes(queue.path), `near ${when(at)} in ${queue.path}`);
+    table.show((d) => Math.abs(d.t - at) <= near && mine.has(d), `near ${when(at)} in ${queue.path} and below`);
   });
   return holder;
+}
+
+// Per queue, the decisions about it or a queue below it: one pass over the decisions (a day's
+// log has hundreds of thousands, and a tree may have a thousand queues).
+function decisionsByQueue(partition) {
+  const lineage = new Map(partition.queues.map((q) => [q.path, q.lineage]));
+  const about = new Map();
+  for (const d of partition.decisions) {
+    const queues = new Set(queuesOf(d).flatMap((q) => lineage.get(q) || [q]));
+    for (const q of queues) {
+      if (!about.has(q)) about.set(q, []);
+      about.get(q).push(d);
+    }
+  }
+  return about;
 }
 
 function queueTree(partition, table) {
   const root = el("div", { class: "queues" });
   const parents = [root];
   const markers = partition.markers;
-  const lineage = new Map(partition.queues.map((q) => [q.path, q.lineage]));
-  const within = (path, ancestor) => (lineage.get(path) || [path]).includes(ancestor);
+  const about = decisionsByQueue(partition);
   for (const queue of partition.queues) {
-    const marks = partition.decisions.filter((d) => queuesOf(d).some((q) => within(q, queue.path))).concat(markers);
+    const marks = (about.get(queue.path) || []).concat(markers);
     const body = el("div", { class: "charts" });
     const open = queue.depth < 2 || partition.queues.length <= 12; // a small tree shows whole
     const node = el("details", { class: "queue", "data-queue": queue.path, ...(open ? { open: "" } : {}) },
