@@ -107,7 +107,7 @@ class Timeline:
             self.dead_letters.append({"t": received / 1000, "kind": "dead_letter", "partition": partition, "text": f"dead letter {event_id or ''}: {reason}"})
 
     def result(self, title: str) -> dict[str, Any]:
-        """The report's data, as JSON values."""
+        """The report's data, as JSON values (once: it closes the curves)."""
         for name, partition in self.partitions.items():
             if self.last is not None:
                 self._sample(partition, self.last)  # the state at the end of the window
