@@ -137,3 +137,16 @@ def test_a_server_that_is_not_nats_is_a_one_line_refusal() -> None:
         silent.listen()
         tail = preemptd("tail", "--timeout", "5", "--nats-url", f"nats://127.0.0.1:{silent.getsockname()[1]}")
     one_line_refusal(tail, "cannot connect to NATS at", "(is it a NATS server?)")
+
+
+def test_a_token_from_the_environment_or_the_url_is_taken_and_a_wrong_one_refused(tmp_path: Path) -> None:
+    conf = tmp_path / "token.conf"
+    conf.write_text('authorization { token: "t0ken-s3cret" }\n')
+    with EmbeddedNats(tmp_path / "nats", options=["-c", str(conf)]) as server:
+        address = server.url.removeprefix("nats://")
+        for url, env in ((server.url, {"PREEMPTD_NATS_TOKEN": "t0ken-s3cret"}), (f"nats://t0ken-s3cret@{address}", {})):
+            tail = preemptd("tail", "--timeout", "1", "--nats-url", url, env=env)
+            assert tail.returncode == 0, tail.stderr
+        wrong = preemptd("tail", "--timeout", "1", "--nats-url", f"nats://not-it@{address}")
+        line = one_line_refusal(wrong, f"NATS at nats://***@{address} refused the connection: authorization violation")
+        assert "not-it" not in line
