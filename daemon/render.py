@@ -16,7 +16,7 @@ import msgspec
 
 from preemptd.events import Admitted, Allocated, Blocked, Decision, Evicted, Preempted, Resources, Unreserved, format_human
 from preemptd.projections import PartitionState, queue_depth
-from preemptd.scheduling import Change, Divergence, ReplayReport
+from preemptd.scheduling import Change, Divergence, ReplayReport, model_named
 
 if TYPE_CHECKING:  # the store brings SQLAlchemy, which commands that only print need not load
     from .store import DeadLetter
@@ -142,10 +142,12 @@ def queue_table(p: PartitionState, seq: int) -> str:
     """The queue tree with usage against guarantee and max."""
     header = ("QUEUE", "ALLOCATED", "PENDING", "PREEMPTING", "GUARANTEED", "MAX", "TASKS")
     rows = [header]
+    bounds = model_named(p.model).bounds(p)  # Kueue's nominal quota, Volcano's deserved and capability
     for queue in p.queues.values():
         name = "  " * queue_depth(queue.path) + printable(queue.path.rsplit(".", 1)[-1])
         tasks = f"{len(queue.running)} run / {len(queue.waiting)} wait" if queue.leaf else ""
-        rows.append((name, _amounts(queue.allocated), _amounts(queue.pending), _amounts(queue.preempting), _amounts(queue.guaranteed or None), _amounts(queue.max), tasks))
+        guaranteed, most = bounds.get(queue.path, (queue.guaranteed, queue.max))
+        rows.append((name, _amounts(queue.allocated), _amounts(queue.pending), _amounts(queue.preempting), _amounts(guaranteed or None), _amounts(most), tasks))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     body = "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
     nodes = f"{count(len(p.nodes), 'node')}, capacity {_amounts(p.capacity)}; {count(len(p.tasks), 'task')} ({p.pending_count} pending)"

@@ -4,6 +4,7 @@ explain, state and db upgrade, on real SQLite files."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -226,3 +227,15 @@ def test_a_file_that_is_not_a_database_is_named_as_such(tmp_path: Path) -> None:
     result = preemptd("state", "--db", str(text))
     assert result.returncode == 2
     assert result.stderr.strip() == f"preemptd: cannot open the log at {text}: file is not a database"
+
+
+def test_state_shows_what_each_model_guarantees_a_queue(tmp_path: Path) -> None:
+    """Kueue's nominal quota, Volcano's deserved and capability, in the GUARANTEED and MAX columns."""
+    for example, row in (
+        ("kueue/reclaim-within-cohort", r"^svc-a\s+0\s+cpu 4\s+0\s+cpu 4\s+-\s+0 run / 1 wait$"),
+        ("volcano/hierarchical-capacity", r"^eng\s+cpu 5\s+0\s+0\s+cpu 6\s+cpu 8$"),
+    ):
+        db = tmp_path / f"{example.replace('/', '-')}.db"
+        assert preemptd("simulate", str(ROOT / "examples" / f"{example}.yaml"), "--quiet", "--db", str(db)).returncode == 0
+        state = preemptd("state", "--db", str(db))
+        assert re.search(row, state.stdout, re.M), state.stdout
