@@ -23,6 +23,7 @@ from prometheus_client.registry import Collector
 
 from preemptd.events import DecisionEvent, base_unit
 from preemptd.projections import ClusterState, PartitionState
+from preemptd.scheduling import model_named
 
 from .errors import UsageError
 from .ingest import DEAD_LETTER_KINDS
@@ -68,8 +69,10 @@ def reading(state: ClusterState, *, lag: int | None, waiting_decisions: int | No
 
 
 def _queue_rows(name: str, partition: PartitionState) -> Iterator[tuple[str, str, str, str, float]]:
+    bounds = model_named(partition.model).bounds(partition)  # Kueue's nominal quota, Volcano's deserved and capability
     for path, queue in sorted(partition.queues.items()):
-        for what, amounts in (("allocated", queue.allocated), ("guaranteed", queue.guaranteed), ("max", queue.max or {}), ("pending", queue.pending)):
+        guaranteed, most = bounds.get(path, (queue.guaranteed, queue.max))
+        for what, amounts in (("allocated", queue.allocated), ("guaranteed", guaranteed), ("max", most or {}), ("pending", queue.pending)):
             for resource, amount in sorted(amounts.items()):
                 yield what, name, path, resource, base_unit(resource, amount)  # Prometheus counts in base units: cores, bytes
 

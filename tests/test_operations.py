@@ -15,7 +15,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import preemptd
+from conftest import ROOT, preemptd
 from prometheus_client.parser import text_string_to_metric_families
 from test_daemon import count, event, publish, read, wait_for
 
@@ -204,3 +204,16 @@ def test_a_configuration_for_a_partition_the_daemon_does_not_read_is_refused(tmp
     refused = preemptd("run", "--partitions", "cpu", "--config", str(config), "--state-dir", str(tmp_path / "state"))
     assert refused.returncode == 2 and "configures partition gpu, which this daemon does not read (--partitions cpu)" in refused.stderr
     assert not (tmp_path / "state").exists()
+
+
+def test_the_queue_gauges_show_what_each_model_guarantees_a_queue() -> None:
+    import msgspec
+
+    from preemptd.daemon.metrics import reading
+    from preemptd.events import Scenario
+    from preemptd.scheduling import simulate
+
+    scenario = msgspec.yaml.decode((ROOT / "examples" / "kueue" / "reclaim-within-cohort.yaml").read_bytes(), type=Scenario)
+    rows = reading(simulate(scenario).state, lag=0, waiting_decisions=0, snapshot_age=0).queues
+    assert ("guaranteed", "default", "svc-a", "cpu", 4.0) in rows, "a ClusterQueue's nominal quota, in cores"
+    assert ("allocated", "default", "svc-b", "cpu", 8.0) in rows
