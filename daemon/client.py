@@ -29,7 +29,7 @@ from preemptd.events import PARTITION_PATTERN, DecodeError, decode_cluster_event
 from . import render
 from .clock import wall_ms
 from .errors import UsageError
-from .nats_source import REJECTED_STREAM, Bus, NatsAccess, Outbound, ReadThrough, Stored, cluster_subject, rejected_subject
+from .nats_source import REJECTED_STREAM, Bus, NatsAccess, Outbound, ReadThrough, Stored, cluster_subject, rejected_subject, subject_partition
 from .outbox import Notice
 
 __all__ = ["publish", "tail"]
@@ -113,7 +113,7 @@ async def _verdicts(
     """Wait until a daemon has read every new event, then gather the rejection notices
     published since `before` (a daemon publishes them before it acknowledges the events)."""
     awaited = {s.seq for s in stored if not s.duplicate}
-    partitions = {where.seq: message.subject.split(".")[2] for message, where in zip(messages, stored)}  # preemptd.cluster.<partition>.<kind>
+    partitions = {where.seq: subject_partition(message.subject) for message, where in zip(messages, stored)}
     reasons: dict[int, str] = {}
     read = ReadThrough(())
     with anyio.move_on_after(wait):

@@ -18,10 +18,10 @@ from preemptd.projections import ClusterState, LogRecord, Rejected
 from preemptd.scheduling import apply, is_daemon_id
 
 from .history import to_row
-from .nats_source import Inbound, cluster_subject
+from .nats_source import Inbound, cluster_subject, subject_partition
 from .store import DeadLetter, LogRow
 
-__all__ = ["DEAD_LETTER_KINDS", "Continuation", "Decoded", "Ingested", "Position", "continuing", "dead_letter", "decode", "fold", "subject_partition"]
+__all__ = ["DEAD_LETTER_KINDS", "Continuation", "Decoded", "Ingested", "Position", "continuing", "dead_letter", "decode", "fold"]
 
 
 @dataclass(frozen=True)
@@ -186,12 +186,6 @@ def _misplaced(subject: str, event: ClusterEvent) -> str | None:
 
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:500]
-
-
-def subject_partition(subject: str) -> str | None:
-    """The partition a cluster subject names: `preemptd.cluster.<partition>.<kind>`."""
-    parts = subject.split(".")
-    return parts[2] if len(parts) >= 3 else None
 
 
 #: Why an input became a dead letter, in a word (the `reason` label of `preemptd_dead_letters_total`).

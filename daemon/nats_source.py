@@ -54,6 +54,7 @@ __all__ = [
     "redacted",
     "rejected_subject",
     "servers",
+    "subject_partition",
 ]
 
 CLUSTER_STREAM = "PREEMPTD_CLUSTER"
@@ -67,6 +68,12 @@ _INBOX_BYTES = 64 * 2**20  # delivered and not yet taken: beyond it, flow contro
 
 def cluster_subject(partition: str, event_type: str) -> str:
     return f"preemptd.cluster.{partition}.{event_type.split('.')[0]}"
+
+
+def subject_partition(subject: str) -> str | None:
+    """The partition a cluster subject (or a consumer's filter) names: `preemptd.cluster.<partition>.<kind>`."""
+    parts = subject.split(".")
+    return parts[2] if len(parts) >= 3 else None
 
 
 def decision_subject(partition: str, decision_type: str) -> str:
@@ -256,7 +263,7 @@ def _filtered_partitions(config: Any) -> tuple[str, ...] | None:
     subjects = list(config.filter_subjects or ()) + ([config.filter_subject] if config.filter_subject else [])
     if not subjects or "preemptd.cluster.>" in subjects:
         return None
-    return tuple(sorted(subject.split(".")[2] for subject in subjects))
+    return tuple(sorted(str(subject_partition(subject)) for subject in subjects))
 
 
 @dataclass(frozen=True)

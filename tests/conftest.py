@@ -37,17 +37,18 @@ POSTGRES_URL = os.environ.get("PREEMPTD_TEST_POSTGRES_URL", "postgresql://postgr
 POSTGRES_REQUIRED = os.environ.get("PREEMPTD_TEST_POSTGRES") == "required"  # .ci/run sets it
 
 
-def _postgres(statement: str) -> None:
+def postgres(url: str, sql: str) -> list[tuple]:
+    """Run `sql` on the PostgreSQL database at `url`, outside any test's event loop: its rows."""
     import asyncpg
 
-    async def run() -> None:
-        connection = await asyncpg.connect(POSTGRES_URL, timeout=5)
+    async def run() -> list[tuple]:
+        connection = await asyncpg.connect(url, timeout=5)
         try:
-            await connection.execute(statement)
+            return [tuple(record) for record in await connection.fetch(sql)]
         finally:
             await connection.close()
 
-    asyncio.run(run())
+    return asyncio.run(run())
 
 
 @pytest.fixture
@@ -57,7 +58,7 @@ def postgres_log() -> Iterator[str]:
     server answers, unless $PREEMPTD_TEST_POSTGRES is `required` (as in CI): then it fails."""
     name = f"preemptd_{uuid.uuid4().hex[:12]}"
     try:
-        _postgres(f'CREATE DATABASE "{name}"')
+        postgres(POSTGRES_URL, f'CREATE DATABASE "{name}"')
     except (OSError, asyncio.TimeoutError, ImportError) as exc:
         why = f"no PostgreSQL at {POSTGRES_URL} ({type(exc).__name__}: {exc}); set PREEMPTD_TEST_POSTGRES_URL to use another"
         if POSTGRES_REQUIRED:
@@ -66,7 +67,7 @@ def postgres_log() -> Iterator[str]:
     try:
         yield POSTGRES_URL.rsplit("/", 1)[0] + f"/{name}"
     finally:
-        _postgres(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        postgres(POSTGRES_URL, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -19,17 +19,11 @@ from conftest import ROOT, preemptd
 from prometheus_client.parser import text_string_to_metric_families
 from test_daemon import count, event, publish, read, wait_for
 
-from preemptd.daemon.embedded import EmbeddedNats
+from preemptd.daemon.embedded import EmbeddedNats, free_port
 from preemptd.daemon.errors import UsageError
 from preemptd.daemon.metrics import READY_LAG, Health, listen_address
 from preemptd.daemon.nats_source import DECISION_STREAM, Outbound, Reader, cluster_subject
 from preemptd.daemon.position import _check_claims
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def get(url: str) -> tuple[int, str]:

@@ -4,7 +4,6 @@ $PREEMPTD_TEST_POSTGRES_URL (skipped without one, except in CI), a new database 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import signal
 import threading
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import preemptd
+from conftest import postgres, preemptd
 from test_daemon import event, publish, read, wait_for
 
 from preemptd.daemon.embedded import EmbeddedNats
@@ -23,21 +22,8 @@ from preemptd.daemon.nats_source import DECISION_STREAM, Outbound
 pytestmark = pytest.mark.slow
 
 
-def query(url: str, sql: str) -> list[tuple]:
-    import asyncpg
-
-    async def fetch() -> list[tuple]:
-        connection = await asyncpg.connect(url)
-        try:
-            return [tuple(record) for record in await connection.fetch(sql)]
-        finally:
-            await connection.close()
-
-    return asyncio.run(fetch())
-
-
 def scalar(url: str, sql: str) -> int:
-    return query(url, sql)[0][0]
+    return postgres(url, sql)[0][0]
 
 
 def test_the_daemon_and_every_command_work_on_a_postgresql_log(postgres_log: str, daemon_factory, tmp_path: Path) -> None:
@@ -131,7 +117,7 @@ def test_a_second_daemon_on_a_sqlite_log_is_still_refused(daemon_factory, tmp_pa
 def test_a_writer_that_loses_its_lease_stops_rather_than_write_beside_a_standby(postgres_log: str, daemon_factory) -> None:
     writer = daemon_factory("--db", postgres_log).start()
     holders = "select pid from pg_locks where locktype = 'advisory' and granted"
-    assert len(query(postgres_log, holders)) == 1
-    query(postgres_log, "select pg_terminate_backend(pid) from pg_locks where locktype = 'advisory' and granted")
+    assert len(postgres(postgres_log, holders)) == 1
+    postgres(postgres_log, "select pg_terminate_backend(pid) from pg_locks where locktype = 'advisory' and granted")
     assert writer.process.wait(timeout=30) == 2
     assert "stopping: the writer's lease is lost" in writer.log_text()

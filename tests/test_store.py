@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import msgspec
 import pytest
-from conftest import ROOT
+from conftest import ROOT, postgres
 
 from preemptd import migrations
 from preemptd.daemon import store as store_module
@@ -275,13 +275,8 @@ async def test_a_postgresql_database_that_is_missing_or_another_applications_is_
 
 
 async def _postgres_fetch(url: str, query: str) -> list:
-    import asyncpg
-
-    connection = await asyncpg.connect(url)
-    try:
-        return [record[0] for record in await connection.fetch(query)]
-    finally:
-        await connection.close()
+    """The first column of `query`'s rows (conftest's `postgres`, off this test's event loop)."""
+    return [row[0] for row in await anyio.to_thread.run_sync(postgres, url, query)]
 
 
 async def test_a_writer_that_lost_its_lease_writes_nothing_more_and_the_standby_gets_it(postgres_log: str) -> None:
