@@ -1,56 +1,125 @@
 """Configuration files (`run --config`, `replay --config`): read, checked by the model they name,
 and turned into one `config.applied` per partition they set up.
 
-A file is `{model, config}` (`config` an object or, for Kueue, a list of objects), or the
-default model's configuration alone (a YuniKorn `queues.yaml`). At start, the daemon appends the events of the partitions whose configuration
-differs from the one in force; a file the model refuses stops the start.
+A file is `{model, config}`, or `model: NAME` followed by the model's objects as more YAML
+documents (as `kubectl get -o yaml` writes them, or ConfigMaps), or the default model's
+configuration alone (a YuniKorn `queues.yaml`). At start, the daemon appends the events of the
+partitions whose configuration differs from the one in force; a file the model refuses stops
+the start.
 """
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
-import msgspec
-
-from preemptd.events import ConfigApplied, ConfigError
+from preemptd.events import ConfigApplied, ConfigError, closest, cut_text
 from preemptd.projections import ClusterState, LogRecord, Rejected
-from preemptd.scheduling import DEFAULT_MODEL, apply, model_named
+from preemptd.scheduling import DEFAULT_MODEL, apply, claiming, flat_objects, model_named, yaml_documents
 
 from .errors import UsageError
 from .history import to_row
 from .logs import log
 from .store import Batch, Store
 
-__all__ = ["apply_config_file", "changed", "config_events"]
+__all__ = ["apply_config_file", "changed", "config_events", "model_and_config"]
+
+
+def shown(value: Any) -> str:
+    return cut_text(repr(value), 80)
 
 
 def config_events(path: Path, now: int) -> list[ConfigApplied]:
     """One `config.applied` per partition the file at `path` sets up; `UsageError` if it cannot
     be read or its model refuses it."""
     try:
-        document = msgspec.yaml.decode(path.read_bytes())
-    except (OSError, msgspec.DecodeError) as exc:
-        raise UsageError(f"cannot read the configuration {path}: {' '.join(str(exc).split())}") from None
-    if not isinstance(document, dict):
-        raise UsageError(f"{path}: expected a configuration document ({DEFAULT_MODEL}'s, or {{model, config}}; a list of objects goes in `config`)")
-    name, config = (document.get("model"), document.get("config")) if "model" in document else (DEFAULT_MODEL, document)
-    if not isinstance(name, str):
-        raise UsageError(f"{path}: `model` must be a model's name, such as {DEFAULT_MODEL}; got {name!r}")
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read the configuration {path}: {exc}") from None
     try:
+        documents = yaml_documents(text, str(path))
+    except ConfigError as exc:  # it names the file
+        raise UsageError(str(exc)) from None
+    try:
+        name, config = model_and_config(documents)
         model = model_named(name)
     except ConfigError as exc:
         raise UsageError(f"{path}: {exc}") from None
-    if not isinstance(config, (dict, list)):
-        raise UsageError(f"{path}: with `model`, the file needs a `config` (the {model.name} model's configuration)")
     events = []
-    for partition in model.partitions(config):
+    try:
+        partitions = model.partitions(config)
+    except ConfigError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+    for partition in partitions:
         try:
             model.parse_config(config, partition)
         except ConfigError as exc:
-            raise UsageError(f"{path}: partition {partition}: {exc}") from None
+            where = f"partition {partition}: " if len(partitions) > 1 or partition != "default" else ""
+            raise UsageError(f"{path}: {where}{exc}") from None
         events.append(ConfigApplied(id=f"config-file-{partition}-{now}", ts=now, partition=partition, model=model.name, config=config))
     return events
+
+
+_WRAPPER = ("model", "config")
+
+
+def model_and_config(documents: list[Any]) -> tuple[str, Any]:
+    """The model a file's YAML documents name and the configuration they give it. A file is
+    `{model, config}`; or `model: NAME` then the model's objects, as further documents (each an
+    object or a `kind: List`, as `kubectl get -o yaml` writes them); or the default model's
+    configuration alone (a YuniKorn `queues.yaml`, or its objects). Objects of another model
+    without `model:` are refused, naming the model to give."""
+    if not documents:
+        raise ConfigError("the file holds no configuration")
+    head, rest = documents[0], documents[1:]
+    if isinstance(head, dict) and "model" in head:
+        extra = [str(key) for key in head if key not in _WRAPPER]
+        if extra:
+            raise ConfigError(f"unknown field {_did_you_mean(extra[0], _WRAPPER)} beside `model` (a file is {{model, config}}, or `model:` then the objects as documents)")
+        name = head["model"]
+        if not isinstance(name, str):
+            raise ConfigError(f"`model` must be a model's name, such as {DEFAULT_MODEL}; got {shown(name)}")
+        if "config" in head and rest:
+            raise ConfigError(f"the file gives `config` and {len(rest)} more YAML documents: put the configuration in one or the other")
+        config = head["config"] if "config" in head else rest
+        if not isinstance(config, dict | list) or config == []:
+            raise ConfigError(f"with `model`, the file needs a `config`, or the {name} model's objects as the documents that follow")
+        return name, config
+    objects = documents if len(documents) > 1 or isinstance(head, list) or is_object(head) else None
+    if isinstance(head, dict) and "config" in head:
+        owner = _owner(head["config"] if isinstance(head["config"], list) else [head["config"]])
+        raise ConfigError(f"`config` needs `model` beside it (model: {owner or 'yunikorn, kueue or volcano'})")
+    if objects is None:
+        misspelt = [str(key) for key in head if closest(str(key), _WRAPPER)] if isinstance(head, dict) else []
+        if misspelt:
+            raise ConfigError(f"unknown field {_did_you_mean(misspelt[0], _WRAPPER)}; without `model:` the file is the {DEFAULT_MODEL} model's configuration")
+        if not isinstance(head, dict):
+            raise ConfigError(f"expected a configuration document ({DEFAULT_MODEL}'s, or {{model, config}}; a list of objects goes in `config`), got {shown(head)}")
+        return DEFAULT_MODEL, head
+    owner = _owner(objects)
+    if owner is not None and owner != DEFAULT_MODEL:
+        raise ConfigError(f"these are {owner} objects, and the file names no model: add a first YAML document `model: {owner}` (then `---`), or wrap them as {{model: {owner}, config: [...]}}")
+    return DEFAULT_MODEL, documents
+
+
+def _owner(objects: list[Any]) -> str | None:
+    """The model whose own objects most of `objects` are, if any."""
+    counts: dict[str, int] = {}
+    for item in flat_objects(objects):
+        owner = claiming(item)
+        if owner is not None:
+            counts[owner] = counts.get(owner, 0) + 1
+    return max(sorted(counts), key=counts.__getitem__) if counts else None
+
+
+def is_object(item: Any) -> bool:
+    return isinstance(item, dict) and ("kind" in item or "apiVersion" in item)
+
+
+def _did_you_mean(key: str, known: tuple[str, ...]) -> str:
+    near = closest(key, known)
+    return f"{shown(key)} (did you mean {near}?)" if near else shown(key)
 
 
 def changed(state: ClusterState, event: ConfigApplied) -> bool:

@@ -78,3 +78,4 @@ from ._scenario import (
     Scenario as Scenario,
     ShimSettings as ShimSettings,
 )
+from ._words import closest as closest, snake_case as snake_case

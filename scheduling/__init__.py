@@ -3,6 +3,7 @@ model's name to its wing, the fold bound to that registry, the cycle driver and 
 the offline drivers (scenario simulation and replay). No I/O, no clock, no randomness."""
 
 from ._engine import CycleRecords as CycleRecords, is_daemon_id as is_daemon_id, next_wakeup as next_wakeup, run_cycle as run_cycle, tick_record as tick_record
+from ._kubernetes import flat_objects as flat_objects, yaml_documents as yaml_documents
 from ._model import Cycle as Cycle, Model as Model, decision_id as decision_id
 from ._pacing import Cadence as Cadence, Pacer as Pacer
 from ._registry import (
@@ -10,6 +11,7 @@ from ._registry import (
     MODELS as MODELS,
     PROJECTION as PROJECTION,
     apply as apply,
+    claiming as claiming,
     fold as fold,
     model_named as model_named,
     restore as restore,

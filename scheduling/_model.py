@@ -32,6 +32,11 @@ def one_partition(document: Any) -> list[str]:
     return ["default"]
 
 
+def claims_nothing(item: Any) -> bool:
+    """`Model.claims` of a model that takes no Kubernetes objects of its own."""
+    return False
+
+
 Bounds = dict[str, tuple[dict[str, int], dict[str, int] | None]]  # queue path -> (guaranteed, max)
 
 
@@ -89,6 +94,9 @@ class Model:
     - `bounds(partition)`: per queue, what to draw as its guarantee and its max (YuniKorn's
       guaranteed and max, Kueue's nominal quota and what borrowing allows, Volcano's deserved
       and capability): for reports, not for decisions.
+    - `claims(item)`: whether a Kubernetes object is one of this model's own (a ClusterQueue
+      is Kueue's), so that an object given to another model, or a file without `model:`, can
+      say which model reads it.
     """
 
     name: str
@@ -99,3 +107,4 @@ class Model:
     fold_decision: Callable[[PartitionState, DecisionEvent], None] = refuse_decision
     state_type: type[msgspec.Struct] | None = None
     bounds: Callable[[PartitionState], Bounds] = queue_bounds
+    claims: Callable[[Any], bool] = claims_nothing

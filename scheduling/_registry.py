@@ -8,23 +8,46 @@ model: the fold, the daemon's `--config`, `schema`, `simulate` and `replay` all 
 
 from __future__ import annotations
 
-from typing import cast
+import dataclasses
+from typing import Any, cast
 
-from preemptd.projections import Projection
+from preemptd.events import ConfigError
+from preemptd.projections import ParsedConfig, Projection
 
 from . import kueue, volcano, yunikorn
+from ._kubernetes import UnknownKind
 from ._model import Model
 
-__all__ = ["DEFAULT_MODEL", "MODELS", "PROJECTION", "apply", "fold", "model_named", "restore", "snapshot"]
+__all__ = ["DEFAULT_MODEL", "MODELS", "PROJECTION", "apply", "claiming", "fold", "model_named", "restore", "snapshot"]
 
-MODELS: dict[str, Model] = {
-    model.name: model
-    for model in (
-        yunikorn.MODEL,
-        kueue.MODEL,
-        volcano.MODEL,
-    )
-}  # fmt: skip
+WINGS = (
+    yunikorn.MODEL,
+    kueue.MODEL,
+    volcano.MODEL,
+)  # fmt: skip
+
+
+def claiming(item: Any) -> str | None:
+    """The model whose own object `item` is (a ClusterQueue: kueue), if any."""
+    return next((model.name for model in WINGS if model.claims(item)), None)
+
+
+def _saying_whose(model: Model) -> Model:
+    """`model`, whose refusal of a kind it does not know names the model that reads it."""
+
+    def parse_config(document: Any, partition: str) -> ParsedConfig:
+        try:
+            return model.parse_config(document, partition)
+        except UnknownKind as exc:
+            owner = claiming(exc.item)
+            if owner is None or owner == model.name:
+                raise
+            raise ConfigError(f"object {exc.position}: a {exc.item['kind']} is the {owner} model's, and this configuration is the {model.name} model's (give model: {owner})") from None
+
+    return dataclasses.replace(model, parse_config=parse_config)
+
+
+MODELS: dict[str, Model] = {model.name: _saying_whose(model) for model in WINGS}
 
 #: The model of a partition before any `config.applied`, and of one that names none.
 DEFAULT_MODEL = yunikorn.MODEL.name

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from preemptd.events import ConfigError
+from preemptd.events import ConfigError, Resources
+from preemptd.projections import PriorityClass
 from preemptd.scheduling.yunikorn import parse_config as parse_yunikorn_config
 
 FULL = {
@@ -81,9 +82,30 @@ def test_a_field_neither_yunikorn_nor_preemptd_knows_is_refused_with_the_closest
     assert str(refused.value) == message
 
 
-def test_an_unknown_property_is_ignored_with_a_hint_since_properties_are_free_form() -> None:
-    parsed = parse_yunikorn_config({"queues": [{"name": "a", "properties": {"preemption.dealy": "5s"}}]}, "default")
-    assert parsed.warnings == ("ignored (not used by preemptd): queue root.a properties: preemption.dealy (did you mean preemption.delay?)",)
+def test_a_misspelt_property_is_refused_though_properties_are_free_form() -> None:
+    with pytest.raises(ConfigError) as refused:
+        parse_yunikorn_config({"queues": [{"name": "a", "properties": {"preemption.dealy": "5s"}}]}, "default")
+    assert str(refused.value) == "queue root.a properties: unknown field preemption.dealy (did you mean preemption.delay?)"
+    parsed = parse_yunikorn_config({"queues": [{"name": "a", "properties": {"application.sort.policy": "fifo"}}]}, "default")
+    assert parsed.warnings == ("ignored (not used by preemptd): queue root.a properties: application.sort.policy",)
+
+
+YUNIKORN_CONFIGMAP = {
+    "apiVersion": "v1",
+    "kind": "ConfigMap",
+    "metadata": {"name": "yunikorn-configs", "namespace": "yunikorn"},
+    "data": {"log.level": "info", "queues.yaml": "partitions:\n- name: default\n  queues:\n  - name: root\n    queues:\n    - name: a\n      resources: {guaranteed: {vcore: 2}}\n"},
+}
+
+
+def test_yunikorns_configmap_and_priority_classes_are_read_as_a_cluster_holds_them() -> None:
+    low = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "low", "annotations": {"yunikorn.apache.org/allow-preemption": "false"}}, "value": 5}
+    parsed = parse_yunikorn_config({"apiVersion": "v1", "kind": "List", "items": [YUNIKORN_CONFIGMAP, low]}, "default")
+    assert parsed.root.children[0].guaranteed == Resources.parse({"vcore": 2})
+    assert parsed.priority_classes == {"low": PriorityClass(name="low", value=5, allow_preemption=False)}
+    assert parsed.warnings == ("ConfigMap yunikorn-configs: data.log.level is not read (only queues.yaml is)",)
+    with pytest.raises(ConfigError, match=r"unknown kind 'Priorityclass' \(did you mean PriorityClass\?\)"):
+        parse_yunikorn_config([{**low, "kind": "Priorityclass"}], "default")
 
 
 @pytest.mark.parametrize("delay", ["abc", "0s", "-5s", 10])

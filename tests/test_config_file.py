@@ -48,13 +48,65 @@ def test_a_partition_not_configured_yet_is_applied(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("[a, b]\n", "expected a configuration document (yunikorn's, or {model, config}; a list of objects goes in `config`)"),
+        ("[a, b]\n", "object 1: expected a Kubernetes object (apiVersion, kind, metadata, ...), got a string"),
         ("model: slurm\nconfig: {}\n", "model 'slurm' is not supported by this version (supported: "),
-        ("model: yunikorn\n", "with `model`, the file needs a `config` (the yunikorn model's configuration)"),
-        ("model: yunikorn\nconfig: [a]\n", "partition default: the configuration must be an object (YuniKorn queues.yaml)"),
-        ("queues: [{name: a, resources: {guarenteed: {vcore: 1}}}]\n", "partition default: queue root.a resources: unknown field guarenteed (did you mean guaranteed?)"),
+        ("model: yunikorn\n", "with `model`, the file needs a `config`, or the yunikorn model's objects as the documents that follow"),
+        ("model: yunikorn\nconfig: [a]\n", "object 1: expected a Kubernetes object (apiVersion, kind, metadata, ...), got a string"),
+        ("queues: [{name: a, resources: {guarenteed: {vcore: 1}}}]\n", "queues.yaml: queue root.a resources: unknown field guarenteed (did you mean guaranteed?)"),
+        ("42\n", "expected a configuration document (yunikorn's, or {model, config}; a list of objects goes in `config`), got 42"),
     ],
 )
 def test_a_file_that_cannot_be_used_is_one_line_saying_why(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(UsageError, match=re.escape(message)):
         config_events(write(tmp_path, text), now=5)
+
+
+EXAMPLES = Path(__file__).parent.parent / "examples" / "cluster"
+
+
+@pytest.mark.parametrize(("name", "model"), [("kueue", "kueue"), ("volcano", "volcano")])
+def test_a_users_own_objects_go_in_unchanged_after_a_model_line(name: str, model: str) -> None:
+    [event] = config_events(EXAMPLES / f"{name}.yaml", now=5)
+    assert (event.model, event.partition) == (model, "default")
+    state = fold_events(event)
+    partition = state.partitions["default"]
+    assert partition.model == model
+    assert sorted(partition.defined_classes) == (["experiment", "production"] if model == "kueue" else ["high", "low"])
+    if model == "kueue":
+        assert sorted(partition.settings.cluster_queues) == ["batch", "language", "notebooks", "serving", "vision"]
+        assert partition.settings.fair_sharing.enabled, "the manager ConfigMap turns fair sharing on"
+        assert partition.aliases["vision/training"] == "vision"
+    else:
+        assert partition.settings.scheduler.actions == ("enqueue", "allocate", "preempt", "reclaim", "backfill")
+        assert not partition.settings.queues["training"].reclaimable
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {name: a}\n---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {name: b}\nspec: {clusterQueue: a}\n",
+            "these are kueue objects, and the file names no model: add a first YAML document `model: kueue` (then `---`), or wrap them as {model: kueue, config: [...]}",
+        ),
+        ("apiVersion: v1\nkind: List\nitems:\n- {apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {name: q}}\n", "these are volcano objects, and the file names no model: add a first YAML document `model: volcano`"),
+        ("config:\n- {apiVersion: kueue.x-k8s.io/v1beta2, kind: ClusterQueue, metadata: {name: a}}\n", "`config` needs `model` beside it (model: kueue)"),
+        ("modle: kueue\nconfig: []\n", "`config` needs `model` beside it"),
+        ("modle: kueue\n", "unknown field 'modle' (did you mean model?); without `model:` the file is the yunikorn model's configuration"),
+        ("model: kueue\nconfg: []\n", "unknown field 'confg' (did you mean config?) beside `model`"),
+        ("model: kueue\nconfig: []\n---\n{apiVersion: kueue.x-k8s.io/v1beta2, kind: ResourceFlavor, metadata: {name: f}}\n", "the file gives `config` and 1 more YAML documents"),
+        ("model: kueue\n---\n- {apiVersion: kueue.x-k8s.io/v1beta2, kind: ClusterQueue, metadata: {name: a}, spec: {resourceGroups: [{coveredResources: [cpu], flavors: [{name: f, resources: [{name: cpu, nominalQuoat: 48}]}]}]}}\n",
+         "ClusterQueue a: unknown field spec.resourceGroups[0].flavors[0].resources[0].nominalQuoat (did you mean nominalQuota?)"),
+        ("model: kueue\n---\nkind: [unclosed\n", "queues.yaml is not YAML: while parsing a flow sequence in"),
+    ],
+)
+def test_a_file_of_objects_says_what_is_wrong_in_its_own_words(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(UsageError) as refused:
+        config_events(write(tmp_path, text), now=5)
+    assert message in str(refused.value)
+    assert "<unicode string>" not in str(refused.value)
+
+
+def test_a_multi_document_file_gives_the_objects_as_one_list(tmp_path: Path) -> None:
+    text = "model: volcano\n---\n{apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {name: q}}\n---\n{actions: 'allocate, reclaim'}\n"
+    [event] = config_events(write(tmp_path, text), now=5)
+    assert event.config == [{"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "q"}}, {"actions": "allocate, reclaim"}]

@@ -1,6 +1,7 @@
 """Volcano's configuration as a user pastes it: Queue objects and the scheduler configuration,
 bare or in its ConfigMap, read with Volcano's defaults; what Volcano refuses is refused with its
-reason, and what preemptd does not use is listed once."""
+reason, a misspelt field, action or plugin with the one meant, and what preemptd does not model
+is one note saying what that means."""
 
 from __future__ import annotations
 
@@ -71,11 +72,11 @@ def test_a_configmap_and_queues_are_read_whole() -> None:
     assert capacity.enabled("enableHierarchy") and not conf.tiers[1][0].enabled("enableHierarchy"), "except enableHierarchy"
     assert capacity.arguments == {"ancestorReclaimLevel": 1}
     assert warnings == (
-        "ignored: plugin overcommit (preemptd does not use it)",
-        "ignored: plugin drf (preemptd does not use it)",
-        "ignored: ConfigMap field plugin predicates argument predicate.GPUSharingEnable (preemptd does not use it)",
-        "ignored: plugin nodeorder (preemptd does not use it)",
-        "ignored: ConfigMap field action preempt argument enableTopologyAwarePreemption (preemptd does not use it)",
+        "not modelled: plugin overcommit: enqueue lets a job in against the queue's capability, without an overcommit factor",
+        "not modelled: plugin drf: its dominant-resource shares do not order jobs and do not vote on victims",
+        "not modelled: plugin predicates argument predicate.GPUSharingEnable: preemptd does not read it",
+        "not modelled: plugin nodeorder: nodes are tried by name, not scored",
+        "not modelled: action preempt argument enableTopologyAwarePreemption: preemptd does not read it",
     )
 
 
@@ -83,14 +84,23 @@ def test_the_bare_conf_file_is_read_too_and_without_one_volcanos_default_applies
     bare, _ = parse_objects([{"actions": "allocate, reclaim", "tiers": [{"plugins": [{"name": "proportion"}]}]}])
     assert bare.scheduler.actions == ("allocate", "reclaim")
     assert [p.name for p in bare.scheduler.tiers[0]] == ["proportion"]
-    default, _ = parse_objects([queue("q")])
+    default, notes = parse_objects([queue("q")])
     assert default.scheduler == DEFAULT_CONF
     assert default.scheduler.actions == ("enqueue", "allocate", "backfill"), "Volcano's default runs neither preempt nor reclaim"
+    assert notes == (
+        "no scheduler configuration (volcano-scheduler.conf or its ConfigMap): Volcano's default applies, actions enqueue, allocate, backfill: "
+        "no preempt or reclaim action, nothing will be preempted",
+    )
 
 
-def test_unknown_actions_and_kinds_are_listed_once_not_refused() -> None:
-    _, warnings = parse_objects([{"actions": "enqueue, shuffle, allocate, shuffle"}, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}])
-    assert warnings == ("ignored: action shuffle (preemptd does not use it)", "ignored: Pod p (v1) (preemptd does not use it)")
+def test_actions_and_plugins_volcano_has_and_preemptd_does_not_model_are_one_note() -> None:
+    _, notes = parse_objects([{"actions": "enqueue, shuffle, allocate, shuffle", "tiers": [{"plugins": [{"name": "binpack"}, {"name": "nodeorder"}]}]}])
+    assert notes == ("not modelled: action shuffle: nothing is evicted to rebalance nodes", "not modelled: plugin binpack: nodes are tried by name, not scored", "not modelled: plugin nodeorder: nodes are tried by name, not scored")
+
+
+def test_priority_classes_in_the_list_define_priority_classes() -> None:
+    config, _ = parse_objects([{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"}, "value": 1000}, {"actions": "allocate"}])
+    assert config.priority_classes["high"].value == 1000
 
 
 @pytest.mark.parametrize(
@@ -110,6 +120,19 @@ def test_unknown_actions_and_kinds_are_listed_once_not_refused() -> None:
         ([{"tiers": [{"plugins": [{"name": "gang", "enablePreemptable": "maybe"}]}]}], "plugin gang: enablePreemptable must be true or false"),
         ([{**CONFIGMAP, "data": {"volcano-scheduler.conf": "actions: [unclosed"}}], "data.volcano-scheduler.conf is not YAML"),
         ({"spec": {}}, "a Volcano configuration is a list of Volcano objects"),
+        # misspellings, refused with the word meant
+        ([{"actions": "enqueue, allocate, reclaime"}], "the scheduler configuration: actions: unknown action 'reclaime' (did you mean reclaim?)"),
+        ([{"actions": "reclaim", "tiers": [{"plugins": [{"name": "propotion"}]}]}], "the scheduler configuration: tiers[0]: plugins[0].name: unknown plugin 'propotion' (did you mean proportion?)"),
+        ([{"tiers": [{"plugins": [{"name": "gang", "enablePreemtable": False}]}]}], "the scheduler configuration: unknown field tiers[0].plugins[0].enablePreemtable (did you mean enablePreemptable?)"),
+        ([{"actions": "reclaim", "tires": []}], "the scheduler configuration: unknown field tires (did you mean tiers?)"),
+        ([{"tiers": [{"plugins": [{"name": "capacity", "arguments": {"ancestorReclaimLvl": 1}}]}]}], "plugin capacity: unknown argument 'ancestorReclaimLvl' (did you mean ancestorReclaimLevel?)"),
+        ([queue("q", capabilty={"cpu": 4})], "Queue q: unknown field spec.capabilty (did you mean capability?)"),
+        ([{**queue("q"), "spec": {}, "capability": {"cpu": 4}}], "Queue q: capability is not a field of the object: it belongs under spec"),
+        ([{"apiVersion": QUEUE_API, "kind": "Queu", "metadata": {"name": "q"}}], "unknown kind 'Queu' (did you mean Queue?)"),
+        ([{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}], "unknown kind 'Pod'"),
+        ([{"apiVersion": QUEUE_API, "kind": "PodGroup", "metadata": {"name": "pg"}, "spec": {"minMember": 2}}], "PodGroup pg: a PodGroup is a job: publish it as events"),
+        ([{**CONFIGMAP, "data": {"volcano-scheduler.yaml": "actions: allocate"}}], "carries the scheduler configuration as data.volcano-scheduler.conf (data.volcano-scheduler.yaml: did you mean volcano-scheduler.conf?)"),
+        ([queue("q", parent="reserch"), queue("research")], "Queue q: its parent queue reserch does not exist (did you mean research?)"),
     ],
 )
 def test_what_volcano_refuses_is_refused_with_its_reason(objects: object, reason: str) -> None:

@@ -16,11 +16,11 @@ from __future__ import annotations
 from typing import Any
 
 from preemptd.events import Admitted, DecisionEvent, Evicted
-from preemptd.projections import ParsedConfig, PartitionState, PriorityClass, QueueConfig, Rejected
+from preemptd.projections import ParsedConfig, PartitionState, QueueConfig, Rejected
 
 from .._model import Bounds, Model
 from ._cycle import ADMISSIONS_PER_CYCLE as ADMISSIONS_PER_CYCLE, PREEMPTIONS_PER_CYCLE as PREEMPTIONS_PER_CYCLE, schedule
-from ._objects import KueueConfig, parse_objects
+from ._objects import KueueConfig, claims, parse_objects
 from ._tree import QuotaTree
 
 __all__ = ["MODEL", "ROOT", "KueueConfig", "QuotaTree", "parse_config", "parse_objects"]
@@ -40,7 +40,7 @@ def parse_config(document: Any, partition: str) -> ParsedConfig:
         settings=config,
         warnings=warnings,
         aliases={local: queue for local, queue in config.local_queues.items() if queue in config.cluster_queues},
-        priority_classes={name: PriorityClass(name=name, value=value) for name, value in config.priority_classes.items()},
+        priority_classes=config.priority_classes,
     )
 
 
@@ -96,4 +96,5 @@ MODEL = Model(
     next_wakeup=next_wakeup,
     fold_decision=fold_decision,
     bounds=bounds,
+    claims=claims,
 )

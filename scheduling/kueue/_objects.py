@@ -1,15 +1,18 @@
 """Kueue's objects, as a user pastes them from a cluster, read into one `KueueConfig`.
 
-A configuration is a list of Kubernetes objects (or a `kind: List` with `items`, or one object):
+A configuration is a list of Kubernetes objects (or `kind: List`s of them, or one object):
 ResourceFlavor, Cohort, ClusterQueue, LocalQueue, WorkloadPriorityClass (`kueue.x-k8s.io`, in
-`v1beta2`, the only version Kueue serves since v0.20, or `v1beta1`, still on older clusters; a
-list may mix them) and Kueue's Configuration (`config.kueue.x-k8s.io`). The renames between the
-versions are read both ways: ClusterQueue `spec.cohortName` / `spec.cohort`, Cohort
-`spec.parentName` / `spec.parent`.
+`v1beta2`, the only version Kueue serves since v0.20, or `v1beta1`, still on older clusters;
+Cohorts also in `v1alpha1`, Kueue up to v0.12; a list may mix them), PriorityClass, and Kueue's
+Configuration (`config.kueue.x-k8s.io`), bare or in Kueue's manager ConfigMap. Each version is
+read with its own field names (ClusterQueue `spec.cohortName` in v1beta2, `spec.cohort` before;
+Cohort `spec.parentName` / `spec.parent`; Configuration `fairSharing.enable` in v1beta1 only).
 
-What Kueue's validation refuses is refused with Kueue's reason (`ConfigError`); fields and kinds
-Kueue has that preemptd does not use are listed once as warnings. A cohort named only by a
-ClusterQueue or as a parent exists implicitly, with no quota of its own, as in Kueue.
+Fields are read as strictly as Kueue's API server reads them (see `.._kubernetes`); what
+Kueue's validation refuses is refused with Kueue's reason (`ConfigError`); fields and kinds
+Kueue has that preemptd does not model are one note each, saying what that means for
+decisions. A cohort named only by a ClusterQueue or as a parent exists implicitly, with no
+quota of its own, as in Kueue.
 """
 
 from __future__ import annotations
@@ -21,9 +24,27 @@ from typing import Any, Literal
 
 import msgspec
 
-from preemptd.events import ConfigError, QuantityError, parse_quantity
+from preemptd.events import ConfigError, QuantityError, closest, parse_quantity
+from preemptd.projections import PriorityClass
 
-from .._kubernetes import Fields, Warnings, kubernetes_objects, name_or_none, object_name, shown, unique
+from .._kubernetes import (
+    ANY,
+    CONFIG_MAP,
+    PRIORITY_KINDS,
+    VALUE,
+    Gone,
+    Kind,
+    ObjectReader,
+    Shape,
+    Unmodelled,
+    choice,
+    integer,
+    name_or_none,
+    object_name,
+    object_shape,
+    shown,
+    unique,
+)
 
 __all__ = [
     "ClusterQueue",
@@ -35,14 +56,14 @@ __all__ = [
     "Preemption",
     "Quota",
     "ResourceGroup",
+    "claims",
     "parse_objects",
 ]
 
 _API_GROUP = "kueue.x-k8s.io"
 _CONFIG_GROUP = "config.kueue.x-k8s.io"
-_VERSIONS = ("v1beta1", "v1beta2")
+_VERSIONS = ("v1beta2", "v1beta1")
 _STRATEGIES = (("LessThanOrEqualToFinalShare",), ("LessThanInitialShare",), ("LessThanOrEqualToFinalShare", "LessThanInitialShare"))
-_INT32 = (-(2**31), 2**31 - 1)
 
 WithinClusterQueue = Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"]
 ReclaimWithinCohort = Literal["Never", "LowerPriority", "Any"]
@@ -107,7 +128,7 @@ class KueueConfig(msgspec.Struct, frozen=True, kw_only=True):
     cohorts: dict[str, Cohort] = {}
     cluster_queues: dict[str, ClusterQueue] = {}
     local_queues: dict[str, str] = {}  # namespace/name -> ClusterQueue
-    priority_classes: dict[str, int] = {}
+    priority_classes: dict[str, PriorityClass] = {}
     fair_sharing: FairSharing = FairSharing()
 
     def fair_sharing_in(self, root: str) -> bool:
@@ -124,51 +145,37 @@ FAIR_SHARING_ANNOTATION = "preemptd.io/fair-sharing"
 
 
 def parse_objects(document: Any) -> tuple[KueueConfig, tuple[str, ...]]:
-    """The configuration the objects in `document` make, and warnings worth reporting once."""
+    """The configuration the objects in `document` make, and notes worth reporting once."""
     reader = _Reader()
-    for position, item in enumerate(kubernetes_objects(document, "Kueue", _KINDS), 1):
-        reader.read(item, position)
-    return reader.config(), tuple(reader.warnings)
+    reader.read_all(document)
+    return reader.config(), tuple(reader.notes)
 
 
-class _Reader:
+class _Reader(ObjectReader):
     """Reads one object after another; `config()` checks what needs them all (references)."""
 
+    model = "Kueue"
+    expected = "Kueue objects (ResourceFlavor, Cohort, ClusterQueue, LocalQueue, WorkloadPriorityClass, PriorityClass, Configuration or its ConfigMap)"
+    config_file = "controller_manager_config.yaml"  # in Kueue's manager ConfigMap
+    config_file_is = "Kueue's Configuration"
+
     def __init__(self) -> None:
+        super().__init__()
         self.flavors: list[str] = []
         self.cohorts: dict[str, Cohort] = {}
         self.cluster_queues: dict[str, ClusterQueue] = {}
         self.local_queues: dict[str, str] = {}
-        self.priority_classes: dict[str, int] = {}
-        self.fair_sharing = FairSharing()
-        self.warnings = Warnings()
+        self.fair_sharing: FairSharing | None = None
 
-    def read(self, item: Any, position: int) -> None:
-        if not isinstance(item, dict):
-            raise ConfigError(f"object {position}: expected a Kubernetes object (apiVersion, kind, metadata, spec), got {type(item).__name__}")
-        kind = item.get("kind")
-        name = "" if kind == "Configuration" else object_name(item, position)  # a file, often without metadata
-        where = f"{kind} {name}".strip()
-        group, _, version = str(item.get("apiVersion", "")).partition("/")
-        expected = _CONFIG_GROUP if kind == "Configuration" else _API_GROUP
-        if group != expected or version not in _VERSIONS:
-            if group in (_API_GROUP, _CONFIG_GROUP) or kind in _READERS:
-                raise ConfigError(f"{where}: apiVersion {item.get('apiVersion')!r} is not {expected}/v1beta2 or {expected}/v1beta1")
-            self.warnings.ignore(f"{kind} {name} ({item.get('apiVersion')})")
-            return
-        read = _READERS.get(kind)
-        if read is None:
-            self.warnings.ignore(f"kind {kind}")
-            return
-        read(self, name, item, Fields(where, self.warnings.ignore))
-
+    def name_of(self, kind: str, item: dict[str, Any], position: int) -> str:
+        return "" if kind == "Configuration" else object_name(item, position)  # a file, often without metadata
 
     def config(self) -> KueueConfig:
         for owner in [*self.cluster_queues.values(), *self.cohorts.values()]:
             missing = sorted({f.flavor for g in owner.resource_groups for f in g.flavors} - set(self.flavors))
             if missing:
                 kind = "ClusterQueue" if isinstance(owner, ClusterQueue) else "Cohort"
-                self.warnings.append(f"{kind} {owner.name}: flavor {', '.join(missing)} is not a ResourceFlavor: as in Kueue (FlavorNotFound), that quota admits nothing until it is defined")
+                self.notes.add(f"{kind} {owner.name}: flavor {', '.join(missing)} is not a ResourceFlavor: as in Kueue (FlavorNotFound), that quota admits nothing until it is defined")
         for queue in self.cluster_queues.values():
             if queue.cohort and queue.cohort not in self.cohorts:
                 self.cohorts[queue.cohort] = Cohort(name=queue.cohort, implicit=True)
@@ -177,192 +184,277 @@ class _Reader:
                 self.cohorts[cohort.parent] = Cohort(name=cohort.parent, implicit=True)
         for local, target in self.local_queues.items():
             if target not in self.cluster_queues:
-                self.warnings.append(f"LocalQueue {local} points to ClusterQueue {target}, which is not defined: its workloads stay pending")
+                near = closest(target, self.cluster_queues)
+                hint = f" (did you mean {near}?)" if near else ""
+                self.notes.add(f"LocalQueue {local} points to ClusterQueue {target}{hint}, which is not defined: its workloads stay pending")
         for cycle in _cycles(self.cohorts):
-            self.warnings.append(f"the cohorts {' -> '.join(cycle)} form a cycle: their ClusterQueues admit nothing until it is broken")
+            self.notes.add(f"the cohorts {' -> '.join(cycle)} form a cycle: their ClusterQueues admit nothing until it is broken")
         return KueueConfig(
             flavors=tuple(self.flavors),
             cohorts=dict(sorted(self.cohorts.items())),
             cluster_queues=dict(sorted(self.cluster_queues.items())),
             local_queues=dict(sorted(self.local_queues.items())),
             priority_classes=dict(sorted(self.priority_classes.items())),
-            fair_sharing=self.fair_sharing,
+            fair_sharing=self.fair_sharing or FairSharing(),
         )
 
     # -- one reader per kind --
 
-    def resource_flavor(self, name: str, item: dict[str, Any], fields: Fields) -> None:
-        fields.only(item.get("spec") or {}, "spec", set())  # node labels, taints, tolerations: nodes do not limit admission here
+    def resource_flavor(self, name: str, item: dict[str, Any], where: str) -> None:
         self.flavors.append(unique(name, self.flavors, "ResourceFlavor"))
 
-    def cohort(self, name: str, item: dict[str, Any], fields: Fields) -> None:
-        spec = fields.only(item.get("spec") or {}, "spec", {"parentName", "parent", "resourceGroups", "fairSharing"})
+    def cohort(self, name: str, item: dict[str, Any], where: str) -> None:
+        spec = item.get("spec") or {}
         unique(name, self.cohorts, "Cohort")
-        parent = name_or_none(spec.get("parentName", spec.get("parent")), f"{fields.where}: spec.parentName")
+        parent = name_or_none(spec.get("parentName", spec.get("parent")), f"{where}: spec.parentName")
         self.cohorts[name] = Cohort(
             name=name,
             parent=parent,
-            resource_groups=_resource_groups(spec.get("resourceGroups"), fields, has_cohort=parent is not None),
-            weight=_weight(spec.get("fairSharing"), fields),
-            fair_sharing=_fair_sharing_annotation(item, parent, fields),
+            resource_groups=_resource_groups(spec.get("resourceGroups"), where, has_cohort=parent is not None),
+            weight=_weight(spec.get("fairSharing"), where),
+            fair_sharing=_fair_sharing_annotation(item, parent, where),
         )
 
-    def cluster_queue(self, name: str, item: dict[str, Any], fields: Fields) -> None:
-        spec = fields.only(
-            item.get("spec") or {},
-            "spec",
-            {"cohortName", "cohort", "resourceGroups", "preemption", "flavorFungibility", "fairSharing", "stopPolicy", "queueingStrategy"},
-            ignored={"namespaceSelector", "admissionChecks", "admissionChecksStrategy", "admissionScope"},
-        )
+    def cluster_queue(self, name: str, item: dict[str, Any], where: str) -> None:
+        spec = item.get("spec") or {}
         unique(name, self.cluster_queues, "ClusterQueue")
-        cohort = name_or_none(spec.get("cohortName", spec.get("cohort")), f"{fields.where}: spec.cohortName")
-        fungibility = fields.only(spec.get("flavorFungibility") or {}, "spec.flavorFungibility", {"whenCanBorrow", "whenCanPreempt"})
-        borrow_fungibility = {"Borrow": "MayStopSearch"}.get(fungibility.get("whenCanBorrow"), fungibility.get("whenCanBorrow"))  # v1beta1's names
-        preempt_fungibility = {"Preempt": "MayStopSearch"}.get(fungibility.get("whenCanPreempt"), fungibility.get("whenCanPreempt"))
+        cohort = name_or_none(spec.get("cohortName", spec.get("cohort")), f"{where}: spec.cohortName")
+        fungibility = spec.get("flavorFungibility") or {}
+        v1beta1 = item["apiVersion"].endswith("/v1beta1")
         self.cluster_queues[name] = ClusterQueue(
             name=name,
             cohort=cohort,
-            resource_groups=_resource_groups(spec.get("resourceGroups"), fields, has_cohort=cohort is not None),
-            preemption=_preemption(spec.get("preemption"), fields),
-            when_can_borrow=fields.choice(borrow_fungibility, "spec.flavorFungibility.whenCanBorrow", ("MayStopSearch", "TryNextFlavor")),
-            when_can_preempt=fields.choice(preempt_fungibility, "spec.flavorFungibility.whenCanPreempt", ("TryNextFlavor", "MayStopSearch")),
-            weight=_weight(spec.get("fairSharing"), fields),
-            stop_policy=fields.choice(spec.get("stopPolicy"), "spec.stopPolicy", ("None", "Hold", "HoldAndDrain")),
-            queueing_strategy=fields.choice(spec.get("queueingStrategy"), "spec.queueingStrategy", ("BestEffortFIFO", "StrictFIFO")),
+            resource_groups=_resource_groups(spec.get("resourceGroups"), where, has_cohort=cohort is not None),
+            preemption=_preemption(spec.get("preemption"), where),
+            when_can_borrow=_fungibility(fungibility.get("whenCanBorrow"), where, "whenCanBorrow", "Borrow", "MayStopSearch", v1beta1),
+            when_can_preempt=_fungibility(fungibility.get("whenCanPreempt"), where, "whenCanPreempt", "Preempt", "TryNextFlavor", v1beta1),
+            weight=_weight(spec.get("fairSharing"), where),
+            stop_policy=choice(spec.get("stopPolicy"), where, "spec.stopPolicy", ("None", "Hold", "HoldAndDrain")),
+            queueing_strategy=choice(spec.get("queueingStrategy"), where, "spec.queueingStrategy", ("BestEffortFIFO", "StrictFIFO")),
         )
 
-    def local_queue(self, name: str, item: dict[str, Any], fields: Fields) -> None:
-        spec = fields.only(item.get("spec") or {}, "spec", {"clusterQueue"}, ignored={"stopPolicy", "fairSharing"})
+    def local_queue(self, name: str, item: dict[str, Any], where: str) -> None:
+        spec = item.get("spec") or {}
         namespace = (item.get("metadata") or {}).get("namespace") or "default"
-        target = name_or_none(spec.get("clusterQueue"), f"{fields.where}: spec.clusterQueue")
+        target = name_or_none(spec.get("clusterQueue"), f"{where}: spec.clusterQueue")
         if target is None:
-            raise ConfigError(f"{fields.where}: spec.clusterQueue is required")
+            raise ConfigError(f"{where}: spec.clusterQueue is required")
         key = f"{namespace}/{name}"
         unique(key, self.local_queues, "LocalQueue")
         self.local_queues[key] = target
 
-    def workload_priority_class(self, name: str, item: dict[str, Any], fields: Fields) -> None:
-        fields.only(item, "", {"apiVersion", "kind", "metadata", "value"}, ignored={"description"})
-        value = item.get("value")
-        if not isinstance(value, int) or isinstance(value, bool) or not _INT32[0] <= value <= _INT32[1]:
-            raise ConfigError(f"{fields.where}: value must be a 32-bit integer, got {value!r}")
-        unique(name, self.priority_classes, "WorkloadPriorityClass")
-        self.priority_classes[name] = value
-
-    def configuration(self, name: str, item: dict[str, Any], fields: Fields) -> None:
+    def configuration(self, name: str, item: dict[str, Any], where: str) -> None:
+        if self.fair_sharing is not None:
+            raise ConfigError(f"{where}: a second Kueue Configuration; give one")
         block = item.get("fairSharing")
-        for key in item:
-            if key not in {"apiVersion", "kind", "metadata", "fairSharing"}:
-                fields.ignore(key)
         if block is None:
+            self.fair_sharing = FairSharing()
             return
         version = str(item.get("apiVersion")).rpartition("/")[2]
-        block = fields.only(block, "fairSharing", {"enable", "preemptionStrategies"} if version == "v1beta1" else {"preemptionStrategies"})
         strategies = block.get("preemptionStrategies")
         if strategies is None and version == "v1beta2":
-            raise ConfigError(f"{fields.where}: fairSharing.preemptionStrategies is required")
-        strategies = tuple(strategies) if strategies is not None else _STRATEGIES[2]
+            raise ConfigError(f"{where}: fairSharing.preemptionStrategies is required")
+        strategies = tuple(strategies) if isinstance(strategies, list) else _STRATEGIES[2] if strategies is None else strategies
         if strategies not in _STRATEGIES:
             valid = "; ".join(f"[{', '.join(s)}]" for s in _STRATEGIES)
-            raise ConfigError(f"{fields.where}: fairSharing.preemptionStrategies {list(strategies)} is not one of {valid}")
-        enabled = bool(block.get("enable", False)) if version == "v1beta1" else True
-        self.fair_sharing = FairSharing(enabled=enabled, strategies=strategies)
+            raise ConfigError(f"{where}: fairSharing.preemptionStrategies {shown(strategies)} is not one of {valid}")
+        enable = block.get("enable", False)
+        if not isinstance(enable, bool):
+            raise ConfigError(f"{where}: fairSharing.enable must be true or false, got {shown(enable)}")
+        self.fair_sharing = FairSharing(enabled=enable if version == "v1beta1" else True, strategies=strategies)
+
+    def read_config_file(self, loaded: Any, where: str) -> None:
+        self.read(loaded, 1, where=where)
 
 
-_KINDS = "Kueue objects (ResourceFlavor, Cohort, ClusterQueue, LocalQueue, WorkloadPriorityClass, Configuration)"
+# -- the kinds, in each API version ------------------------------------------------------------
 
-_READERS = {
-    "ResourceFlavor": _Reader.resource_flavor,
-    "Cohort": _Reader.cohort,
-    "ClusterQueue": _Reader.cluster_queue,
-    "LocalQueue": _Reader.local_queue,
-    "WorkloadPriorityClass": _Reader.workload_priority_class,
-    "Configuration": _Reader.configuration,
+_QUOTA = {"name": VALUE, "nominalQuota": VALUE, "borrowingLimit": VALUE, "lendingLimit": VALUE}
+_RESOURCE_GROUPS = [{"coveredResources": VALUE, "flavors": [{"name": VALUE, "resources": [_QUOTA]}]}]
+_FAIR_SHARING = {"weight": VALUE}
+_PREEMPTION = {"withinClusterQueue": VALUE, "reclaimWithinCohort": VALUE, "borrowWithinCohort": {"policy": VALUE, "maxPriorityThreshold": VALUE}}
+_ADMISSION_CHECKS = Unmodelled("admission does not wait for admission checks: a workload that fits is admitted at once", neutral=([], {}))
+
+
+def _cluster_queue(cohort: str, renamed: str, version: str) -> Shape:
+    return object_shape(
+        spec={
+            cohort: VALUE,
+            renamed: Gone(f"{version} names it {cohort}"),
+            "resourceGroups": _RESOURCE_GROUPS,
+            "preemption": _PREEMPTION,
+            "flavorFungibility": {"whenCanBorrow": VALUE, "whenCanPreempt": VALUE},
+            "fairSharing": _FAIR_SHARING,
+            "stopPolicy": VALUE,
+            "queueingStrategy": VALUE,
+            "namespaceSelector": Unmodelled("workloads are admitted whatever their namespace (as with namespaceSelector: {})", neutral=({},)),
+            "admissionChecks": _ADMISSION_CHECKS,
+            "admissionChecksStrategy": _ADMISSION_CHECKS,
+            "admissionScope": Unmodelled("LocalQueue usage does not order workloads (admission fair sharing): priority and creation do"),
+        }
+    )
+
+
+def _cohort(parent: str, renamed: str, version: str) -> Shape:
+    return object_shape(spec={parent: VALUE, renamed: Gone(f"{version} names it {parent}"), "resourceGroups": _RESOURCE_GROUPS, "fairSharing": _FAIR_SHARING})
+
+
+_RESOURCE_FLAVOR = object_shape(
+    spec={
+        "nodeLabels": ANY,  # for the shim's scheduler: admission counts quota, as Kueue's does
+        "nodeTaints": ANY,
+        "tolerations": ANY,
+        "topologyName": Unmodelled("topology-aware scheduling is not modelled: admission counts quota only"),
+    }
+)
+_LOCAL_QUEUE = object_shape(
+    spec={
+        "clusterQueue": VALUE,
+        "stopPolicy": Unmodelled("a held LocalQueue's workloads are still admitted", neutral=("None",)),
+        "fairSharing": Unmodelled("LocalQueue usage does not order workloads (admission fair sharing)"),
+    }
+)
+_NO_EFFECT = (
+    "namespace", "manageJobsWithoutQueueName", "managedJobsNamespaceSelector", "internalCertManagement", "certManagement",
+    "clientConnection", "integrations", "queueVisibility", "webhook", "leaderElection", "metrics", "health", "pprofBindAddress",
+    "controller", "objectRetentionPolicies", "metadata",
+)  # fmt: skip  # what a shim and the cluster do: no bearing on admission or preemption
+
+
+def _configuration(fair_sharing: Shape) -> Shape:
+    return {
+        "apiVersion": VALUE,
+        "kind": VALUE,
+        **dict.fromkeys(_NO_EFFECT, ANY),
+        "fairSharing": fair_sharing,
+        "waitForPodsReady": Unmodelled("workloads are not evicted when their pods are not ready in time", neutral=({"enable": False},)),
+        "admissionFairSharing": Unmodelled("LocalQueue usage does not order workloads (admission fair sharing): priority and creation do"),
+        "resources": Unmodelled("resource transformations and excluded resources are not applied: a workload counts what its tasks ask"),
+        "featureGates": Unmodelled("feature gates are not read: preemptd follows Kueue's defaults (see scheduling/kueue/README.md)", neutral=({},)),
+        "multiKueue": Unmodelled("workloads are not dispatched to worker clusters"),
+    }
+
+
+_RUNTIME = "a {0} is what a shim publishes as events (app.submitted, and its pods as task.submitted or task.bound), not configuration"
+
+_KINDS = {
+    **PRIORITY_KINDS,
+    "ResourceFlavor": Kind(_API_GROUP, {"v1beta2": _RESOURCE_FLAVOR, "v1beta1": _RESOURCE_FLAVOR}, _Reader.resource_flavor),
+    "Cohort": Kind(
+        _API_GROUP,
+        {
+            "v1beta2": _cohort("parentName", "parent", "v1beta2"),
+            "v1beta1": _cohort("parent", "parentName", "v1beta1"),
+            "v1alpha1": _cohort("parent", "parentName", "v1alpha1"),
+        },
+        _Reader.cohort,
+    ),
+    "ClusterQueue": Kind(
+        _API_GROUP, {"v1beta2": _cluster_queue("cohortName", "cohort", "v1beta2"), "v1beta1": _cluster_queue("cohort", "cohortName", "v1beta1")}, _Reader.cluster_queue
+    ),
+    "LocalQueue": Kind(_API_GROUP, {"v1beta2": _LOCAL_QUEUE, "v1beta1": _LOCAL_QUEUE}, _Reader.local_queue),
+    "Configuration": Kind(
+        _CONFIG_GROUP,
+        {
+            "v1beta2": _configuration({"preemptionStrategies": VALUE, "enable": Gone("v1beta2 has no enable: the fairSharing block itself turns fair sharing on (leave it out to keep it off)")}),
+            "v1beta1": _configuration({"enable": VALUE, "preemptionStrategies": VALUE}),
+        },
+        _Reader.configuration,
+    ),
+    "ConfigMap": CONFIG_MAP,
+    "AdmissionCheck": Kind(_API_GROUP, dict.fromkeys(_VERSIONS, object_shape(spec=ANY)), meaning="admission does not wait for admission checks"),
+    "ProvisioningRequestConfig": Kind(_API_GROUP, dict.fromkeys(_VERSIONS, object_shape(spec=ANY)), meaning="admission does not wait for provisioning requests"),
+    "MultiKueueConfig": Kind(_API_GROUP, dict.fromkeys(("v1beta2", "v1beta1", "v1alpha1"), object_shape(spec=ANY)), meaning="workloads are not dispatched to worker clusters"),
+    "MultiKueueCluster": Kind(_API_GROUP, dict.fromkeys(("v1beta2", "v1beta1", "v1alpha1"), object_shape(spec=ANY)), meaning="workloads are not dispatched to worker clusters"),
+    "Topology": Kind(_API_GROUP, dict.fromkeys(("v1beta2", "v1beta1", "v1alpha1"), object_shape(spec=ANY)), meaning="topology-aware scheduling is not modelled"),
+    "Workload": Kind(_API_GROUP, dict.fromkeys(_VERSIONS, object_shape(spec=ANY)), refusal=_RUNTIME.format("Workload")),
 }
+_Reader.kinds = _KINDS
+claims = _Reader.claims
 
 
-def _fair_sharing_annotation(item: dict[str, Any], parent: str | None, fields: Fields) -> bool:
+def _fungibility(value: Any, where: str, field: str, old: str, default: str, v1beta1: bool) -> str:
+    """A flavorFungibility value; v1beta1 also says `Borrow` / `Preempt` for MayStopSearch."""
+    allowed = (default, *({"MayStopSearch", "TryNextFlavor"} - {default}))
+    if v1beta1 and value == old:
+        return "MayStopSearch"
+    return choice(value, where, f"spec.flavorFungibility.{field}", (*allowed, old) if v1beta1 else allowed)
+
+
+def _fair_sharing_annotation(item: dict[str, Any], parent: str | None, where: str) -> bool:
     annotations = (item.get("metadata") or {}).get("annotations") or {}
     value = annotations.get(FAIR_SHARING_ANNOTATION) if isinstance(annotations, dict) else None
     if value is None:
         return False
     if value not in ("true", "false"):
-        raise ConfigError(f"{fields.where}: annotation {FAIR_SHARING_ANNOTATION} must be \"true\" or \"false\", got {shown(value)}")
+        raise ConfigError(f"{where}: annotation {FAIR_SHARING_ANNOTATION} must be \"true\" or \"false\", got {shown(value)}")
     if value == "true" and parent is not None:
-        raise ConfigError(f"{fields.where}: annotation {FAIR_SHARING_ANNOTATION} turns fair sharing on for a whole cohort tree: put it on the root cohort, not on one with parent {parent}")
+        raise ConfigError(f"{where}: annotation {FAIR_SHARING_ANNOTATION} turns fair sharing on for a whole cohort tree: put it on the root cohort, not on one with parent {parent}")
     return value == "true"
 
 
-def _weight(block: Any, fields: Fields) -> float:
-    block = fields.only(block or {}, "spec.fairSharing", {"weight"})
-    if "weight" not in block:
+def _weight(block: Any, where: str) -> float:
+    if block is None or block.get("weight") is None:
         return 1.0
     value = block["weight"]
     try:  # a Kubernetes quantity: 2, "0.5", "1e-9", "500m"
         weight = float(Decimal(str(value))) if not isinstance(value, bool) else math.nan
-    except InvalidOperation:
+    except (InvalidOperation, ArithmeticError):
         try:
             weight = parse_quantity("cpu", value) / 1000
         except QuantityError as exc:
-            raise ConfigError(f"{fields.where}: spec.fairSharing.weight: {exc}") from None
+            raise ConfigError(f"{where}: spec.fairSharing.weight: {exc}") from None
     if not 0 <= weight < math.inf:
-        raise ConfigError(f"{fields.where}: spec.fairSharing.weight must be a number of at least 0, got {value!r}")
+        raise ConfigError(f"{where}: spec.fairSharing.weight must be a number of at least 0, got {shown(value)}")
     if 0 < weight < 1e-9:
-        raise ConfigError(f"{fields.where}: spec.fairSharing.weight must be 0 or above 1e-9")
+        raise ConfigError(f"{where}: spec.fairSharing.weight must be 0 or above 1e-9")
     return weight
 
 
-def _preemption(block: Any, fields: Fields) -> Preemption:
-    block = fields.only(block or {}, "spec.preemption", {"withinClusterQueue", "reclaimWithinCohort", "borrowWithinCohort"})
-    borrow = fields.only(block.get("borrowWithinCohort") or {}, "spec.preemption.borrowWithinCohort", {"policy", "maxPriorityThreshold"})
+def _preemption(block: Any, where: str) -> Preemption:
+    block = block or {}
+    borrow = block.get("borrowWithinCohort") or {}
     threshold = borrow.get("maxPriorityThreshold")
-    if threshold is not None and (not isinstance(threshold, int) or isinstance(threshold, bool) or not _INT32[0] <= threshold <= _INT32[1]):
-        raise ConfigError(f"{fields.where}: spec.preemption.borrowWithinCohort.maxPriorityThreshold must be a 32-bit integer, got {threshold!r}")
     preemption = Preemption(
-        within_cluster_queue=fields.choice(block.get("withinClusterQueue"), "spec.preemption.withinClusterQueue", ("Never", "LowerPriority", "LowerOrNewerEqualPriority")),
-        reclaim_within_cohort=fields.choice(block.get("reclaimWithinCohort"), "spec.preemption.reclaimWithinCohort", ("Never", "LowerPriority", "Any")),
-        borrow_within_cohort=fields.choice(borrow.get("policy"), "spec.preemption.borrowWithinCohort.policy", ("Never", "LowerPriority")),
-        max_priority_threshold=threshold,
+        within_cluster_queue=choice(block.get("withinClusterQueue"), where, "spec.preemption.withinClusterQueue", ("Never", "LowerPriority", "LowerOrNewerEqualPriority")),
+        reclaim_within_cohort=choice(block.get("reclaimWithinCohort"), where, "spec.preemption.reclaimWithinCohort", ("Never", "LowerPriority", "Any")),
+        borrow_within_cohort=choice(borrow.get("policy"), where, "spec.preemption.borrowWithinCohort.policy", ("Never", "LowerPriority")),
+        max_priority_threshold=None if threshold is None else integer(threshold, f"{where}: spec.preemption.borrowWithinCohort.maxPriorityThreshold"),
     )
     if preemption.reclaim_within_cohort == "Never" and preemption.borrow_within_cohort != "Never":
-        raise ConfigError(f"{fields.where}: spec.preemption: reclaimWithinCohort=Never and borrowWithinCohort.Policy!=Never")
+        raise ConfigError(f"{where}: spec.preemption: reclaimWithinCohort=Never and borrowWithinCohort.Policy!=Never")
     return preemption
 
 
-def _resource_groups(groups: Any, fields: Fields, *, has_cohort: bool) -> tuple[ResourceGroup, ...]:
+def _resource_groups(groups: Any, where: str, *, has_cohort: bool) -> tuple[ResourceGroup, ...]:
     if groups is None:
         return ()
-    if not isinstance(groups, list):
-        raise ConfigError(f"{fields.where}: spec.resourceGroups must be a list")
-    parsed = tuple(_resource_group(group, index, fields, has_cohort) for index, group in enumerate(groups))
-    _check_disjoint(parsed, fields.where)
+    parsed = tuple(_resource_group(group, index, where, has_cohort) for index, group in enumerate(groups))
+    _check_disjoint(parsed, where)
     return parsed
 
 
-def _resource_group(group: Any, index: int, fields: Fields, has_cohort: bool) -> ResourceGroup:
+def _resource_group(group: dict[str, Any], index: int, where: str, has_cohort: bool) -> ResourceGroup:
     path = f"spec.resourceGroups[{index}]"
-    group = fields.only(group, path, {"coveredResources", "flavors"})
     covered = group.get("coveredResources") or []
     if not isinstance(covered, list) or not all(isinstance(name, str) and name for name in covered):
-        raise ConfigError(f"{fields.where}: {path}.coveredResources must be a list of resource names")
+        raise ConfigError(f"{where}: {path}.coveredResources must be a list of resource names")
     covered = tuple(covered)
     flavors = []
     for number, flavor in enumerate(group.get("flavors") or ()):
-        flavor = fields.only(flavor, f"{path}.flavors[{number}]", {"name", "resources"})
         resources = flavor.get("resources") or []
-        names = tuple(r.get("name") if isinstance(r, dict) else None for r in resources)
+        names = tuple(r.get("name") for r in resources)
         if names != covered:
-            raise ConfigError(f"{fields.where}: {path}.flavors[{number}].resources must list the coveredResources {list(covered)} in that order, got {list(names)}")
-        quotas = {r["name"]: _quota(r, f"{path}.flavors[{number}].resources[{i}]", fields, has_cohort) for i, r in enumerate(resources)}
-        name = name_or_none(flavor.get("name"), f"{fields.where}: {path}.flavors[{number}].name")
+            raise ConfigError(f"{where}: {path}.flavors[{number}].resources must list the coveredResources {list(covered)} in that order, got {list(names)}")
+        quotas = {r["name"]: _quota(r, f"{path}.flavors[{number}].resources[{i}]", where, has_cohort) for i, r in enumerate(resources)}
+        name = name_or_none(flavor.get("name"), f"{where}: {path}.flavors[{number}].name")
         if name is None:
-            raise ConfigError(f"{fields.where}: {path}.flavors[{number}].name is required")
+            raise ConfigError(f"{where}: {path}.flavors[{number}].name is required")
         flavors.append(FlavorQuotas(name, quotas))
     return ResourceGroup(covered, tuple(flavors))
 
 
-def _quota(resource: dict[str, Any], path: str, fields: Fields, has_cohort: bool) -> Quota:
-    fields.only(resource, path, {"name", "nominalQuota", "borrowingLimit", "lendingLimit"})
+def _quota(resource: dict[str, Any], path: str, where: str, has_cohort: bool) -> Quota:
     name = resource["name"]
 
     def amount(key: str) -> int | None:
@@ -371,15 +463,17 @@ def _quota(resource: dict[str, Any], path: str, fields: Fields, has_cohort: bool
         try:
             return parse_quantity(name, resource[key])
         except QuantityError as exc:
-            raise ConfigError(f"{fields.where}: {path}.{key}: {exc}") from None
+            raise ConfigError(f"{where}: {path}.{key}: {exc}") from None
 
-    nominal, borrowing, lending = amount("nominalQuota") or 0, amount("borrowingLimit"), amount("lendingLimit")
+    nominal, borrowing, lending = amount("nominalQuota"), amount("borrowingLimit"), amount("lendingLimit")
+    if nominal is None:
+        raise ConfigError(f"{where}: {path}.nominalQuota is required (the quota of {name} in this flavor)")
     for key, value in (("borrowingLimit", borrowing), ("lendingLimit", lending)):
         if value is not None and not has_cohort:
-            missing = "parent" if fields.where.startswith("Cohort") else "cohort"
-            raise ConfigError(f"{fields.where}: {path}.{key}: must be nil when {missing} is empty")
+            missing = "parent" if where.startswith("Cohort") else "cohort"
+            raise ConfigError(f"{where}: {path}.{key}: must be nil when {missing} is empty")
     if lending is not None and lending > nominal:
-        raise ConfigError(f"{fields.where}: {path}.lendingLimit: must be less than or equal to the nominalQuota")
+        raise ConfigError(f"{where}: {path}.lendingLimit: must be less than or equal to the nominalQuota")
     return Quota(nominal, borrowing, lending)
 
 

@@ -26,7 +26,7 @@ from preemptd.projections import ParsedConfig, PartitionState, QueueConfig
 
 from .._model import Bounds, Model
 from ._cycle import BLOCKED_PER_CYCLE as BLOCKED_PER_CYCLE, schedule
-from ._objects import Queue, VolcanoConfig, parse_objects
+from ._objects import Queue, VolcanoConfig, claims, parse_objects
 
 __all__ = ["MODEL", "VolcanoConfig", "parse_config", "parse_objects"]
 
@@ -44,7 +44,7 @@ def parse_config(document: Any, partition: str) -> ParsedConfig:
         below = tuple(node(child) for child in children.get(queue.name, ()))
         return QueueConfig(name=queue.name, path=queue.name, children=below, is_parent=bool(below) or queue.name == "root")
 
-    return ParsedConfig(root=node(config.queues["root"]), settings=config, warnings=warnings)
+    return ParsedConfig(root=node(config.queues["root"]), settings=config, warnings=warnings, priority_classes=config.priority_classes)
 
 
 def next_wakeup(partition: PartitionState, now: int) -> int | None:
@@ -57,4 +57,4 @@ def bounds(partition: PartitionState) -> Bounds:
     return {name: (dict(queue.deserved or queue.guarantee or {}), dict(queue.capability) if queue.capability is not None else None) for name, queue in config.queues.items()}
 
 
-MODEL = Model(name="volcano", parse_config=parse_config, schedule=schedule, next_wakeup=next_wakeup, bounds=bounds)
+MODEL = Model(name="volcano", parse_config=parse_config, schedule=schedule, next_wakeup=next_wakeup, bounds=bounds, claims=claims)

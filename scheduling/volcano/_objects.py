@@ -1,6 +1,6 @@
 """Volcano's configuration, as a user pastes it from a cluster, read into one `VolcanoConfig`.
 
-A configuration is a list of Kubernetes objects (or a `kind: List`, or one object):
+A configuration is a list of Kubernetes objects (or `kind: List`s of them, or one object):
 
 - Queues (`scheduling.volcano.sh/v1beta1`): `spec.weight`, `capability`, `deserved`,
   `guarantee.resource`, `reclaimable`, `priority`, `parent` (hierarchical queues), and
@@ -10,12 +10,15 @@ A configuration is a list of Kubernetes objects (or a `kind: List`, or one objec
   switches and `arguments`) and `configurations` (arguments per action); or the ConfigMap
   that carries that file (`data: {volcano-scheduler.conf: "..."}`).
 
+- PriorityClass objects, which jobs name as their `priority_class`.
+
 Without a scheduler configuration, Volcano's default applies (`enqueue, allocate, backfill`
-and its two default tiers). A switch left out is on, as Volcano loads it (`enableHierarchy`
-excepted). The queues `root` and `default` exist even when not given, as Volcano creates them.
-Plugins, actions and fields preemptd does not use are listed once as warnings, never refused;
-what Volcano's admission webhook refuses (a weight below 1, a deserved or guarantee above the
-capability) is refused with its reason.
+and its two default tiers), which preempts nothing: a note says so. A switch left out is on, as
+Volcano loads it (`enableHierarchy` excepted). The queues `root` and `default` exist even when
+not given, as Volcano creates them. Fields, actions and plugins Volcano does not have are
+refused with the closest known one; those Volcano has and preemptd does not model are one note
+each, saying what that means for decisions; what Volcano's admission webhook refuses (a weight
+below 1, a deserved or guarantee above the capability) is refused with its reason.
 """
 
 from __future__ import annotations
@@ -24,14 +27,28 @@ from typing import Any
 
 import msgspec
 
-from preemptd.events import MAX_DEPTH, ConfigError, QuantityError, parse_quantity
+from preemptd.events import MAX_DEPTH, ConfigError, QuantityError, closest, cut_text, parse_quantity
+from preemptd.projections import PriorityClass
 
-from .._kubernetes import Fields, Warnings, kubernetes_objects, name_or_none, object_name, shown, unique
+from .._kubernetes import (
+    ANY,
+    CONFIG_MAP,
+    PRIORITY_KINDS,
+    VALUE,
+    Kind,
+    ObjectReader,
+    Unmodelled,
+    check_shape,
+    choice,
+    integer,
+    name_or_none,
+    object_shape,
+    shown,
+    unique,
+)
 
-__all__ = ["ACTIONS", "PLUGINS", "Plugin", "Queue", "SchedulerConf", "VolcanoConfig", "parse_objects"]
+__all__ = ["ACTIONS", "PLUGINS", "Plugin", "Queue", "SchedulerConf", "VolcanoConfig", "claims", "parse_objects"]
 
-_QUEUE_API = "scheduling.volcano.sh/v1beta1"
-_KINDS = "Volcano objects (Queue, and the scheduler configuration or its ConfigMap)"
 _CONF_FILE = "volcano-scheduler.conf"
 
 #: The actions preemptd runs, in the order a configuration lists them.
@@ -96,37 +113,31 @@ DEFAULT_CONF = SchedulerConf(
 class VolcanoConfig(msgspec.Struct, frozen=True, kw_only=True):
     queues: dict[str, Queue] = {}
     scheduler: SchedulerConf = DEFAULT_CONF
+    priority_classes: dict[str, PriorityClass] = {}
 
 
 def parse_objects(document: Any) -> tuple[VolcanoConfig, tuple[str, ...]]:
-    """The configuration the objects in `document` make, and warnings worth reporting once."""
+    """The configuration the objects in `document` make, and notes worth reporting once."""
     reader = _Reader()
-    for position, item in enumerate(kubernetes_objects(document, "Volcano", _KINDS), 1):
-        reader.read(item, position)
-    return reader.config(), tuple(reader.warnings)
+    reader.read_all(document)
+    return reader.config(), tuple(reader.notes)
 
 
-class _Reader:
+class _Reader(ObjectReader):
+    model = "Volcano"
+    expected = "Volcano objects (Queue, PriorityClass, and the scheduler configuration or its ConfigMap)"
+    config_file = "volcano-scheduler.conf"
+    config_file_is = "the scheduler configuration"
+
     def __init__(self) -> None:
+        super().__init__()
         self.queues: dict[str, Queue] = {}
         self.scheduler: SchedulerConf | None = None
-        self.warnings = Warnings()
 
-    def read(self, item: Any, position: int) -> None:
-        if not isinstance(item, dict):
-            raise ConfigError(f"object {position}: expected a Kubernetes object or the scheduler configuration, got {type(item).__name__}")
-        if "kind" not in item and ("actions" in item or "tiers" in item):
-            return self._scheduler(item, "the scheduler configuration")
-        kind, name = item.get("kind"), object_name(item, position)
-        fields = Fields(f"{kind} {name}", self.warnings.ignore)
-        if kind == "Queue":
-            if item.get("apiVersion") != _QUEUE_API:
-                raise ConfigError(f"Queue {name}: apiVersion {shown(item.get('apiVersion'))} is not {_QUEUE_API}")
-            return self._queue(name, item, fields)
-        if kind == "ConfigMap" and isinstance(item.get("data"), dict) and _CONF_FILE in item["data"]:
-            return self._scheduler(_conf_file(item["data"][_CONF_FILE], name), f"ConfigMap {name}")
-        self.warnings.ignore(f"{kind} {name} ({item.get('apiVersion')})")
-        return None
+    def kindless(self, item: dict[str, Any], position: int) -> None:
+        if not {"actions", "tiers", "configurations"} & set(item):
+            super().kindless(item, position)
+        self._scheduler(item, "the scheduler configuration")
 
     def config(self) -> VolcanoConfig:
         queues = dict(self.queues)
@@ -134,75 +145,184 @@ class _Reader:
             queues.setdefault(implicit, Queue(name=implicit, implicit=True))
         for queue in queues.values():
             if queue.parent is not None and queue.parent not in queues:
-                raise ConfigError(f"Queue {queue.name}: its parent queue {queue.parent} does not exist")
+                near = closest(queue.parent, queues)
+                raise ConfigError(f"Queue {queue.name}: its parent queue {queue.parent} does not exist" + (f" (did you mean {near}?)" if near else ""))
             _no_cycle(queue, queues)
-        return VolcanoConfig(queues=dict(sorted(queues.items())), scheduler=self.scheduler or DEFAULT_CONF)
+        if self.scheduler is None:
+            self.notes.add(
+                "no scheduler configuration (volcano-scheduler.conf or its ConfigMap): Volcano's default applies, "
+                f"actions {', '.join(DEFAULT_CONF.actions)}: no preempt or reclaim action, nothing will be preempted"
+            )
+        return VolcanoConfig(queues=dict(sorted(queues.items())), scheduler=self.scheduler or DEFAULT_CONF, priority_classes=dict(sorted(self.priority_classes.items())))
 
-    def _queue(self, name: str, item: dict[str, Any], fields: Fields) -> None:
+    def queue(self, name: str, item: dict[str, Any], where: str) -> None:
         unique(name, self.queues, "Queue")
-        fields.only(item, "", {"apiVersion", "kind", "metadata", "spec", "status"})
-        spec = fields.only(
-            item.get("spec") or {},
-            "spec",
-            {"weight", "capability", "deserved", "guarantee", "reclaimable", "priority", "parent"},
-            ignored={"affinity", "type", "extendClusters"},
-        )
-        status = fields.only(item.get("status") or {}, "status", {"state"})
+        spec, status = item.get("spec") or {}, item.get("status") or {}
         weight = spec.get("weight", 1)
         if not isinstance(weight, int) or isinstance(weight, bool) or weight < 1:
-            raise ConfigError(f"{fields.where}: queue weight must be a positive integer, got {shown(weight)}")
-        guarantee = fields.only(spec.get("guarantee") or {}, "spec.guarantee", {"resource"})
+            raise ConfigError(f"{where}: queue weight must be a positive integer, got {shown(weight)}")
         queue = Queue(
             name=name,
             weight=weight,
-            capability=_resources(spec.get("capability"), f"{fields.where}: spec.capability"),
-            deserved=_resources(spec.get("deserved"), f"{fields.where}: spec.deserved"),
-            guarantee=_resources(guarantee.get("resource"), f"{fields.where}: spec.guarantee.resource"),
-            reclaimable=_flag(spec.get("reclaimable", True), f"{fields.where}: spec.reclaimable"),
-            priority=_integer(spec.get("priority", 0), f"{fields.where}: spec.priority"),
-            parent=None if name == "root" else name_or_none(spec.get("parent"), f"{fields.where}: spec.parent"),
-            closed=fields.choice(status.get("state"), "status.state", ("Open", "Closed", "Closing", "Unknown")) in ("Closed", "Closing"),
+            capability=_resources(spec.get("capability"), f"{where}: spec.capability"),
+            deserved=_resources(spec.get("deserved"), f"{where}: spec.deserved"),
+            guarantee=_resources((spec.get("guarantee") or {}).get("resource"), f"{where}: spec.guarantee.resource"),
+            reclaimable=_flag(spec.get("reclaimable", True), f"{where}: spec.reclaimable"),
+            priority=integer(spec.get("priority"), f"{where}: spec.priority"),
+            parent=None if name == "root" else name_or_none(spec.get("parent"), f"{where}: spec.parent"),
+            closed=choice(status.get("state") if isinstance(status, dict) else None, where, "status.state", ("Open", "Closed", "Closing", "Unknown")) in ("Closed", "Closing"),
         )
         for bound in ("deserved", "guarantee"):
-            _within_capability(queue, bound, fields.where)
+            _within_capability(queue, bound, where)
         self.queues[name] = queue
+
+    def read_config_file(self, loaded: Any, where: str) -> None:
+        self._scheduler(loaded, where)
 
     def _scheduler(self, conf: Any, where: str) -> None:
         if self.scheduler is not None:
             raise ConfigError(f"{where}: a second scheduler configuration; give one")
-        fields = Fields(where, self.warnings.ignore)
-        conf = fields.only(conf, "", {"actions", "tiers", "configurations"})
-        actions = _actions(conf.get("actions"), where, self.warnings.ignore)
+        if not isinstance(conf, dict):
+            raise ConfigError(f"{where} must be a mapping (actions, tiers, configurations), got {shown(conf)}")
+        check_shape(conf, _CONF, "scheduler configuration", where, self.notes)
+        actions = self._actions(conf.get("actions"), where)
         tiers = tuple(self._tier(tier, f"{where}: tiers[{i}]") for i, tier in enumerate(conf.get("tiers") or []))
         configurations: dict[str, dict[str, Any]] = {}
         for i, entry in enumerate(conf.get("configurations") or []):
-            entry = fields.only(entry, f"configurations[{i}]", {"name", "arguments"})
             action = name_or_none(entry.get("name"), f"{where}: configurations[{i}].name")
             if action is None:
                 raise ConfigError(f"{where}: configurations[{i}].name is required")
-            configurations[action] = _arguments(entry.get("arguments"), f"action {action}", ACTION_ARGUMENTS.get(action, set()), fields)
+            self._known(action, ACTIONS, _UNMODELLED_ACTIONS, "action", f"{where}: configurations[{i}].name")
+            configurations[action] = self._arguments(entry.get("arguments"), f"action {action}", ACTION_ARGUMENTS.get(action, set()), where)
         self.scheduler = SchedulerConf(actions=actions, tiers=tuple(t for t in tiers if t), configurations=configurations)
 
-    def _tier(self, tier: Any, where: str) -> tuple[Plugin, ...]:
-        fields = Fields(where, self.warnings.ignore)
-        tier = fields.only(tier, "", {"plugins"})
+    def _tier(self, tier: dict[str, Any], where: str) -> tuple[Plugin, ...]:
         plugins: list[Plugin] = []
         for i, plugin in enumerate(tier.get("plugins") or []):
-            plugin = fields.only(plugin, f"plugins[{i}]", {"name", "arguments", *SWITCHES})
             name = name_or_none(plugin.get("name"), f"{where}: plugins[{i}].name")
             if name is None:
                 raise ConfigError(f"{where}: plugins[{i}].name is required")
-            if name not in PLUGINS:
-                self.warnings.ignore(f"plugin {name}")
+            if not self._known(name, PLUGINS, _UNMODELLED_PLUGINS, "plugin", f"{where}: plugins[{i}].name"):
                 continue
             switches = {key: _flag(value, f"{where}: plugin {name}: {key}") for key, value in plugin.items() if key in SWITCHES}
-            arguments = _arguments(plugin.get("arguments"), f"plugin {name}", PLUGIN_ARGUMENTS.get(name, set()), fields)
+            arguments = self._arguments(plugin.get("arguments"), f"plugin {name}", PLUGIN_ARGUMENTS.get(name, set()), where)
             if "ancestorReclaimLevel" in arguments:
                 level = arguments["ancestorReclaimLevel"]
                 if not isinstance(level, int) or isinstance(level, bool) or not 0 <= level <= MAX_DEPTH:
                     raise ConfigError(f"{where}: plugin {name}: ancestorReclaimLevel must be an integer from 0 to {MAX_DEPTH}, got {shown(level)}")
             plugins.append(Plugin(name=name, switches=switches, arguments=arguments))
         return tuple(plugins)
+
+    def _actions(self, value: Any, where: str) -> tuple[str, ...]:
+        if value is None:
+            return DEFAULT_CONF.actions
+        if not isinstance(value, str):
+            raise ConfigError(
+                f'{where}: actions must be Volcano\'s comma-separated string, such as "enqueue, allocate, preempt, reclaim, backfill"; got {shown(value)}'
+            )
+        actions: list[str] = []
+        for action in (part.strip() for part in value.split(",")):
+            if not action or not self._known(action, ACTIONS, _UNMODELLED_ACTIONS, "action", f"{where}: actions"):
+                continue
+            if action in actions:
+                raise ConfigError(f"{where}: action {action} is listed twice")
+            actions.append(action)
+        return tuple(actions)
+
+    def _known(self, name: str, modelled: tuple[str, ...], unmodelled: dict[str, str], what: str, where: str) -> bool:
+        """Whether the `what` (action, plugin) `name` is modelled; a note if Volcano has it and
+        preemptd does not model it; refused if Volcano does not have it either."""
+        if name in modelled:
+            return True
+        if name in unmodelled:
+            self.notes.add(f"not modelled: {what} {name}: {unmodelled[name]}")
+            return False
+        near = closest(name, [*modelled, *unmodelled])
+        hint = f"did you mean {near}?" if near else f"Volcano's {what}s: {', '.join(sorted([*modelled, *unmodelled]))}"
+        raise ConfigError(f"{where}: unknown {what} {shown(name)} ({hint})")
+
+    def _arguments(self, value: Any, owner: str, known: set[str], where: str) -> dict[str, Any]:
+        """`value`, a mapping of arguments: those preemptd reads; one close to those is refused
+        as a misspelling, the others are a note each (arguments are free-form in Volcano)."""
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: {owner} arguments must be a mapping, got {shown(value)}")
+        for key in value:
+            if key in known:
+                continue
+            near = closest(str(key), known)
+            if near is not None:
+                raise ConfigError(f"{where}: {owner}: unknown argument {shown(key)} (did you mean {near}?)")
+            self.notes.add(f"not modelled: {owner} argument {cut_text(str(key), 100)}: preemptd does not read it")
+        return {key: item for key, item in value.items() if key in known}
+
+
+_PLUGIN = {"name": VALUE, "arguments": ANY, **dict.fromkeys(SWITCHES, VALUE)}
+_CONF = {
+    "actions": VALUE,
+    "tiers": [{"plugins": [_PLUGIN]}],
+    "configurations": [{"name": VALUE, "arguments": ANY}],
+    "metrics": ANY,  # where the scheduler's metrics go: no bearing on decisions
+}
+_QUEUE = object_shape(
+    spec={
+        "weight": VALUE,
+        "capability": ANY,
+        "deserved": ANY,
+        "guarantee": {"resource": ANY},
+        "reclaimable": VALUE,
+        "priority": VALUE,
+        "parent": VALUE,
+        "affinity": Unmodelled("node affinity does not restrict where the queue's tasks go: nodes are tried by name"),
+        "type": Unmodelled("the queue type is not read"),
+        "extendClusters": Unmodelled("jobs are not dispatched to other clusters"),
+        "dequeueStrategy": Unmodelled("jobs leave the queue in Volcano's default order (priority, then gang, then age)"),
+    }
+)
+_NODE_SCORING = "nodes are tried by name, not scored"
+_UNMODELLED_PLUGINS = {
+    "drf": "its dominant-resource shares do not order jobs and do not vote on victims",
+    "overcommit": "enqueue lets a job in against the queue's capability, without an overcommit factor",
+    "binpack": _NODE_SCORING,
+    "nodeorder": _NODE_SCORING,
+    "numaaware": _NODE_SCORING,
+    "usage": _NODE_SCORING,
+    "resource-strategy-fit": _NODE_SCORING,
+    "task-topology": _NODE_SCORING,
+    "network-topology-aware": "network topology does not constrain placement or preemption",
+    "nodegroup": "node groups do not restrict where a queue's tasks go",
+    "sla": "jobs waiting past an SLA are not moved ahead",
+    "tdm": "time-division multiplexed nodes are not modelled",
+    "pdb": "PodDisruptionBudgets do not protect victims",
+    "resourcequota": "namespace ResourceQuotas do not hold jobs back at enqueue",
+    "extender": "no scheduler extender is called",
+    "cdp": "cooldown protection does not spare recently started victims",
+    "rescheduling": "nothing is evicted to rebalance nodes",
+    "deviceshare": "shared devices (GPU sharing) are counted as whole resources",
+    "hdrf": "hierarchical DRF is not modelled",
+    "capacity-card": "card-based capacity is not modelled",
+}
+_UNMODELLED_ACTIONS = {
+    "shuffle": "nothing is evicted to rebalance nodes",
+    "gangpreempt": "gang-level preemption is not modelled: use preempt",
+    "gangreclaim": "gang-level reclaim is not modelled: use reclaim",
+}
+_RUNTIME = "a {0} is a job: publish it as events (app.submitted with queue, priority_class and min_available; its pods as task.submitted), not configuration"
+
+_Reader.kinds = {
+    **PRIORITY_KINDS,
+    "Queue": Kind("scheduling.volcano.sh", {"v1beta1": _QUEUE}, _Reader.queue),
+    "ConfigMap": CONFIG_MAP,
+    "PodGroup": Kind("scheduling.volcano.sh", {"v1beta1": object_shape(spec=ANY)}, refusal=_RUNTIME.format("PodGroup")),
+    "Job": Kind("batch.volcano.sh", {"v1alpha1": object_shape(spec=ANY)}, refusal=_RUNTIME.format("Volcano Job")),
+    "HyperNode": Kind("topology.volcano.sh", {"v1alpha1": object_shape(spec=ANY)}, meaning="network topology does not constrain placement or preemption"),
+}
+
+
+def claims(item: Any) -> bool:
+    """Whether `item` is Volcano's: one of its objects, or the bare scheduler configuration."""
+    return _Reader.claims(item) or (isinstance(item, dict) and "kind" not in item and bool({"actions", "tiers"} & set(item)))
 
 
 def _no_cycle(queue: Queue, queues: dict[str, Queue]) -> None:
@@ -211,80 +331,6 @@ def _no_cycle(queue: Queue, queues: dict[str, Queue]) -> None:
         if parent in seen:
             raise ConfigError(f"Queue {queue.name}: its parents make a cycle: {' -> '.join([*seen, parent])}")
         seen.append(parent)
-
-
-def _arguments(value: Any, owner: str, known: set[str], fields: Fields) -> dict[str, Any]:
-    """`value`, a mapping of arguments; those preemptd does not use are listed as ignored."""
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ConfigError(f"{fields.where}: {owner} arguments must be a mapping, got {type(value).__name__}")
-    for key in value:
-        if key not in known:
-            fields.ignore(f"{owner} argument {key}")
-    return {key: item for key, item in value.items() if key in known}
-
-
-def _conf_file(text: Any, configmap: str) -> Any:
-    """The file's YAML, read by PyYAML's pure-Python loader: a shim may send anything, and text
-    nested too deep ends there in a RecursionError (libyaml, under msgspec.yaml, crashes the
-    process); nesting deeper than events may, or an alias to itself, is refused."""
-    import yaml  # here: only a ConfigMap needs it, and every command would load it
-
-    where = f"ConfigMap {configmap}: data.{_CONF_FILE}"
-    if not isinstance(text, str):
-        raise ConfigError(f"{where} must be the file's text")
-    try:
-        conf = yaml.load(text, Loader=yaml.SafeLoader)  # noqa: S506 (SafeLoader builds plain values only)
-    except RecursionError:
-        raise ConfigError(f"{where} nests deeper than {MAX_DEPTH} levels") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{where} is not YAML: {' '.join(str(exc).split())[:300]}") from None
-    if _unbounded(conf):
-        raise ConfigError(f"{where} nests deeper than {MAX_DEPTH} levels, expands to more than {_MAX_VALUES:,} values through aliases, or holds itself")
-    return conf
-
-
-_MAX_VALUES = 100_000  # far more than a scheduler configuration holds; aliases can multiply a few lines
-
-
-def _unbounded(value: Any) -> bool:
-    """Whether `value` nests deeper than events may, expands past `_MAX_VALUES` or holds
-    itself; walked without recursion."""
-    stack = [(value, 0, frozenset[int]())]
-    visits = 0
-    while stack:
-        item, depth, above = stack.pop()
-        visits += 1
-        if visits > _MAX_VALUES:
-            return True
-        if not isinstance(item, dict | list):
-            continue
-        if depth >= MAX_DEPTH or id(item) in above:
-            return True
-        children = item.values() if isinstance(item, dict) else item
-        stack.extend((child, depth + 1, above | {id(item)}) for child in children)
-    return False
-
-
-def _actions(value: Any, where: str, ignore: Any) -> tuple[str, ...]:
-    if value is None:
-        return DEFAULT_CONF.actions
-    if not isinstance(value, str):
-        raise ConfigError(
-            f'{where}: actions must be Volcano\'s comma-separated string, such as "enqueue, allocate, preempt, reclaim, backfill"; got {shown(value)}'
-        )
-    actions: list[str] = []
-    for action in (part.strip() for part in value.split(",")):
-        if not action:
-            continue
-        if action not in ACTIONS:
-            ignore(f"action {action}")
-        elif action in actions:
-            raise ConfigError(f"{where}: action {action} is listed twice")
-        else:
-            actions.append(action)
-    return tuple(actions)
 
 
 def _resources(value: Any, where: str) -> Resources | None:
@@ -313,9 +359,3 @@ def _flag(value: Any, where: str) -> bool:
     if value in ("true", "false"):  # a string, as an annotation or a hand-written conf gives it
         return value == "true"
     raise ConfigError(f"{where} must be true or false, got {shown(value)}")
-
-
-def _integer(value: Any, where: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not -(2**31) <= value < 2**31:
-        raise ConfigError(f"{where} must be a 32-bit integer, got {shown(value)}")
-    return value

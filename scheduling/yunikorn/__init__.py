@@ -16,6 +16,7 @@ from ._config import (
     DEFAULT_PREEMPTION_DELAY_MS as DEFAULT_PREEMPTION_DELAY_MS,
     PreemptionSettings as PreemptionSettings,
     QueueProps as QueueProps,
+    claims,
     configured_partitions,
     parse_config as parse_config,
 )
@@ -33,4 +34,5 @@ MODEL = Model(
     schedule=schedule,
     next_wakeup=next_wakeup,
     partitions=configured_partitions,
+    claims=claims,
 )

@@ -4,27 +4,34 @@
 YuniKorn's queue properties as each queue's `props` and its partition `preemption` section as
 the partition's `settings`.
 
+The document may also come as a cluster holds it: YuniKorn's `yunikorn-configs` ConfigMap (its
+`queues.yaml`), beside PriorityClass objects that define priority classes.
+
 Fields of YuniKorn's that preemptd does not use (ACLs, placement rules, limits, ...) are accepted
 and listed once as ignored; a field YuniKorn does not know either is refused (with the closest
-known name), as YuniKorn refuses it; values YuniKorn would replace by a default (an invalid `preemption.delay`) are replaced
-the same way, with a warning. A structurally invalid tree raises `ConfigError` with the reason.
+known name), as YuniKorn refuses it; a queue property is free-form, but one that misspells a
+property preemptd reads (`preemption.dealy`) is refused too. Values YuniKorn would replace by a
+default (an invalid `preemption.delay`) are replaced the same way, with a warning. A
+structurally invalid tree raises `ConfigError` with the reason.
 """
 
 from __future__ import annotations
 
-import difflib
 import re
 from typing import Annotated, Any, Literal
 
 import msgspec
 
-from preemptd.events import ConfigError, DurationError, QuantityError, Resources, format_human, parse_duration
-from preemptd.projections import ParsedConfig, QueueConfig
+from preemptd.events import ConfigError, DurationError, QuantityError, Resources, closest, format_human, parse_duration
+from preemptd.projections import ParsedConfig, PriorityClass, QueueConfig
+
+from .._kubernetes import CONFIG_MAP, PRIORITY_KINDS, ObjectReader
 
 __all__ = [
     "DEFAULT_PREEMPTION_DELAY_MS",
     "PreemptionSettings",
     "QueueProps",
+    "claims",
     "configured_partitions",
     "parse_config",
 ]
@@ -68,19 +75,62 @@ def _default_root() -> QueueConfig:
 
 
 def parse_config(raw: Any, partition: str) -> ParsedConfig:
-    """Parse a `queues.yaml` document (or one partition's body; `{}` for the default) for
-    `partition`."""
+    """Parse a `queues.yaml` document (or one partition's body; `{}` for the default), or
+    Kubernetes objects holding one (YuniKorn's ConfigMap, PriorityClasses), for `partition`."""
     warnings: list[str] = []
+    raw, priority_classes = _from_objects(raw, warnings) if is_objects(raw) else (raw, {})
     body = _select_partition(raw, partition, warnings)
     _note_ignored(body, _PARTITION_KEYS, _YUNIKORN_PARTITION_KEYS, f"partition {partition}", warnings)
     preemption = _parse_preemption(body.get("preemption"), warnings)
     root = _parse_root(body.get("queues"), warnings)
     _validate_tree(root)
-    return ParsedConfig(root=root, settings=preemption, warnings=tuple(warnings))
+    return ParsedConfig(root=root, settings=preemption, warnings=tuple(warnings), priority_classes=priority_classes)
+
+
+def is_objects(raw: Any) -> bool:
+    """Whether `raw` is Kubernetes objects rather than a `queues.yaml` document."""
+    return isinstance(raw, list) or (isinstance(raw, dict) and ("kind" in raw or "apiVersion" in raw))
+
+
+class _Objects(ObjectReader):
+    """YuniKorn's configuration as a cluster holds it: the `yunikorn-configs` ConfigMap, whose
+    `queues.yaml` is the document, and PriorityClass objects."""
+
+    model = "YuniKorn"
+    expected = "YuniKorn's ConfigMap (data: queues.yaml) and PriorityClass objects, or a queues.yaml document"
+    config_file = "queues.yaml"  # in the yunikorn-configs ConfigMap
+    config_file_is = "the queue configuration"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.document: Any = None
+
+    def read_config_file(self, loaded: Any, where: str) -> None:
+        if self.document is not None:
+            raise ConfigError(f"{where}: a second queues.yaml; give one")
+        self.document = {} if loaded is None else loaded
+
+
+_Objects.kinds = {**PRIORITY_KINDS, "ConfigMap": CONFIG_MAP}
+
+
+def _from_objects(raw: Any, warnings: list[str]) -> tuple[Any, dict[str, PriorityClass]]:
+    """The `queues.yaml` document the objects carry (`{}`: none) and the priority classes they define."""
+    reader = _Objects()
+    reader.read_all(raw)
+    warnings += reader.notes
+    return ({} if reader.document is None else reader.document), reader.priority_classes
+
+
+def claims(item: Any) -> bool:
+    """Whether `item` is YuniKorn's ConfigMap (its `queues.yaml`)."""
+    return _Objects.claims(item)
 
 
 def configured_partitions(raw: Any) -> list[str]:
     """The partitions a `queues.yaml` document configures: those it lists, else `default`."""
+    if is_objects(raw):
+        raw = _from_objects(raw, [])[0]
     partitions = raw.get("partitions") if isinstance(raw, dict) else None
     if not isinstance(partitions, list):
         return ["default"]
@@ -107,21 +157,20 @@ def _select_partition(raw: dict[str, Any], partition: str, warnings: list[str]) 
 
 def _note_ignored(obj: dict[str, Any], known: set[str], unused: set[str] | None, where: str, warnings: list[str]) -> None:
     """Warn once about fields of YuniKorn's configuration that preemptd does not use (`unused`);
-    refuse fields that neither knows. `unused=None`: free-form, every unknown field is ignored."""
+    refuse fields that neither knows. `unused=None`: free-form (queue properties), where only a
+    misspelling of a known field is refused."""
     extra = sorted(str(key) for key in obj if key not in known)
-    if unused is not None:
-        unknown = [key for key in extra if key not in unused]
-        if unknown:
-            hints = [_did_you_mean(key, known | unused) for key in unknown]
-            raise ConfigError(f"{where}: unknown field{'s' if len(unknown) > 1 else ''} {', '.join(hints)}")
+    unknown = [key for key in extra if key not in unused] if unused is not None else [key for key in extra if closest(key, known)]
+    if unknown:
+        hints = [_did_you_mean(key, known | (unused or set())) for key in unknown]
+        raise ConfigError(f"{where}: unknown field{'s' if len(unknown) > 1 else ''} {', '.join(hints)}")
     if extra:
-        hints = extra if unused is not None else [_did_you_mean(key, known) for key in extra]
-        warnings.append(f"ignored (not used by preemptd): {where}: {', '.join(hints)}")
+        warnings.append(f"ignored (not used by preemptd): {where}: {', '.join(extra)}")
 
 
 def _did_you_mean(key: str, known: set[str]) -> str:
-    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.75)
-    return f"{key} (did you mean {close[0]}?)" if close else key
+    close = closest(key, sorted(known))
+    return f"{key} (did you mean {close}?)" if close else key
 
 
 def _parse_preemption(raw: Any, warnings: list[str]) -> PreemptionSettings:
