@@ -278,6 +278,9 @@ async def cmd_explain(args: argparse.Namespace) -> int:
         rows = await store.decisions_about(args.decision) if args.task else [await store.find(args.decision)]
     finally:
         await store.close()
+    if not args.task and rows[0] is not None and rows[0].type == "config.applied":
+        print(render.config_change(to_record(rows[0])))
+        return 0
     rows = [row for row in rows if row is not None and row.type.startswith("decision.")]
     if not rows:
         what = "no decision mentions task" if args.task else "no decision with id"
@@ -522,8 +525,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_replay)
 
-    p = commands.add_parser("explain", help="show a decision and the checks behind it")
-    p.add_argument("decision", help="a decision id, or a task with --task")
+    p = commands.add_parser("explain", help="show a decision and the checks behind it, or what a configuration change runs")
+    p.add_argument("decision", help="a decision id, the id of a config.applied, or a task with --task")
     p.add_argument("--task", action="store_true", help="list every decision about this task")
     p.add_argument("--json", action="store_true", help="print the decisions as JSON lines")
     _common(p, db=True)

@@ -16,7 +16,7 @@ from typing import Any
 
 from preemptd.events import ConfigApplied, ConfigError, closest, cut_text
 from preemptd.projections import ClusterState, LogRecord, Rejected
-from preemptd.scheduling import DEFAULT_MODEL, apply, claiming, flat_objects, model_named, yaml_documents
+from preemptd.scheduling import DEFAULT_MODEL, apply, claiming, describe, flat_objects, model_named, yaml_documents
 
 from .errors import UsageError
 from .history import to_row
@@ -147,5 +147,5 @@ async def apply_config_file(path: Path, now: int, state: ClusterState, store: St
             raise UsageError(f"{path} refused, the daemon does not start: {reason}") from None
         await store.commit(Batch(rows=[to_row(record)]))
         touched.append(event.partition)
-        log("config applied", partition=event.partition, file=str(path), seq=record.seq)
+        log("config applied", partition=event.partition, file=str(path), seq=record.seq, runs=describe(state.partitions[event.partition]))
     return touched

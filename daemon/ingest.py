@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from preemptd.events import ClusterEvent, DecodeError, decode_cluster_event
+from preemptd.events import ClusterEvent, ConfigApplied, DecodeError, decode_cluster_event
 from preemptd.projections import ClusterState, LogRecord, Rejected
-from preemptd.scheduling import apply, is_daemon_id
+from preemptd.scheduling import apply, describe, is_daemon_id
 
 from .history import to_row
 from .nats_source import Inbound, cluster_subject, subject_partition
@@ -134,6 +134,7 @@ class Ingested:
     dead: list[DeadLetter] = field(default_factory=list)
     touched: set[str] = field(default_factory=set)
     warnings: list[tuple[str, str]] = field(default_factory=list)  # (partition, warning)
+    configured: list[tuple[str, str]] = field(default_factory=list)  # (partition, what runs now)
     stopped: Inbound | None = None
 
 
@@ -166,6 +167,8 @@ def fold(decoded: Decoded, known: Mapping[str, int], state: ClusterState) -> Ing
             else:
                 if warnings:
                     out.warnings += [(event.partition, warning) for warning in warnings]
+                if isinstance(event, ConfigApplied):
+                    out.configured.append((event.partition, describe(state.partitions[event.partition])))
                 seen[event.id] = record.seq
                 out.rows.append(to_row(record, payload=message.data, stream_seq=message.stream_seq))
                 out.touched.add(event.partition)

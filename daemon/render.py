@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from preemptd.events import Admitted, Allocated, Blocked, Decision, Evicted, Preempted, Resources, Unreserved, format_human
-from preemptd.projections import PartitionState, queue_depth
-from preemptd.scheduling import Change, Divergence, ReplayReport, model_named
+from preemptd.projections import ClusterState, LogRecord, PartitionState, Rejected, queue_depth
+from preemptd.scheduling import Change, Divergence, ReplayReport, apply, describe, model_named
 
 if TYPE_CHECKING:  # the store brings SQLAlchemy, which commands that only print need not load
     from .store import DeadLetter
 
-__all__ = ["clock", "count", "dead_letter", "explanation", "printable", "printable_lines", "queue_table", "replay_summary", "summary"]
+__all__ = ["clock", "config_change", "count", "dead_letter", "explanation", "printable", "printable_lines", "queue_table", "replay_summary", "summary"]
 
 # Controls (C0, DEL, C1), format characters (bidirectional overrides and isolates, zero-width
 # characters) and line and paragraph separators: shown as escapes, never sent to the terminal.
@@ -98,6 +98,20 @@ def summary(decision: Decision) -> str:
     return f"{clock(decision.ts)} {decision.partition} {kind:<10} {what}  [{decision.id}]"
 
 
+def config_change(record: LogRecord) -> str:
+    """A `config.applied` of the log: what it runs, and the notes its model gave on it."""
+    event = record.event
+    lines = [f"{event.id}  config.applied", f"  at {clock(record.received)}, partition {event.partition}, log seq {record.seq}"]
+    state = ClusterState()
+    try:
+        notes = apply(state, LogRecord(record.seq, record.received, event))
+    except Rejected as exc:
+        return "\n".join([*lines, f"  refused by this version: {exc.reason}"])
+    lines.append(f"  runs: {describe(state.partitions[event.partition])}")
+    lines += [f"  note: {note}" for note in notes]
+    return printable_lines("\n".join(lines))
+
+
 def explanation(decision: Decision, seq: int) -> str:
     """Everything a decision says about itself, laid out for reading."""
     decision = _printable_decision(decision)
@@ -151,7 +165,7 @@ def queue_table(p: PartitionState, seq: int) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     body = "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
     nodes = f"{count(len(p.nodes), 'node')}, capacity {_amounts(p.capacity)}; {count(len(p.tasks), 'task')} ({p.pending_count} pending)"
-    return f"partition {printable(p.name)} (model {printable(p.model)}) at log seq {seq}\n{nodes}\n\n{body}"
+    return f"partition {printable(p.name)} at log seq {seq}\n{printable(describe(p))}\n{nodes}\n\n{body}"
 
 
 def replay_summary(report: ReplayReport, *, what_if: bool) -> str:

@@ -12,6 +12,7 @@ from ._registry import (
     PROJECTION as PROJECTION,
     apply as apply,
     claiming as claiming,
+    describe as describe,
     fold as fold,
     model_named as model_named,
     restore as restore,

@@ -19,7 +19,7 @@ import msgspec
 from preemptd.events import Decision, DecisionEvent
 from preemptd.projections import ClusterState, LogRecord, ParsedConfig, PartitionState, Rejected, refuse_decision
 
-__all__ = ["Cycle", "Model", "decision_id", "one_partition"]
+__all__ = ["Cycle", "Model", "counted", "decision_id", "describe_queues", "one_partition"]
 
 
 def decision_id(log_id: str, cycle: int, index: int) -> str:
@@ -30,6 +30,16 @@ def decision_id(log_id: str, cycle: int, index: int) -> str:
 def one_partition(document: Any) -> list[str]:
     """`Model.partitions` of a model whose configuration documents name no partitions."""
     return ["default"]
+
+
+def counted(number: int, singular: str, plural: str = "") -> str:
+    """`1 leaf`, `3 leaves`: a number and the word that goes with it."""
+    return f"{number} {singular if number == 1 else plural or singular + 's'}"
+
+
+def describe_queues(partition: PartitionState) -> str:
+    """`Model.describe` of a model with nothing to say beyond its queues."""
+    return f"{partition.model}: {counted(len(partition.queues), 'queue')}"
 
 
 def claims_nothing(item: Any) -> bool:
@@ -94,6 +104,9 @@ class Model:
     - `bounds(partition)`: per queue, what to draw as its guarantee and its max (YuniKorn's
       guaranteed and max, Kueue's nominal quota and what borrowing allows, Volcano's deserved
       and capability): for reports, not for decisions.
+    - `describe(partition)`: what runs, in one line: the model and what is on (for the log,
+      `state`, the report and `explain` of a configuration change), saying plainly when the
+      configuration can preempt nothing.
     - `claims(item)`: whether a Kubernetes object is one of this model's own (a ClusterQueue
       is Kueue's), so that an object given to another model, or a file without `model:`, can
       say which model reads it.
@@ -107,4 +120,5 @@ class Model:
     fold_decision: Callable[[PartitionState, DecisionEvent], None] = refuse_decision
     state_type: type[msgspec.Struct] | None = None
     bounds: Callable[[PartitionState], Bounds] = queue_bounds
+    describe: Callable[[PartitionState], str] = describe_queues
     claims: Callable[[Any], bool] = claims_nothing

@@ -12,13 +12,13 @@ import dataclasses
 from typing import Any, cast
 
 from preemptd.events import ConfigError
-from preemptd.projections import ParsedConfig, Projection
+from preemptd.projections import ParsedConfig, PartitionState, Projection
 
 from . import kueue, volcano, yunikorn
 from ._kubernetes import UnknownKind
 from ._model import Model
 
-__all__ = ["DEFAULT_MODEL", "MODELS", "PROJECTION", "apply", "claiming", "fold", "model_named", "restore", "snapshot"]
+__all__ = ["DEFAULT_MODEL", "MODELS", "PROJECTION", "apply", "claiming", "describe", "fold", "model_named", "restore", "snapshot"]
 
 WINGS = (
     yunikorn.MODEL,
@@ -58,6 +58,11 @@ apply = PROJECTION.apply
 fold = PROJECTION.fold
 snapshot = PROJECTION.snapshot
 restore = PROJECTION.restore
+
+
+def describe(partition: PartitionState) -> str:
+    """What runs in `partition`, in one line (its model's `describe`)."""
+    return model_named(partition.model).describe(partition)
 
 
 def model_named(name: str | None) -> Model:

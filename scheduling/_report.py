@@ -15,7 +15,7 @@ from typing import Any
 from preemptd.events import ConfigApplied, Decision, base_unit, to_builtins
 from preemptd.projections import ClusterState, LogRecord, PartitionState, Rejected
 
-from ._registry import apply, model_named
+from ._registry import apply, describe, model_named
 from ._replay import builtins_key
 
 __all__ = ["Timeline", "Window", "compare"]
@@ -82,10 +82,11 @@ class Timeline:
         part = self.state.partitions.get(event.partition)
         before = part.tasks.get(_subject(event)) if part is not None and isinstance(event, Decision) else None
         submitted = before.submitted_at if before is not None else None
+        refused = None
         try:
             apply(self.state, record)
-        except Rejected:  # a log of another version: shown as it folds here
-            self.state.seq = record.seq
+        except Rejected as exc:  # a log of another version: shown as it folds here
+            self.state.seq, refused = record.seq, exc.reason
         if not self.window.holds(record) or (self.only is not None and event.partition != self.only):
             return
         self.first = self.first or record
@@ -96,7 +97,8 @@ class Timeline:
             if event.__struct_config__.tag == "decision.allocated" and submitted is not None:
                 partition.waits.append({"task": event.task, "queue": event.queue, "seconds": (record.received - submitted) / 1000, "id": event.id})
         elif isinstance(event, ConfigApplied):
-            partition.markers.append({"seq": record.seq, "t": record.received / 1000, "kind": "config", "text": f"configuration applied ({event.model})"})
+            said = f"configuration refused by this version: {refused}" if refused else f"configuration applied: {describe(self.state.partitions[event.partition])}"
+            partition.markers.append({"seq": record.seq, "t": record.received / 1000, "kind": "config", "text": said})
         seen = self.seen[event.partition] = self.seen[event.partition] + 1
         if seen == 1 or seen % self.stride.get(event.partition, 1) == 0 or isinstance(event, ConfigApplied):  # its first record in the window too
             self._sample(partition, record)

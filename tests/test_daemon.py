@@ -251,6 +251,7 @@ def test_run_applies_a_config_file_when_it_changes_and_stops_cleanly_on_sigint(n
     first.process.send_signal(2)  # SIGINT, as Ctrl-C
     assert first.process.wait(30) == 0
     assert "ignored (not used by preemptd): partition default: placementrules" in first.log_text()
+    assert 'runs="yunikorn: 3 queues (2 leaves); preemption on, at most 100 victims and 10% of the cluster a cycle"' in first.log_text(), "the log says what runs"
     assert "msg=stopped" in first.log_text()
     assert count(db, "log where type = 'config.applied'") == 1
     daemon_factory("--nats-url", nats_server.url, "--config", str(queues), state_dir=first.state_dir).start().stop()

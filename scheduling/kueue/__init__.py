@@ -18,7 +18,7 @@ from typing import Any
 from preemptd.events import Admitted, DecisionEvent, Evicted
 from preemptd.projections import ParsedConfig, PartitionState, QueueConfig, Rejected
 
-from .._model import Bounds, Model
+from .._model import Bounds, Model, counted
 from ._cycle import ADMISSIONS_PER_CYCLE as ADMISSIONS_PER_CYCLE, PREEMPTIONS_PER_CYCLE as PREEMPTIONS_PER_CYCLE, schedule
 from ._objects import KueueConfig, claims, parse_objects
 from ._tree import QuotaTree
@@ -89,6 +89,25 @@ def bounds(partition: PartitionState) -> Bounds:
     return out
 
 
+def describe(partition: PartitionState) -> str:
+    """The quota tree's size, fair sharing or classic preemption, and which queues may preempt."""
+    config: KueueConfig = partition.settings
+    cohorts = [c for c in config.cohorts.values() if not c.implicit or any(q.cohort == c.name for q in config.cluster_queues.values())]
+    line = (
+        f"kueue: {counted(len(config.cluster_queues), 'ClusterQueue')} in {counted(len(cohorts), 'cohort')}, {counted(len(config.local_queues), 'LocalQueue')}, "
+        f"{counted(len(config.priority_classes), 'priority class', 'priority classes')}; "
+    )
+    if config.fair_sharing.enabled:
+        line += f"fair sharing on ({', '.join(config.fair_sharing.strategies)})"
+    else:
+        trees = [name for name, cohort in config.cohorts.items() if cohort.fair_sharing]
+        line += f"fair sharing on in the cohort trees of {', '.join(trees)} (preemptd's annotation), classic elsewhere" if trees else "classic preemption (fair sharing off)"
+    may = [name for name, queue in config.cluster_queues.items() if {queue.preemption.within_cluster_queue, queue.preemption.reclaim_within_cohort} != {"Never"}]
+    if not may:
+        return line + "; no ClusterQueue may preempt (withinClusterQueue and reclaimWithinCohort Never): nothing will be preempted"
+    return line + f"; {len(may)} of {len(config.cluster_queues)} ClusterQueues may preempt"
+
+
 MODEL = Model(
     name="kueue",
     parse_config=parse_config,
@@ -97,4 +116,5 @@ MODEL = Model(
     fold_decision=fold_decision,
     bounds=bounds,
     claims=claims,
+    describe=describe,
 )

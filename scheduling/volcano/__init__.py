@@ -24,7 +24,7 @@ from typing import Any
 
 from preemptd.projections import ParsedConfig, PartitionState, QueueConfig
 
-from .._model import Bounds, Model
+from .._model import Bounds, Model, counted
 from ._cycle import BLOCKED_PER_CYCLE as BLOCKED_PER_CYCLE, schedule
 from ._objects import Queue, VolcanoConfig, claims, parse_objects
 
@@ -57,4 +57,15 @@ def bounds(partition: PartitionState) -> Bounds:
     return {name: (dict(queue.deserved or queue.guarantee or {}), dict(queue.capability) if queue.capability is not None else None) for name, queue in config.queues.items()}
 
 
-MODEL = Model(name="volcano", parse_config=parse_config, schedule=schedule, next_wakeup=next_wakeup, bounds=bounds, claims=claims)
+def describe(partition: PartitionState) -> str:
+    """The queues, the session's actions, the plugins tier by tier, and whether anything can be preempted."""
+    config: VolcanoConfig = partition.settings
+    conf = config.scheduler
+    tiers = " ".join(f"[{', '.join(plugin.name for plugin in tier)}]" for tier in conf.tiers) or "none"
+    line = f"volcano: {counted(len(config.queues) - 1, 'queue')} under root; actions {', '.join(conf.actions) or 'none'}; plugins by tier {tiers}"
+    if not {"preempt", "reclaim"} & set(conf.actions):
+        line += "; no preempt or reclaim action: nothing will be preempted"
+    return line
+
+
+MODEL = Model(name="volcano", parse_config=parse_config, schedule=schedule, next_wakeup=next_wakeup, bounds=bounds, claims=claims, describe=describe)

@@ -11,7 +11,9 @@ offsets, opt-outs, required-node (DaemonSet) preemption and node reservations.
 README.md beside this file describes the model for users, and where it departs from YuniKorn.
 """
 
-from .._model import Model
+from preemptd.projections import PartitionState
+
+from .._model import Model, counted
 from ._config import (
     DEFAULT_PREEMPTION_DELAY_MS as DEFAULT_PREEMPTION_DELAY_MS,
     PreemptionSettings as PreemptionSettings,
@@ -28,6 +30,26 @@ from ._cycle import (
     schedule,
 )
 
+
+def describe(partition: PartitionState) -> str:
+    """The queues, the partition's preemption switch and pace, and the fences and opt-outs."""
+    settings: PreemptionSettings = partition.settings
+    leaves = sum(queue.leaf for queue in partition.queues.values())
+    line = f"yunikorn: {counted(len(partition.queues), 'queue')} ({counted(leaves, 'leaf', 'leaves')}); "
+    if not settings.enabled:
+        return line + "preemption off (partition preemption.enabled: false): nothing will be preempted"
+    line += f"preemption on, at most {settings.max_victims_per_cycle} victims and {settings.max_share_per_cycle:.0%} of the cluster a cycle"
+    for policy in ("fence", "disabled"):
+        queues = [path for path, queue in partition.queues.items() if queue.props.preemption_policy == policy]
+        if queues:
+            line += f"; preemption.policy {policy}: {_listed(queues)}"
+    return line
+
+
+def _listed(names: list[str], shown: int = 5) -> str:
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
 MODEL = Model(
     name="yunikorn",
     parse_config=parse_config,
@@ -35,4 +57,5 @@ MODEL = Model(
     next_wakeup=next_wakeup,
     partitions=configured_partitions,
     claims=claims,
+    describe=describe,
 )
