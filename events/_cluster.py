@@ -49,12 +49,23 @@ ReleaseReason = Literal["completed", "preempted", "failed", "deleted"]
 ModelName = Annotated[str, msgspec.Meta(min_length=1, max_length=64, description="a scheduling model (`preemptd schema` lists them); left out: the default one")]
 
 
-class Event(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag_field="type"):
-    """Fields every event carries."""
+Annotations = Annotated[
+    dict[Annotated[str, msgspec.Meta(max_length=MAX_LABEL_KEY)], Annotated[str, msgspec.Meta(max_length=MAX_LABEL_VALUE)]],
+    msgspec.Meta(
+        max_length=MAX_LABELS,
+        description="the shim's own data (a Kubernetes uid, a trace id): kept in the log, never read by decisions; the one place for fields the contract does not define",
+    ),
+]
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag_field="type", forbid_unknown_fields=True):
+    """Fields every event carries. A field the contract does not define is refused, never
+    dropped: a shim's own data goes in `annotations`."""
 
     id: EventId
     ts: Timestamp
     partition: PartitionName = "default"
+    annotations: Annotations = {}
 
 
 class ConfigApplied(Event, tag="config.applied", kw_only=True):

@@ -6,7 +6,6 @@ Decoders are built once at import. A decode error names the event type and the f
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -18,6 +17,7 @@ from ._decisions import Blocked, DecisionEvent, Preempted
 from ._errors import PreemptdError
 from ._limits import MAX_DEPTH, MAX_MESSAGE_BYTES, depth_beyond_limit
 from ._quantity import QuantityError, Resources
+from ._words import closest
 
 __all__ = [
     "CLUSTER_EVENT_TYPES",
@@ -110,22 +110,33 @@ def _explain(exc: msgspec.DecodeError, raw: bytes, expected: tuple[str, ...]) ->
             event_type if isinstance(event_type, str) else None,
             event_id,
         )
-    return DecodeError(f"{event_type}: {exc}{_misspelt(document, str(exc))}", event_type, event_id)
+    unknown = _UNKNOWN_FIELD.match(str(exc))
+    if unknown is not None:
+        return DecodeError(f"{event_type}: {_unknown_field(event_type, unknown[1], unknown[2])}", event_type, event_id)
+    return DecodeError(f"{event_type}: {exc}", event_type, event_id)
 
 
-_MISSING_FIELD = re.compile(r"Object missing required field `([^`]+)`")
+_UNKNOWN_FIELD = re.compile(r"Object contains unknown field `(.*)`(?: - at `\$(.*)`)?$", re.DOTALL)
+
+#: Words a Kubernetes user writes for fields the contract names otherwise (camelCase spellings
+#: of the contract's own fields are found without this).
+_KUBERNETES_WORDS = {"minMember": "min_available", "nodeName": "node", "requests": "resources", "allocatable": "capacity", "queueName": "queue", "unschedulable": "schedulable"}
 
 
-def _misspelt(document: dict[str, Any], error: str) -> str:
-    """For a missing field, the field beside it that is probably it, misspelt (`resorces`).
-    Events' required fields are all at the top level."""
-    missing = _MISSING_FIELD.fullmatch(error)
-    if missing is None:
-        return ""
-    # Bounded: difflib is slow on long strings, and an attacker chooses the keys.
-    candidates = [key for key in list(document)[:1000] if len(key) <= 64]
-    close = difflib.get_close_matches(missing[1], candidates, n=1, cutoff=0.75)
-    return f" (`{close[0]}`: did you mean `{missing[1]}`?)" if close else ""
+def _unknown_field(event_type: str, name: str, at: str | None) -> str:
+    """Why a field is refused: the field meant, else what the event has, and where a shim's
+    own data goes."""
+    shown = cut_text(name, 64)
+    fields = [f.encode_name for f in msgspec.structs.fields(_TYPES[event_type])] if event_type in _TYPES and not at else []
+    meant = _KUBERNETES_WORDS.get(name) if _KUBERNETES_WORDS.get(name) in fields else closest(name, fields)
+    where = f" at `${at}`" if at else ""
+    if meant is not None:
+        return f"unknown field `{shown}`{where} (did you mean `{meant}`?)"
+    listed = f"{event_type} has: {', '.join(f for f in fields if f != 'type')}; " if fields else ""
+    return f"unknown field `{shown}`{where} ({listed}a shim's own data goes in `annotations`)"
+
+
+_TYPES: dict[str, type] = {member.__struct_config__.tag: member for member in (*ClusterEvent.__args__, Tick)}
 
 
 def decode_cluster_event(raw: bytes) -> ClusterEvent:
@@ -161,11 +172,22 @@ def _check_limits(raw: bytes) -> None:
 
 
 def decode_log_event(raw: bytes) -> LogEvent:
-    """Decode any record of the log: a cluster event, a tick or a decision."""
+    """Decode any record of the log: a cluster event, a tick or a decision. An event an
+    earlier version took with fields it did not know (it dropped them) is read as it was then."""
     try:
         return _log_decoder.decode(raw)
+    except msgspec.ValidationError as exc:
+        if _UNKNOWN_FIELD.match(str(exc)):
+            return _log_decoder.decode(_known_fields_only(raw))
+        raise _explain(exc, raw, (*CLUSTER_EVENT_TYPES, Tick.__struct_config__.tag, *DECISION_TYPES)) from None
     except msgspec.DecodeError as exc:
         raise _explain(exc, raw, (*CLUSTER_EVENT_TYPES, Tick.__struct_config__.tag, *DECISION_TYPES)) from None
+
+
+def _known_fields_only(raw: bytes) -> bytes:
+    document = msgspec.json.decode(raw)
+    known = {f.encode_name for f in msgspec.structs.fields(_TYPES[document["type"]])} | {"type"}
+    return msgspec.json.encode({key: value for key, value in document.items() if key in known})
 
 
 def decode_decision(raw: bytes) -> DecisionEvent:
@@ -231,11 +253,18 @@ def _schema_hook(type_: type) -> dict[str, Any]:
     raise NotImplementedError
 
 
+def _without_discriminator(schema: dict[str, Any]) -> dict[str, Any]:
+    """msgspec marks a tagged union with OpenAPI's `discriminator`, which JSON Schema does not
+    have (ajv's strict mode refuses it); each member's `type` is a `const` already."""
+    schema.pop("discriminator", None)
+    return schema
+
+
 def json_schema(kind: str = "cluster", models: Sequence[str] = ()) -> dict[str, Any]:
     """The JSON Schema of cluster events (`cluster`) or decisions (`decisions`); `models`, the
     names `config.applied` may give (the contract itself does not fix them)."""
     union = {"cluster": ClusterEvent, "decisions": DecisionEvent}[kind]
-    schema = msgspec.json.schema(union, schema_hook=_schema_hook)
+    schema = _without_discriminator(msgspec.json.schema(union, schema_hook=_schema_hook))
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     config = schema["$defs"].get("ConfigApplied")
     if config is not None and models:

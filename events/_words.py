@@ -29,5 +29,6 @@ def closest(word: str, known: Iterable[str]) -> str | None:
     key = snake_case(word)
     if key in candidates:
         return candidates[key]
-    match = difflib.get_close_matches(key, list(candidates), n=1, cutoff=0.75)
+    cutoff = 0.75 if len(key) > 4 else 0.85  # `uid` is not a misspelt `id`
+    match = difflib.get_close_matches(key, list(candidates), n=1, cutoff=cutoff)
     return candidates[match[0]] if match else None

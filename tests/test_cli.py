@@ -4,7 +4,9 @@ explain, state and db upgrade, on real SQLite files."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -46,9 +48,44 @@ def test_schema_is_a_json_schema_naming_every_event_type() -> None:
     result = preemptd("schema")
     schema = json.loads(result.stdout)
     jsonschema.Draft202012Validator.check_schema(schema)
-    assert set(schema["discriminator"]["mapping"]) >= {"task.submitted", "config.applied", "node.upserted"}
+    assert _event_types(schema) >= {"task.submitted", "config.applied", "node.upserted"}
     decisions = json.loads(preemptd("schema", "decisions").stdout)
-    assert "decision.preempted" in decisions["discriminator"]["mapping"]
+    assert "decision.preempted" in _event_types(decisions)
+
+
+def _event_types(schema: dict) -> set[str]:
+    return {schema["$defs"][ref["$ref"].rsplit("/", 1)[1]]["properties"]["type"]["enum"][0] for ref in schema["anyOf"]}
+
+
+@pytest.fixture(scope="session")
+def ajv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """ajv 8 from the npm registry, in a folder of the test run (skipped without node and npm)."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("no node and npm on PATH: the schema's keywords are checked in tests/test_events.py")
+    folder = tmp_path_factory.mktemp("ajv")
+    installed = subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(folder), "ajv@8"], capture_output=True, text=True, timeout=300)
+    if installed.returncode != 0:
+        pytest.skip(f"npm could not install ajv: {installed.stderr.strip()[-300:]}")
+    return folder
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["cluster", "decisions"])
+def test_the_schema_compiles_under_ajvs_default_strict_mode(ajv: Path, kind: str, tmp_path: Path) -> None:
+    (tmp_path / "schema.json").write_text(preemptd("schema", kind).stdout)
+    script = (
+        "const Ajv2020 = require('ajv/dist/2020'); const warnings = [];"
+        "const ajv = new Ajv2020({logger: {log() {}, warn(m) { warnings.push(m) }, error(m) { warnings.push(m) }}});"
+        f"const validate = ajv.compile(require({json.dumps(str(tmp_path / 'schema.json'))}));"
+        "const ok = validate({type: 'node.removed', id: 'a', ts: 1, node: 'n'}); const refused = validate({type: 'node.removed', id: 'a', ts: 1, node: 'n', nodeName: 'n'});"
+        "console.log(JSON.stringify({warnings, ok, refused}));"
+    )
+    done = subprocess.run(["node", "-e", script], capture_output=True, text=True, timeout=60, env={**os.environ, "NODE_PATH": str(ajv / "node_modules")})
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["warnings"] == []
+    if kind == "cluster":
+        assert result["ok"] and not result["refused"], "an unknown field is refused by the schema too"
 
 
 def test_simulate_prints_decisions_and_the_final_state() -> None:
@@ -100,7 +137,7 @@ def test_simulate_refuses_a_misspelt_field_inside_an_event(tmp_path: Path) -> No
     path = tmp_path / "typo.yaml"
     path.write_text("name: x\nconfig: {}\nevents:\n  - {type: task.submitted, task: t, app: a, queue: root.default, resources: {vcore: 1}, requried_node: n1}\n")
     result = preemptd("simulate", str(path))
-    assert result.returncode == 2 and "unknown field requried_node" in result.stderr
+    assert result.returncode == 2 and "task.submitted: unknown field `requried_node` (did you mean `required_node`?)" in result.stderr
 
 
 @pytest.mark.parametrize(("until", "reproduced"), [(14, 0), (18, 4), (30, 10)])

@@ -285,7 +285,7 @@ def test_publish_checks_the_events_first_and_sends_nothing_if_one_is_invalid(nat
     assert refused.returncode == 2
     assert refused.stderr.splitlines() == [
         "preemptd: 1 event the daemon would reject; nothing was published (--no-check sends them anyway):",
-        "  event 2 (id " + refused.stderr.split("(id ")[1].split(")")[0] + "): task.submitted: Object missing required field `resources` (`resorces`: did you mean `resources`?)",
+        "  event 2 (id " + refused.stderr.split("(id ")[1].split(")")[0] + "): task.submitted: unknown field `resorces` (did you mean `resources`?)",
     ]
     unread = preemptd("publish", "-", "--nats-url", nats_server.url, "--no-check", "--wait", "--timeout", "0.5", input=NEW_USER_EVENTS)
     assert unread.returncode == 1, "no daemon runs: nothing was read"
@@ -300,7 +300,7 @@ def test_publish_wait_gives_the_daemons_verdict_on_each_event_and_tail_shows_the
     verdicts = [line.split(", id ")[0] + ":" + line.split("):", 1)[1] for line in published.stdout.splitlines()]
     assert verdicts == [
         "event 1 (node.upserted: accepted",
-        "event 2 (task.submitted: rejected: task.submitted: Object missing required field `resources` (`resorces`: did you mean `resources`?)",
+        "event 2 (task.submitted: rejected: task.submitted: unknown field `resorces` (did you mean `resources`?)",
         "event 3 (task.submitted: rejected: unknown queue 'root.nope' in partition default (leaf queues: root.default)",
     ]
     assert published.stderr.strip() == "published 3 events: 1 accepted, 2 rejected"
