@@ -24,13 +24,14 @@ import re
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from preemptd.events import (
     PARTITION_PATTERN,
     DurationError,
     PreemptdError,
     Scenario,
+    closest,
     encode,
     json_schema,
     parse_duration,
@@ -138,7 +139,10 @@ def _duration(text: str, option: str) -> int:
 async def cmd_publish(args: argparse.Namespace) -> int:
     from . import client
 
-    return await client.publish(_nats_url(args), args.file, access=_nats_access(args), check=not args.no_check, wait=args.timeout if args.wait else None)
+    if args.wait and args.no_wait:
+        raise UsageError("--wait and --no-wait say opposite things: give one (waiting is the default)")
+
+    return await client.publish(_nats_url(args), args.file, access=_nats_access(args), check=not args.no_check, wait=None if args.no_wait else args.timeout, verbose=args.verbose)
 
 
 async def cmd_tail(args: argparse.Namespace) -> int:
@@ -275,7 +279,7 @@ async def cmd_explain(args: argparse.Namespace) -> int:
 
     store = await Store.open(_db(args), create=False)
     try:
-        rows = await store.decisions_about(args.decision) if args.task else [await store.find(args.decision)]
+        rows = await _decisions_about_task(store, args.decision) if args.task else [await store.find(args.decision)]
     finally:
         await store.close()
     if not args.task and rows[0] is not None and rows[0].type == "config.applied":
@@ -289,6 +293,20 @@ async def cmd_explain(args: argparse.Namespace) -> int:
         decision = to_record(row).event
         print(json.dumps(to_builtins(decision)) if args.json else render.explanation(decision, row.seq))
     return 0
+
+
+async def _decisions_about_task(store: Store, task: str) -> list:
+    """Every decision naming `task`, and those of its application as a whole (Kueue admits and
+    evicts a workload, not its pods): a pod's story, or a workload's, from either name."""
+    from .history import to_record
+
+    rows = await store.decisions_about(task)
+    submitted = [to_record(row).event for row in await store.submissions_naming(task)]
+    app = next((event.app for event in submitted if event.task == task and event.app), None)
+    if app is not None and app != task:
+        whole = [row for row in await store.decisions_about(app) if row.type in ("decision.admitted", "decision.evicted") and to_record(row).event.app == app]
+        rows = sorted({row.seq: row for row in [*rows, *whole]}.values(), key=lambda row: row.seq)
+    return rows
 
 
 async def cmd_state(args: argparse.Namespace) -> int:
@@ -453,12 +471,39 @@ def _nats_security(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nats-tls-key", metavar="FILE", help="the client certificate's key (default: $PREEMPTD_NATS_TLS_KEY)")
 
 
+_INVALID_CHOICE = re.compile(r"invalid choice: '(.*)' \(choose from (.*)\)$", re.DOTALL)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, whose refusal of an unknown command, choice or option names the one meant."""
+
+    def error(self, message: str) -> NoReturn:
+        invalid = _INVALID_CHOICE.search(message)
+        if invalid is not None:
+            near = closest(invalid[1], re.findall(r"'([^']*)'", invalid[2]))
+            message += f"; did you mean {near}?" if near else ""
+        super().error(message)
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            command = getattr(parsed, "func", None)
+            parser = _COMMAND_PARSERS.get(command, self)
+            known = [option for action in parser._actions if action.help != argparse.SUPPRESS for option in action.option_strings]
+            hints = [f"{word} (did you mean {near}?)" if (near := closest(word, known)) else word for word in extra]
+            parser.error(f"unrecognized arguments: {' '.join(hints)}")
+        return parsed
+
+
+_COMMAND_PARSERS: dict[Any, argparse.ArgumentParser] = {}  # a command's function -> its parser, for its usage
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="preemptd", description="An event-sourced preemption daemon for shared batch and AI clusters.")
+    parser = _Parser(prog="preemptd", description="An event-sourced preemption daemon for shared batch and AI clusters.")
     parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"], help="before the command: `preemptd --log-level debug run`")
     parser.add_argument("--log-format", default="logfmt", choices=["logfmt", "json"], help="daemon logs on stderr (default: logfmt)")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
     p = commands.add_parser("run", help="run the daemon")
     _common(p, db=True)
@@ -491,12 +536,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_run)
 
-    p = commands.add_parser("publish", help="publish events from a file (JSON lines or YAML; - for stdin)")
+    p = commands.add_parser("publish", help="publish events from a file (JSON lines or YAML; - for stdin) and report the daemon's verdict")
     p.add_argument("file", help="events as JSON lines, or a YAML list or documents; - reads stdin; `id` and `ts` are filled when missing")
     _common(p, nats=True)
     p.add_argument("--no-check", action="store_true", help="send events even if they are not valid events of the contract (the daemon will reject them)")
-    p.add_argument("--wait", action="store_true", help="wait for the daemon and print its verdict on each event (accepted or rejected, and why); exit 1 unless all were accepted")
-    p.add_argument("--timeout", type=_at_least(0, float), default=30.0, help="with --wait: how long to wait for the daemon to read them, in seconds (default: 30)")
+    p.add_argument("--no-wait", action="store_true", help="send and return, without waiting for the daemon's verdict on each event")
+    p.add_argument("--wait", action="store_true", help=argparse.SUPPRESS)  # the default since 0.2; kept so that scripts written before still run
+    p.add_argument("--verbose", "-v", action="store_true", help="print the verdict on every event, accepted ones too (default: only those not accepted)")
+    p.add_argument("--timeout", type=_at_least(0, float), default=30.0, help="how long to wait for a running daemon to read them, in seconds (default: 30)")
     p.set_defaults(func=cmd_publish)
 
     p = commands.add_parser("tail", help="follow decisions, or rejected events")
@@ -527,7 +574,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser("explain", help="show a decision and the checks behind it, or what a configuration change runs")
     p.add_argument("decision", help="a decision id, the id of a config.applied, or a task with --task")
-    p.add_argument("--task", action="store_true", help="list every decision about this task")
+    p.add_argument("--task", action="store_true", help="list every decision about this task (a pod: its workload's admission and eviction too) or application")
     p.add_argument("--json", action="store_true", help="print the decisions as JSON lines")
     _common(p, db=True)
     p.set_defaults(func=cmd_explain)
@@ -561,10 +608,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_schema)
 
     p = commands.add_parser("db", help="log database maintenance")
-    db_commands = p.add_subparsers(dest="db_command", required=True, metavar="ACTION")
+    db_commands = p.add_subparsers(dest="db_command", required=True, metavar="ACTION", parser_class=_Parser)
     upgrade = db_commands.add_parser("upgrade", help="apply migrations (also done at start-up)")
     _common(upgrade, db=True)
     upgrade.set_defaults(func=cmd_db_upgrade)
+    for sub in (*commands.choices.values(), *db_commands.choices.values()):
+        if sub.get_default("func") is not None:
+            _COMMAND_PARSERS[sub.get_default("func")] = sub
     return parser
 
 

@@ -2,34 +2,34 @@
 decisions or rejections (`preemptd tail`).
 
 `publish` checks each event with the contract's own decoder before it sends anything, since a
-rejected event is otherwise known only to the daemon. With `--wait` it also learns the daemon's
-verdict on each event: the daemon commits a batch, publishes its rejection notices, then
-acknowledges the batch; so once its consumer's acknowledgement reaches an event, the event was
-either rejected (a notice names its stream position) or accepted.
+rejected event is otherwise known only to the daemon. Unless told not to wait, it then learns
+the verdict of a running daemon on each event: the daemon commits a batch, publishes its
+rejection notices, then acknowledges the batch; so once its consumer's acknowledgement reaches
+an event, the event was either rejected (a notice names its stream position) or accepted.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import re
 import sys
-import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import msgspec
-import yaml
 
-from preemptd.events import PARTITION_PATTERN, DecodeError, decode_cluster_event, decode_decision
+from preemptd.events import PARTITION_PATTERN, ConfigError, DecodeError, decode_cluster_event, decode_decision
+from preemptd.scheduling import yaml_documents
 
 from . import render
 from .clock import wall_ms
 from .errors import UsageError
-from .nats_source import REJECTED_STREAM, Bus, NatsAccess, Outbound, ReadThrough, Stored, cluster_subject, rejected_subject, subject_partition
+from .nats_source import REJECTED_STREAM, Bus, NatsAccess, Outbound, Reader, ReadThrough, Stored, cluster_subject, rejected_subject, subject_partition
 from .outbox import Notice
 
 __all__ = ["publish", "tail"]
@@ -49,7 +49,7 @@ class Verdict:
 
     position: int  # in the file, from 1
     event: Any
-    outcome: str  # published, accepted, rejected, duplicate, not read, unknown
+    outcome: str  # accepted, rejected, duplicate, sent, not read, unknown
     reason: str = ""
 
     def line(self) -> str:
@@ -57,33 +57,58 @@ class Verdict:
         said = f"event {self.position}" + (f" ({', id '.join(known)})" if known else "") + f": {self.outcome}"
         return render.printable(said + (f": {self.reason}" if self.reason else ""))
 
+    @property
+    def failed(self) -> bool:
+        return self.outcome in ("rejected", "not read", "unknown")
 
-async def publish(url: str, source: str, *, access: NatsAccess | None = None, check: bool = True, wait: float | None = None) -> int:
-    """Publish the events in `source`; with `wait`, report the daemon's verdict on each within
-    `wait` seconds (exit 1 unless every one was accepted)."""
+
+async def publish(url: str, source: str, *, access: NatsAccess | None = None, check: bool = True, wait: float | None = 30.0, verbose: bool = False) -> int:
+    """Publish the events in `source`. With `wait` (seconds), report the daemon's verdict on
+    each event of a partition a running daemon reads (exit 1 if one is rejected or not read in
+    time); without, or with no daemon running, send them and return."""
     now = wall_ms()
-    events = _read_events(source)
-    messages = [_prepared(event, now, position) for position, event in enumerate(events, 1)]
+    text = _read_text(source)
+    events = _events(text, source)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    messages = [_prepared(event, now, f"{digest}-{position}", position) for position, event in enumerate(events, 1)]
     if check:
         _refuse_invalid(messages)
     bus = await Bus.connect(url, access=access, connect_timeout=CONNECT_TIMEOUT)
+    sent: list[Stored] = []
     try:
         await bus.ensure_streams()
-        if wait is None:
-            stored = await _publish_all(bus, messages)
-            verdicts = [Verdict(n, e, "duplicate" if s.duplicate else "published") for n, (e, s) in enumerate(zip(events, stored), 1)]
+        running = _running(await bus.readers(), messages) if wait is not None else set()
+        if not running:
+            await _publish_all(bus, messages, sent)
+            verdicts = [Verdict(n, e, "duplicate" if s.duplicate else "sent") for n, (e, s) in enumerate(zip(events, sent), 1)]
         else:
             before = await bus.last_sequence(REJECTED_STREAM)
             async with bus.follow(rejected_subject(">"), after=before) as notices:
-                stored = await _publish_all(bus, messages)
-                verdicts = await _verdicts(bus, notices, before, events, messages, stored, wait)
+                await _publish_all(bus, messages, sent)
+                verdicts = await _verdicts(bus, notices, before, events, messages, sent, wait or 0.0, running)
     finally:
         await bus.close()
-    if wait is not None:
-        for verdict in verdicts:
+        if len(sent) < len(messages):  # interrupted, or NATS failed
+            print(_interrupted(len(sent), len(messages), source), file=sys.stderr, flush=True)
+    for verdict in verdicts:
+        if verbose or verdict.outcome not in ("accepted", "sent", "duplicate"):
             print(verdict.line(), flush=True)
-    print(_publish_summary(verdicts), file=sys.stderr)
-    return 0 if wait is None or all(v.outcome == "accepted" for v in verdicts) else 1
+    print(_publish_summary(verdicts, messages, running, waited=wait is not None), file=sys.stderr)
+    return 1 if any(verdict.failed for verdict in verdicts) else 0
+
+
+def _running(readers: list[Reader], messages: list[Outbound]) -> set[str]:
+    """The partitions of `messages` that a running daemon reads."""
+    partitions = {subject_partition(message.subject) for message in messages}
+    return {partition for partition in partitions if any(reader.active and reader.reads(partition) for reader in readers)}
+
+
+def _interrupted(sent: int, total: int, source: str) -> str:
+    again = f"preemptd publish {source}" if source != "-" else "the same publish with the same input"
+    return (
+        f"interrupted: NATS had stored {sent:,} of the {total:,} events (perhaps a few more): run {again} again; "
+        "the events sent already carry the same ids and are not applied twice"
+    )
 
 
 def _refuse_invalid(messages: list[Outbound]) -> None:
@@ -100,21 +125,21 @@ def _refuse_invalid(messages: list[Outbound]) -> None:
         raise UsageError(f"{render.count(len(problems), 'event')} the daemon would reject; nothing was published (--no-check sends them anyway):\n  {shown}{more}")
 
 
-async def _publish_all(bus: Bus, messages: list[Outbound]) -> list[Stored]:
-    stored: list[Stored] = []
+async def _publish_all(bus: Bus, messages: list[Outbound], sent: list[Stored]) -> None:
+    """Publish `messages` in batches, adding where each went to `sent` as it goes."""
     for start in range(0, len(messages), 1000):
-        stored += await bus.publish(messages[start : start + 1000])
-    return stored
+        sent += await bus.publish(messages[start : start + 1000])
 
 
 async def _verdicts(
-    bus: Bus, notices: AsyncIterator[tuple[int, bytes]], before: int, events: list[Any], messages: list[Outbound], stored: list[Stored], wait: float
+    bus: Bus, notices: AsyncIterator[tuple[int, bytes]], before: int, events: list[Any], messages: list[Outbound], stored: list[Stored], wait: float, running: set[str]
 ) -> list[Verdict]:
-    """Wait until a daemon has read every new event, then gather the rejection notices
-    published since `before` (a daemon publishes them before it acknowledges the events)."""
-    awaited = {s.seq for s in stored if not s.duplicate}
+    """Wait until a running daemon has read every new event of the partitions in `running`,
+    then gather the rejection notices published since `before` (a daemon publishes them before
+    it acknowledges the events)."""
     partitions = {where.seq: subject_partition(message.subject) for message, where in zip(messages, stored)}
-    reasons: dict[int, str] = {}
+    awaited = {s.seq for s in stored if not s.duplicate and partitions[s.seq] in running}
+    rejections: dict[int, Notice] = {}
     read = ReadThrough(())
     with anyio.move_on_after(wait):
         while True:
@@ -129,11 +154,14 @@ async def _verdicts(
             async for notice_seq, data in notices:
                 notice = _notice(data)
                 if notice is not None and notice.stream_seq in awaited:
-                    reasons[notice.stream_seq] = notice.reason
+                    rejections[notice.stream_seq] = notice
                 if notice_seq >= last:
                     complete = True
                     break
-    verdicts = [_verdict(position, event, where, reasons, read.read(partitions[where.seq], where.seq), wait) for position, (event, where) in enumerate(zip(events, stored), 1)]
+    verdicts = [
+        _verdict(position, event, where, rejections, partitions[where.seq] in running, read.read(partitions[where.seq], where.seq), wait)
+        for position, (event, where) in enumerate(zip(events, stored), 1)
+    ]
     if complete:
         return verdicts
     unsure = "read by a daemon, but not all rejection notices arrived within 10s: it may have been rejected"
@@ -148,31 +176,48 @@ def _notice(data: bytes) -> Notice | None:
         return None
 
 
-def _verdict(position: int, event: Any, where: Stored, reasons: dict[int, str], read: bool, wait: float) -> Verdict:
+def _verdict(position: int, event: Any, where: Stored, rejections: dict[int, Notice], running: bool, read: bool, wait: float) -> Verdict:
     if where.duplicate:
-        return Verdict(position, event, "duplicate", "NATS dropped it: its id was published in the last 2 minutes (the first copy's verdict is not known here)")
-    if where.seq in reasons:
-        return Verdict(position, event, "rejected", reasons[where.seq])
+        return Verdict(position, event, "duplicate", "NATS dropped it: its id was published in the last 2 minutes")
+    if not running:
+        return Verdict(position, event, "sent", "no daemon is running for its partition: one reads it when it starts")
+    notice = rejections.get(where.seq)
+    if notice is not None and notice.kind == "duplicate_id":
+        return Verdict(position, event, "duplicate", f"already in the log: {notice.reason}")
+    if notice is not None:
+        return Verdict(position, event, "rejected", notice.reason)
     if read:
         return Verdict(position, event, "accepted")
     return Verdict(position, event, "not read", f"no daemon read it within {wait:g}s (is `preemptd run` running?)")
 
 
-def _publish_summary(verdicts: list[Verdict]) -> str:
+def _publish_summary(verdicts: list[Verdict], messages: list[Outbound], running: set[str], *, waited: bool) -> str:
     outcomes: dict[str, int] = {}
     for verdict in verdicts:
         outcomes[verdict.outcome] = outcomes.get(verdict.outcome, 0) + 1
-    sent = f"published {render.count(len(verdicts), 'event')}"
-    tally = ", ".join(f"{number} {outcome}" for outcome, number in outcomes.items() if outcome != "published")
-    why = " (NATS dropped them: their id was published in the last 2 minutes)" if "duplicate" in outcomes else ""
-    return f"{sent}: {tally}{why}" if tally else sent
+    line = f"published {render.count(len(verdicts), 'event')}"
+    tally = ", ".join(f"{number} {outcome}" for outcome, number in sorted(outcomes.items(), key=lambda item: _ORDER.index(item[0])))
+    if tally and (waited or outcomes.get("duplicate")):
+        line += f": {tally}"
+    idle = sorted({subject_partition(m.subject) for m in messages} - running) if waited else []
+    if idle:
+        line += f" (no daemon is running for partition {', '.join(idle)}: the events wait in the stream, and `preemptd tail --rejected` shows any rejection once one runs)"
+    if outcomes.get("duplicate"):
+        line += " (a duplicate was published before: it is not applied twice)"
+    return line
 
 
-def _read_events(source: str) -> list[Any]:
+_ORDER = ("accepted", "rejected", "duplicate", "sent", "not read", "unknown")
+
+
+def _read_text(source: str) -> str:
     try:
-        text = sys.stdin.read() if source == "-" else Path(source).read_text()
+        return sys.stdin.read() if source == "-" else Path(source).read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read {source}: {exc}") from None
+
+
+def _events(text: str, source: str) -> list[Any]:
     lines = [(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
     json_error = None
     if lines and lines[0][1].lstrip().startswith("{"):
@@ -182,11 +227,10 @@ def _read_events(source: str) -> list[Any]:
             json_error = next(filter(None, (_json_line_error(number, line) for number, line in lines)))
     events: list[Any] = []
     try:
-        for document in yaml.safe_load_all(text):
-            events += document if isinstance(document, list) else [document] if document is not None else []
-    except yaml.YAMLError as exc:
-        reason = json_error or f"not YAML: {' '.join(str(exc).split())}"
-        raise UsageError(f"{source}: {reason}") from None
+        for document in yaml_documents(text, "stdin" if source == "-" else source):
+            events += document if isinstance(document, list) else [document]
+    except ConfigError as exc:
+        raise UsageError(f"{source}: {json_error}" if json_error else str(exc)) from None
     if len(events) == 1 and isinstance(events[0], dict) and "events" in events[0] and "type" not in events[0]:
         raise UsageError(f"{source} is a scenario file, not a list of events: run it with `preemptd simulate {source}`")
     return events
@@ -201,10 +245,13 @@ def _json_line_error(number: int, line: str) -> str | None:
     return None
 
 
-def _prepared(event: Any, now: int, position: int) -> Outbound:
-    """The simplest shim fills `id` and `ts` when missing; anything else goes as written."""
+def _prepared(event: Any, now: int, event_id: str, position: int) -> Outbound:
+    """The simplest shim fills `id` and `ts` when missing; anything else goes as written. The id
+    it fills (`event_id`) is derived from the file's content and the event's position in it, so
+    that the same file published again (after an interruption) carries the same ids: NATS and
+    the daemon drop what was sent already."""
     if isinstance(event, dict):
-        event.setdefault("id", uuid.uuid4().hex)
+        event.setdefault("id", event_id)
         event.setdefault("ts", now)
         partition, kind = str(event.get("partition", "default")), str(event.get("type", "unknown"))
         if not _PARTITION.fullmatch(partition):

@@ -160,6 +160,7 @@ class Notice(msgspec.Struct, kw_only=True):
     reason: str = ""
     received: Annotated[int, msgspec.Meta(ge=0, le=MAX_TIMESTAMP)] = 0
     raw: str = ""
+    kind: str = ""  # why, in a word: invalid, rejected, duplicate_id, ... (notices before 0.2 have none)
 
 
 def notice(dead: DeadLetter) -> bytes:
@@ -174,5 +175,6 @@ def notice(dead: DeadLetter) -> bytes:
             reason=cut_text(dead.reason, _NOTICE_FIELD),
             received=dead.received,
             raw=cut_text(dead.raw.decode(errors="replace"), _NOTICE_FIELD),
+            kind=dead.kind,
         )
     )

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import signal
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -160,14 +161,19 @@ def _observed(settings: Settings) -> Iterator[Observed]:
 async def _stop_on_signal(scope: anyio.CancelScope, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         task_status.started()
-        if early_stops:  # received while the command was starting: stop now
-            log("stopping", signal=signal.Signals(early_stops[0]).name)
-            scope.cancel()
-            return
-        async for signum in signals:
-            log("stopping", signal=signal.Signals(signum).name)
-            scope.cancel()
-            return
+        # received while the command was starting: stop now
+        signum = early_stops[0] if early_stops else await anext(aiter(signals))
+    for again in (signal.SIGINT, signal.SIGTERM):  # the receiver gave SIGINT back to KeyboardInterrupt
+        signal.signal(again, _stopping_already)
+    log("stopping", signal=signal.Signals(signum).name)
+    scope.cancel()
+
+
+def _stopping_already(signum: int, frame: object) -> None:
+    """A second Ctrl-C while the daemon stops: said, not raised into the stop (a traceback,
+    and a log or nats-server left half-closed). Written straight to stderr: a signal handler
+    must not take the logging lock the interrupted code may hold."""
+    os.write(2, f"preemptd: stopping already ({signal.Signals(signum).name} again): the log is closed and nats-server stopped in a moment\n".encode())
 
 
 async def _run(settings: Settings, observed: Observed, lease: WriterLease | None = None) -> None:

@@ -309,11 +309,20 @@ class Store:
         """Decisions whose payload names `task` (as task, preemptor or victim), newest last. The
         name is looked for as the log's JSON writes it (quotes, backslashes and control
         characters escaped)."""
-        as_stored = msgspec.json.encode(task).decode()
-        pattern = as_stored.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        mentions = _as_text(_log.c.payload, self._engine.dialect.name).like(f"%{pattern}%", escape="\\")
-        query = sa.select(_log).where(_log.c.type.like("decision.%"), mentions).order_by(_log.c.seq.desc()).limit(limit)
+        query = sa.select(_log).where(_log.c.type.like("decision.%"), self._mentions(task)).order_by(_log.c.seq.desc()).limit(limit)
         return list(reversed(await self._run(_select_rows, query)))
+
+    def _mentions(self, name: str) -> sa.ColumnElement:
+        """Rows whose payload holds `name` as a JSON string, as the log writes it (quotes,
+        backslashes and control characters escaped)."""
+        as_stored = msgspec.json.encode(name).decode()
+        pattern = as_stored.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        return _as_text(_log.c.payload, self._engine.dialect.name).like(f"%{pattern}%", escape="\\")
+
+    async def submissions_naming(self, task: str, limit: int = 50) -> list[LogRow]:
+        """`task.submitted` and `task.bound` rows whose payload names `task`, oldest first."""
+        query = sa.select(_log).where(_log.c.type.in_(("task.submitted", "task.bound")), self._mentions(task)).order_by(_log.c.seq).limit(limit)
+        return await self._run(_select_rows, query)
 
     async def dead_letters(self, limit: int) -> list[DeadLetter]:
         return await self._run(_dead_letters, limit)
@@ -456,6 +465,9 @@ def _failure(exc: BaseException, target: str, doing: str) -> StoreError:
     if getattr(cause, "sqlite_errorname", None) == "SQLITE_CORRUPT":
         file = shlex.quote(target.split(":///", 1)[-1])
         return StoreError(f"the log {file} is damaged ({said}): check it with `sqlite3 {file} 'pragma integrity_check'`")
+    if getattr(cause, "sqlstate", None) == "3D000":  # invalid_catalog_name: the database does not exist
+        database = urllib.parse.urlsplit(target).path.lstrip("/") or "postgres"
+        return StoreError(f"{doing} {target}: {said}; create it first, for example `createdb {shlex.quote(database)}` or `psql -c 'CREATE DATABASE \"{database}\"'` on the server, and preemptd makes its tables")
     return StoreError(f"{doing} {target}: {said}")
 
 

@@ -105,8 +105,9 @@ def _explain(exc: msgspec.DecodeError, raw: bytes, expected: tuple[str, ...]) ->
     if not isinstance(event_type, str) or event_type not in expected:
         if event_type == Tick.__struct_config__.tag or event_type in DECISION_TYPES:
             return DecodeError(f"{event_type!r} is written by the daemon; shims may not publish it", str(event_type), event_id)
+        near = closest(event_type, expected) if isinstance(event_type, str) else None
         return DecodeError(
-            f"unknown event type {event_type!r}; expected one of: {', '.join(expected)}",
+            f"unknown event type {cut_text(repr(event_type), 80)} (did you mean {near}?)" if near else f"unknown event type {cut_text(repr(event_type), 80)}; expected one of: {', '.join(expected)}",
             event_type if isinstance(event_type, str) else None,
             event_id,
         )

@@ -33,5 +33,6 @@ from ._state import (
     QueueState as QueueState,
     TaskState as TaskState,
     TaskStatus as TaskStatus,
+    Words as Words,
 )
 from ._views import partition_view as partition_view, queue_depth as queue_depth

@@ -37,6 +37,7 @@ from preemptd.events import (
     TaskSubmitted,
     Tick,
     Unreserved,
+    closest,
     encode,
     format_human,
 )
@@ -179,7 +180,7 @@ class Projection:
             raise SnapshotError(f"partition {p.name}: its configuration no longer gives the queues it holds")
         for queue in queues:
             p.queues[queue.path].props = queue.props
-        p.settings, p.aliases, p.defined_classes = parsed.settings, parsed.aliases, parsed.priority_classes
+        p.settings, p.aliases, p.defined_classes, p.words = parsed.settings, parsed.aliases, parsed.priority_classes, parsed.words
         p.model_state = msgspec.convert(p.model_state, model.state_type) if model.state_type else None
 
     def _config_applied(self, p: PartitionState, event: ConfigApplied) -> tuple[str, ...]:
@@ -227,13 +228,13 @@ def _configure(p: PartitionState, model: ModelFold, document: dict | list, parse
     for app in p.apps.values():
         if app.queue not in queues or not queues[app.queue].leaf:
             raise Rejected(
-                f"configuration refused, the previous one stays: leaf queue {app.queue} is used by application "
+                f"configuration refused, the previous one stays: {p.words.queue} {app.queue} is used by {p.words.application} "
                 f"{app.id} ({len(app.tasks)} tasks) and would be removed or turned into a parent"
             )
     if p.model != model.name or p.model_state is None:
         p.model_state = model.state_type() if model.state_type else None
     p.model, p.document, p.settings, p.queues = model.name, encode(document), parsed.settings, queues
-    p.aliases, p.defined_classes = dict(parsed.aliases), dict(parsed.priority_classes)
+    p.aliases, p.defined_classes, p.words = dict(parsed.aliases), dict(parsed.priority_classes), parsed.words
     p.pending_count = 0  # counted again below, with every queue aggregate
     for task in p.tasks.values():
         _count_task(p, task, +1)
@@ -292,7 +293,7 @@ def _node_removed(p: PartitionState, event: NodeRemoved) -> None:
 
 def _app_submitted(p: PartitionState, event: AppSubmitted, record: LogRecord) -> None:
     if event.app in p.apps:
-        raise Rejected(f"application {event.app!r} already exists (in {p.apps[event.app].queue})")
+        raise Rejected(f"{p.words.application} {event.app!r} already exists (in {p.apps[event.app].queue})")
     queue = _leaf(p, event.queue)
     priority, may_preempt, allow = _priority(p, event.priority, event.priority_class, None)
     p.apps[event.app] = AppState(
@@ -310,7 +311,7 @@ def _app_submitted(p: PartitionState, event: AppSubmitted, record: LogRecord) ->
 def _app_finished(p: PartitionState, event: AppFinished) -> None:
     app = p.apps.get(event.app)
     if app is None:
-        raise Rejected(f"unknown application {event.app!r}")
+        raise Rejected(f"unknown {p.words.application} {event.app!r}")
     for task_id in list(app.tasks):
         _remove_task(p, p.tasks[task_id])
     del p.apps[event.app]
@@ -378,11 +379,11 @@ def _app_for(p: PartitionState, event: TaskSubmitted | TaskBound, record: LogRec
     app = p.apps.get(event.app)
     if app is None:
         if event.queue is None:
-            raise Rejected(f"unknown application {event.app!r}: publish app.submitted first, or set `queue` on the task")
+            raise Rejected(f"unknown {p.words.application} {event.app!r}: publish app.submitted first, or set `queue` on the task")
         queue = _leaf(p, event.queue)
         return AppState(id=event.app, queue=queue.path, submitted_at=record.received, seq=record.seq)
     if event.queue is not None and p.aliases.get(event.queue, event.queue) != app.queue:
-        raise Rejected(f"task {event.task!r} names queue {event.queue} but its application {app.id!r} is in {app.queue}")
+        raise Rejected(f"task {event.task!r} names queue {event.queue} but its {p.words.application} {app.id!r} is in {app.queue}")
     return app
 
 
@@ -417,7 +418,7 @@ def _priority(p: PartitionState, value: int | None, class_name: str | None, app:
     if class_name is not None:
         cls = p.defined_classes.get(class_name) or p.priority_classes.get(class_name)
         if cls is None:
-            raise Rejected(f"unknown priority class {class_name!r}: publish priorityclass.upserted first")
+            raise Rejected(_unknown_class(p, class_name))
         return (cls.value if value is None else value), cls.may_preempt, cls.allow_preemption
     if app is not None:
         return (app.priority if value is None else value), app.may_preempt, app.allow_preemption
@@ -612,9 +613,34 @@ def _leaf(p: PartitionState, name: str) -> QueueState:
     path = p.aliases.get(name, name)
     queue = p.queues.get(path)
     if queue is None:
-        leaves = [q.path for q in p.queues.values() if q.leaf]
-        shown = ", ".join(leaves[:10]) + (f" and {len(leaves) - 10} more" if len(leaves) > 10 else "")
-        raise Rejected(f"unknown queue {name!r} in partition {p.name} (leaf queues: {shown or 'none'})")
+        raise Rejected(_unknown_queue(p, name))
     if not queue.leaf:
-        raise Rejected(f"queue {path} is a parent queue; tasks and applications go to leaf queues")
+        raise Rejected(f"{p.words.queue} {path} is a parent queue; tasks and {p.words.application}s go to leaf queues")
     return queue
+
+
+def _unknown_queue(p: PartitionState, name: str) -> str:
+    """In the model's words: a LocalQueue (`namespace/name`) among those of its namespace, else
+    a queue among the leaves; with the one probably meant."""
+    words = p.words
+    if words.alias and "/" in name:
+        namespace = name.split("/", 1)[0]
+        same = [alias for alias in p.aliases if alias.startswith(f"{namespace}/")]
+        near = closest(name, same or p.aliases)
+        listed = f"{words.alias}s in namespace {namespace}: {_listed(same)}" if same else f"no {words.alias} in namespace {namespace}; {words.alias}s: {_listed(list(p.aliases))}"
+        return f"unknown {words.alias} {name!r} in partition {p.name} ({listed}" + (f"; did you mean {near}?)" if near else ")")
+    leaves = [q.path for q in p.queues.values() if q.leaf]
+    near = closest(name, [*leaves, *p.aliases])
+    also = f", or a {words.alias} as namespace/name" if words.alias else ""
+    return f"unknown {words.queue} {name!r} in partition {p.name} ({words.queues}: {_listed(leaves)}{also}" + (f"; did you mean {near}?)" if near else ")")
+
+
+def _unknown_class(p: PartitionState, name: str) -> str:
+    known = sorted({*p.defined_classes, *p.priority_classes})
+    near = closest(name, known)
+    hint = f"did you mean {near}?" if near else (f"known: {_listed(known)}; {p.words.define_class}" if known else p.words.define_class)
+    return f"unknown {p.words.priority_class} {name!r} ({hint})"
+
+
+def _listed(names: list[str], shown: int = 10) -> str:
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "") if names else "none"

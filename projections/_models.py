@@ -16,7 +16,7 @@ import msgspec
 
 from preemptd.events import DecisionEvent, Resources
 
-from ._state import PartitionState, PriorityClass
+from ._state import PartitionState, PriorityClass, Words
 
 __all__ = ["ModelFold", "ParsedConfig", "QueueConfig"]
 
@@ -49,13 +49,15 @@ class ParsedConfig(msgspec.Struct, frozen=True, kw_only=True):
     and warnings worth reporting once (fields it ignores, values it replaced by defaults).
     `aliases` are other names applications may give for a leaf queue (Kueue's LocalQueues,
     `namespace/name`); `priority_classes` are classes the configuration defines (Kueue's
-    WorkloadPriorityClasses), found before those published as events."""
+    WorkloadPriorityClasses), found before those published as events; `words` are the model's
+    words for its things, in the fold's refusals."""
 
     root: QueueConfig
     settings: Any = None
     warnings: tuple[str, ...] = ()
     aliases: dict[str, str] = {}
     priority_classes: dict[str, PriorityClass] = {}
+    words: Words = Words()
 
     def same_as(self, other: ParsedConfig) -> bool:
         """Both configure the partition alike (warnings aside)."""

@@ -38,6 +38,7 @@ __all__ = [
     "QueueState",
     "TaskState",
     "TaskStatus",
+    "Words",
 ]
 
 TaskStatus = Literal["pending", "running", "preempting"]
@@ -136,6 +137,18 @@ class PriorityClass(msgspec.Struct, frozen=True, kw_only=True):
     allow_preemption: bool = True
 
 
+class Words(msgspec.Struct, frozen=True, kw_only=True):
+    """The words a model's users know its things by, for the fold's refusals: an unknown
+    LocalQueue is refused as one under Kueue, a job as a job under Volcano."""
+
+    queue: str = "queue"  # what an application names as its queue
+    queues: str = "leaf queues"  # what a refusal lists
+    alias: str = ""  # another name an application may give a queue (Kueue's LocalQueue, `namespace/name`)
+    application: str = "application"
+    priority_class: str = "priority class"
+    define_class: str = "publish priorityclass.upserted first"
+
+
 class PartitionState(msgspec.Struct, kw_only=True):
     name: str
     model: str  # the scheduling model's name, from the registry
@@ -149,6 +162,7 @@ class PartitionState(msgspec.Struct, kw_only=True):
     priority_classes: dict[str, PriorityClass] = {}
     defined_classes: dict[str, PriorityClass] = {}  # priority classes the configuration defines
     aliases: dict[str, str] = {}  # names that stand for a leaf queue (Kueue's LocalQueues)
+    words: Words = Words()  # the model's words for its things, in refusals
     capacity: dict[str, int] = {}  # schedulable nodes only
     pending_count: int = 0
     last_tick: int = 0

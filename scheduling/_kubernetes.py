@@ -11,6 +11,7 @@ and WorkloadPriorityClass objects, in a configuration of any model, define prior
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -154,7 +155,7 @@ def _unknown(key: str, here: str, parent: str, shape: Shape, whole: Shape) -> st
         return f"unknown field {shown_path(here)} (did you mean {near}?)"
     homes = [home for home in _homes(key, whole, "") if home != _pattern(parent)]
     if homes:
-        return f"{key} is not a field of {_pattern(parent) or 'the object'}: it belongs under {' or '.join(homes)}"
+        return f"{shown_path(key)} is not a field of {_pattern(parent) or 'the object'}: it belongs under {' or '.join(homes)}"
     return f"unknown field {shown_path(here)} ({_pattern(parent) or 'the object'} has: {', '.join(siblings)})"
 
 
@@ -172,16 +173,10 @@ def _homes(key: str, shape: Any, path: str) -> Iterator[str]:
 
 def _pattern(path: str) -> str:
     """`spec.resourceGroups[0].flavors[1]` -> `spec.resourceGroups[].flavors[]`: a place in the shape."""
-    out, skipping = [], False
-    for char in path:
-        if char == "[":
-            skipping = True
-            out.append("[]")
-        elif char == "]":
-            skipping = False
-        elif not skipping:
-            out.append(char)
-    return "".join(out)
+    return _INDEX.sub("[]", path)
+
+
+_INDEX = re.compile(r"\[\d+\]")
 
 
 def shown_path(path: str) -> str:

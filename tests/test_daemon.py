@@ -243,6 +243,18 @@ partitions:
 """
 
 
+@pytest.mark.parametrize("between", [0.0, 0.005, 0.01, 0.02])
+def test_a_second_ctrl_c_while_stopping_is_said_not_raised(between: float, daemon_factory) -> None:
+    """The second SIGINT used to land in the embedded nats-server's stop as a KeyboardInterrupt:
+    a traceback, and nats-server left to die with the process."""
+    daemon = daemon_factory().start()
+    daemon.process.send_signal(signal.SIGINT)
+    time.sleep(between)
+    daemon.process.send_signal(signal.SIGINT)
+    assert daemon.process.wait(30) == 0
+    assert "Traceback" not in daemon.log_text() and "msg=stopped" in daemon.log_text()
+
+
 def test_run_applies_a_config_file_when_it_changes_and_stops_cleanly_on_sigint(nats_server: EmbeddedNats, daemon_factory, tmp_path: Path) -> None:
     queues = tmp_path / "queues.yaml"
     queues.write_text(QUEUES)

@@ -201,6 +201,7 @@ def test_the_json_schema_refuses_what_the_decoder_refuses(bad: dict) -> None:
         (b'{"type":"task.submitted","id":"1","ts":1,"task":5,"app":"a","resources":{"cpu":1}}', "task.submitted", ["task.submitted", "$.task"]),
         (b'{"type":"node.upserted","id":"1","ts":1,"node":"n","capacity":{"cpu":"2 cores"}}', "node.upserted", ["node.upserted", "$.capacity", "cpu"]),
         (b'{"type":"nope","id":"1"}', "nope", ["unknown event type 'nope'", "task.submitted"]),
+        (b'{"type":"task.submited","id":"1"}', "task.submited", ["unknown event type 'task.submited' (did you mean task.submitted?)"]),
         (b'{"id":"1"}', None, ["missing field `type`"]),
         (b'{"type": "task.submitted", "id": ', None, ["malformed JSON"]),
         (b"[1, 2]", None, ["expected a JSON object"]),

@@ -10,7 +10,11 @@
 from __future__ import annotations
 
 import json
+import re
+import signal
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import anyio
@@ -287,40 +291,105 @@ def test_publish_checks_the_events_first_and_sends_nothing_if_one_is_invalid(nat
         "preemptd: 1 event the daemon would reject; nothing was published (--no-check sends them anyway):",
         "  event 2 (id " + refused.stderr.split("(id ")[1].split(")")[0] + "): task.submitted: unknown field `resorces` (did you mean `resources`?)",
     ]
-    unread = preemptd("publish", "-", "--nats-url", nats_server.url, "--no-check", "--wait", "--timeout", "0.5", input=NEW_USER_EVENTS)
-    assert unread.returncode == 1, "no daemon runs: nothing was read"
-    assert [line.split(": ", 1)[1] for line in unread.stdout.splitlines()] == ["not read: no daemon read it within 0.5s (is `preemptd run` running?)"] * 3
+    unread = preemptd("publish", "-", "--nats-url", nats_server.url, "--no-check", input=NEW_USER_EVENTS)
+    assert unread.returncode == 0, "no daemon runs: the events wait in the stream for one, no verdict is awaited"
+    assert unread.stderr == (
+        "published 3 events: 3 sent (no daemon is running for partition default: the events wait in the stream, "
+        "and `preemptd tail --rejected` shows any rejection once one runs)\n"
+    )
     assert len(anyio.run(read, nats_server.url, CLUSTER_STREAM, "preemptd.cluster.>")) == 3, "only the events sent with --no-check"
 
 
 def test_publish_wait_gives_the_daemons_verdict_on_each_event_and_tail_shows_the_rejected(nats_server: EmbeddedNats, daemon_factory) -> None:
     daemon_factory("--nats-url", nats_server.url).start()
-    published = preemptd("publish", "-", "--nats-url", nats_server.url, "--no-check", "--wait", input=NEW_USER_EVENTS)
+    published = preemptd("publish", "-", "--nats-url", nats_server.url, "--no-check", input=NEW_USER_EVENTS)
     assert published.returncode == 1, "not every event was accepted"
     verdicts = [line.split(", id ")[0] + ":" + line.split("):", 1)[1] for line in published.stdout.splitlines()]
     assert verdicts == [
-        "event 1 (node.upserted: accepted",
         "event 2 (task.submitted: rejected: task.submitted: unknown field `resorces` (did you mean `resources`?)",
         "event 3 (task.submitted: rejected: unknown queue 'root.nope' in partition default (leaf queues: root.default)",
-    ]
+    ], "the daemon's verdict by default: each rejection printed"
     assert published.stderr.strip() == "published 3 events: 1 accepted, 2 rejected"
+    every = preemptd("publish", "-", "--nats-url", nats_server.url, "--no-check", "--verbose", input=NEW_USER_EVENTS.replace('"n1"', '"n2"').replace('"t1"', '"t5"').replace('"t2"', '"t6"'))
+    assert [line.split(" (", 1)[0] + ":" + line.split("):", 1)[1].split(":")[0] for line in every.stdout.splitlines()] == ["event 1: accepted", "event 2: rejected", "event 3: rejected"]
     rejected = preemptd("tail", "--rejected", "--from-start", "--count", "2", "--timeout", "20", "--nats-url", nats_server.url)
     assert rejected.returncode == 0
     assert [line.split(" rejected ", 1)[1].split(" (preemptd.cluster.default.task #")[0].split()[0] for line in rejected.stdout.splitlines()] == ["task.submitted"] * 2
     assert "did you mean `resources`?" in rejected.stdout and "unknown queue 'root.nope'" in rejected.stdout
-    again = preemptd("publish", "-", "--nats-url", nats_server.url, "--wait", input=NEW_USER_EVENTS.splitlines()[0] + "\n")
-    assert again.returncode == 0 and again.stdout.endswith(": accepted\n"), "a new node event, with a fresh id"
+    again = preemptd("publish", "-", "--nats-url", nats_server.url, "--wait", input=NEW_USER_EVENTS.splitlines()[0].replace('"n1"', '"n3"') + "\n")
+    assert (again.returncode, again.stderr) == (0, "published 1 event: 1 accepted\n"), "--wait, the default now, still runs"
 
 
 def test_publish_says_when_nats_dropped_a_resend(nats_server: EmbeddedNats) -> None:
     line = json.dumps({"type": "node.upserted", "id": "node-n1-1", "node": "n1", "capacity": {"vcore": 4}}) + "\n"
-    first = preemptd("publish", "-", "--nats-url", nats_server.url, input=line)
+    first = preemptd("publish", "-", "--nats-url", nats_server.url, "--no-wait", input=line)
     assert (first.returncode, first.stderr) == (0, "published 1 event\n")
-    again = preemptd("publish", "-", "--nats-url", nats_server.url, input=line)
-    assert (again.returncode, again.stderr) == (0, "published 1 event: 1 duplicate (NATS dropped them: their id was published in the last 2 minutes)\n")
-    waited = preemptd("publish", "-", "--nats-url", nats_server.url, "--wait", input=line)
-    assert waited.returncode == 1, "not accepted this time"
-    assert waited.stdout == "event 1 (node.upserted, id node-n1-1): duplicate: NATS dropped it: its id was published in the last 2 minutes (the first copy's verdict is not known here)\n"
+    again = preemptd("publish", "-", "--nats-url", nats_server.url, "--no-wait", input=line)
+    assert (again.returncode, again.stderr) == (0, "published 1 event: 1 duplicate (a duplicate was published before: it is not applied twice)\n")
+
+
+def test_publish_fills_ids_from_the_file_so_that_publishing_it_again_applies_nothing_twice(nats_server: EmbeddedNats, daemon_factory, tmp_path: Path) -> None:
+    """Ids filled in are derived from each event and its position: the same file again is
+    dropped by NATS (within two minutes) or refused by the daemon as already in the log."""
+    daemon = daemon_factory("--nats-url", nats_server.url).start()
+    events = tmp_path / "events.yaml"
+    events.write_text("- {type: node.upserted, node: n1, capacity: {vcore: 4}}\n- {type: task.submitted, task: t1, app: a, queue: root.default, resources: {vcore: 1}}\n")
+    first = preemptd("publish", str(events), "--nats-url", nats_server.url)
+    assert (first.returncode, first.stderr) == (0, "published 2 events: 2 accepted\n")
+    again = preemptd("publish", str(events), "--nats-url", nats_server.url)
+    assert again.returncode == 0 and again.stderr.startswith("published 2 events: 2 duplicate"), again.stderr
+    db = daemon.state_dir / "preemptd.db"
+    assert count(db, "log where type = 'task.submitted'") == 1
+    with sqlite3.connect(db) as conn:
+        (task_id,) = conn.execute("select event_id from log where type = 'task.submitted'").fetchone()
+    assert re.fullmatch(r"[0-9a-f]{16}-2", task_id), "the event's digest and its position in the file"
+    # past NATS's two minutes, the daemon itself refuses the id, and publish says it is in the log already
+    data = json.dumps({"type": "task.submitted", "id": "t9-id", "ts": 1, "task": "t9", "app": "a", "queue": "root.default", "resources": {"vcore": 1}}).encode()
+    anyio.run(publish, nats_server.url, [Outbound("preemptd.cluster.default.task", data)])  # no Nats-Msg-Id: NATS keeps any copy
+    events.write_text(data.decode() + "\n")
+    wait_for(lambda: count(db, "log where type = 'task.submitted'") == 2, what="t9 in the log")
+    late = preemptd("publish", str(events), "--nats-url", nats_server.url)
+    assert late.returncode == 0, late.stdout
+    assert late.stderr.startswith("published 1 event: 1 duplicate"), late.stderr
+    assert count(db, "log where type = 'task.submitted'") == 2
+
+
+@pytest.mark.slow
+def test_an_interrupted_publish_says_how_many_it_sent_and_runs_again_without_duplicates(nats_server: EmbeddedNats, tmp_path: Path) -> None:
+    total = 60_000
+    events = tmp_path / "many.jsonl"
+    events.write_text("".join(json.dumps({"type": "node.upserted", "node": f"n{i}", "capacity": {"vcore": 1}}) + "\n" for i in range(total)))
+    command = [sys.executable, "-m", "preemptd.daemon.cli", "publish", str(events), "--nats-url", nats_server.url, "--no-wait"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: _stream_messages(nats_server.url) >= 2000, what="the first batches sent")
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    said = re.search(r"interrupted: NATS had stored ([\d,]+) of the 60,000 events \(perhaps a few more\): run preemptd publish \S+ again", stderr)
+    assert said is not None, stderr
+    sent = int(said[1].replace(",", ""))
+    assert 0 < sent < total and process.returncode == 130
+    rerun = preemptd("publish", str(events), "--nats-url", nats_server.url, "--no-wait", timeout=300)
+    assert rerun.returncode == 0
+    assert _stream_messages(nats_server.url) == total, "each event in the stream once"
+    duplicates = int(re.search(r"published 60000 events: (\d+) duplicate, \d+ sent", rerun.stderr)[1])
+    assert duplicates >= sent, "what was sent before is dropped, not applied twice"
+
+
+def _stream_messages(url: str) -> int:
+    from preemptd.daemon.nats_source import CLUSTER_STREAM
+
+    async def messages() -> int:
+        import nats
+
+        connection = await nats.connect(url)
+        try:
+            return (await connection.jetstream().stream_info(CLUSTER_STREAM)).state.messages
+        except nats.js.errors.NotFoundError:  # not made yet
+            return 0
+        finally:
+            await connection.close()
+
+    return anyio.run(messages)
 
 
 def test_a_huge_rejected_message_gets_its_notice_and_so_does_the_next(nats_server: EmbeddedNats, daemon_factory) -> None:
@@ -330,7 +399,7 @@ def test_a_huge_rejected_message_gets_its_notice_and_so_does_the_next(nats_serve
     daemon_factory("--nats-url", nats_server.url).start()
     huge = json.dumps({"type": "T" * 400_000, "id": "I" * 400_000}).encode()
     anyio.run(publish, nats_server.url, [Outbound("preemptd.cluster.default.task", huge, "huge")])
-    bogus = preemptd("publish", "-", "--nats-url", nats_server.url, "--no-check", "--wait", input='{"type": "bogus", "id": "mine-1"}')
+    bogus = preemptd("publish", "-", "--nats-url", nats_server.url, "--no-check", input='{"type": "bogus", "id": "mine-1"}')
     assert bogus.stdout.startswith("event 1 (bogus, id mine-1): rejected: unknown event type 'bogus'")
     notices = preemptd("tail", "--rejected", "--from-start", "--count", "2", "--timeout", "20", "--json", "--nats-url", nats_server.url)
     first = json.loads(notices.stdout.splitlines()[0])

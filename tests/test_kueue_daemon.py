@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import preemptd
+from conftest import ROOT, preemptd
 
 KUEUE_OBJECTS = """\
 model: kueue
@@ -61,3 +61,16 @@ def test_explain_shows_a_fair_sharing_eviction_with_its_preemptor_shares_and_can
     assert "workload b-1 (ClusterQueue team-b) is evicted; reason: InCohortFairSharing; preemptor: a-5" in evicted
     assert "in cohort research, ClusterQueue team-a (the preemptor's side) would have share 250; ClusterQueue team-b has 500, 416.67 after" in evicted
     assert "spared: b-8 (ClusterQueue team-b, priority 0): not needed" in evicted
+
+
+def test_a_clusters_own_objects_run_unchanged_and_the_log_says_what_runs(daemon_factory) -> None:
+    """examples/cluster/kueue.yaml: `model: kueue`, then `kubectl get -o yaml` output (a kind:
+    List) and Kueue's manager ConfigMap, which turns fair sharing on."""
+    daemon = daemon_factory("--config", str(ROOT / "examples" / "cluster" / "kueue.yaml")).start()
+    daemon.publish("- {type: app.submitted, app: train-1, queue: vision/training, priority_class: production}\n- {type: task.submitted, task: train-1-0, app: train-1, resources: {cpu: 8, nvidia.com/gpu: 2}}\n")
+    [admitted] = daemon.decisions(1)
+    assert (admitted["type"], admitted["queue"], admitted["flavors"]) == ("decision.admitted", "vision", {"cpu": "on-demand", "nvidia.com/gpu": "on-demand"})
+    assert (
+        'runs="kueue: 5 ClusterQueues in 2 cohorts, 5 LocalQueues, 2 priority classes; fair sharing on (LessThanOrEqualToFinalShare, LessThanInitialShare); 3 of 5 ClusterQueues may preempt"'
+        in daemon.log_text()
+    )

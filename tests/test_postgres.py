@@ -34,7 +34,8 @@ def test_the_daemon_and_every_command_work_on_a_postgresql_log(postgres_log: str
         "- {type: task.submitted, task: first, app: a1, queue: root.default, resources: {vcore: 1}}\n"
         "- {type: task.released, task: nobody}\n"
     )
-    assert preemptd("publish", str(events), "--no-check", "--state-dir", str(daemon.state_dir)).returncode == 0
+    published = preemptd("publish", str(events), "--no-check", "--state-dir", str(daemon.state_dir))
+    assert published.returncode == 1 and "rejected: unknown task 'nobody'" in published.stdout, published.stdout + published.stderr
     wait_for(lambda: scalar(postgres_log, "select count(*) from dead_letters") == 1, what="the bad release in dead letters")
     assert daemon.decisions(1)[0]["task"] == "first"
     assert daemon.stop() == 0
@@ -121,3 +122,11 @@ def test_a_writer_that_loses_its_lease_stops_rather_than_write_beside_a_standby(
     postgres(postgres_log, "select pg_terminate_backend(pid) from pg_locks where locktype = 'advisory' and granted")
     assert writer.process.wait(timeout=30) == 2
     assert "stopping: the writer's lease is lost" in writer.log_text()
+
+
+def test_a_database_that_does_not_exist_is_one_line_saying_how_to_create_it(postgres_log: str, tmp_path: Path) -> None:
+    missing = postgres_log.rsplit("/", 1)[0] + "/preemptd_never_made"
+    for command in (["state"], ["run", "--state-dir", str(tmp_path / "state")]):
+        result = preemptd(*command, "--db", missing)
+        assert result.returncode == 2 and "Traceback" not in result.stderr
+        assert 'database "preemptd_never_made" does not exist; create it first, for example `createdb preemptd_never_made`' in result.stderr, result.stderr

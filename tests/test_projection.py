@@ -73,7 +73,7 @@ BAD_EVENTS = [
     (ev.AppFinished(id="y", ts=0, app="ghost"), "unknown application 'ghost'"),
     (ev.NodeRemoved(id="y", ts=0, node="n9"), "unknown node 'n9'"),
     (ev.PriorityClassDeleted(id="y", ts=0, name="nope"), "unknown priority class 'nope'"),
-    (config([{"name": "b"}]), "leaf queue root.a.a1 is used by application app"),
+    (config([{"name": "b"}]), "queue root.a.a1 is used by application app"),
     (config([{"name": "a", "resources": {"guaranteed": {"vcore": 5}, "max": {"vcore": 4}}}]), "guaranteed vcore 5 is above its own max (4)"),
     (ev.ConfigApplied(id="y", ts=0, model="slurm", config={}), "model 'slurm' is not supported"),
 ]

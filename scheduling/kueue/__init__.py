@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from preemptd.events import Admitted, DecisionEvent, Evicted
-from preemptd.projections import ParsedConfig, PartitionState, QueueConfig, Rejected
+from preemptd.projections import ParsedConfig, PartitionState, QueueConfig, Rejected, Words
 
 from .._model import Bounds, Model, counted
 from ._cycle import ADMISSIONS_PER_CYCLE as ADMISSIONS_PER_CYCLE, PREEMPTIONS_PER_CYCLE as PREEMPTIONS_PER_CYCLE, schedule
@@ -41,7 +41,19 @@ def parse_config(document: Any, partition: str) -> ParsedConfig:
         warnings=warnings,
         aliases={local: queue for local, queue in config.local_queues.items() if queue in config.cluster_queues},
         priority_classes=config.priority_classes,
+        words=WORDS,
     )
+
+
+#: Kueue's words for its things, in the fold's refusals.
+WORDS = Words(
+    queue="ClusterQueue",
+    queues="ClusterQueues",
+    alias="LocalQueue",
+    application="workload",
+    priority_class="WorkloadPriorityClass",
+    define_class="add a WorkloadPriorityClass (or PriorityClass) to the configuration, or publish priorityclass.upserted",
+)
 
 
 def next_wakeup(partition: PartitionState, now: int) -> int | None:

@@ -18,6 +18,7 @@ quota of its own, as in Kueue.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterator
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
@@ -161,7 +162,7 @@ class _Reader(ObjectReader):
 
     def __init__(self) -> None:
         super().__init__()
-        self.flavors: list[str] = []
+        self.flavors: dict[str, None] = {}  # an ordered set
         self.cohorts: dict[str, Cohort] = {}
         self.cluster_queues: dict[str, ClusterQueue] = {}
         self.local_queues: dict[str, str] = {}
@@ -201,7 +202,7 @@ class _Reader(ObjectReader):
     # -- one reader per kind --
 
     def resource_flavor(self, name: str, item: dict[str, Any], where: str) -> None:
-        self.flavors.append(unique(name, self.flavors, "ResourceFlavor"))
+        self.flavors[unique(name, self.flavors, "ResourceFlavor")] = None
 
     def cohort(self, name: str, item: dict[str, Any], where: str) -> None:
         spec = item.get("spec") or {}
@@ -480,7 +481,7 @@ def _quota(resource: dict[str, Any], path: str, where: str, has_cohort: bool) ->
 def _check_disjoint(groups: tuple[ResourceGroup, ...], where: str) -> None:
     """A resource, and a flavor, belong to one resource group only."""
     for what, names in (("resource", [r for g in groups for r in g.covered]), ("flavor", [f.flavor for g in groups for f in g.flavors])):
-        repeated = sorted({n for n in names if names.count(n) > 1})
+        repeated = sorted(name for name, times in Counter(names).items() if times > 1)
         if repeated:
             raise ConfigError(f"{where}: {what} {repeated[0]} is in more than one resource group")
 

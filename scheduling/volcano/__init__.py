@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from preemptd.projections import ParsedConfig, PartitionState, QueueConfig
+from preemptd.projections import ParsedConfig, PartitionState, QueueConfig, Words
 
 from .._model import Bounds, Model, counted
 from ._cycle import BLOCKED_PER_CYCLE as BLOCKED_PER_CYCLE, schedule
@@ -44,7 +44,17 @@ def parse_config(document: Any, partition: str) -> ParsedConfig:
         below = tuple(node(child) for child in children.get(queue.name, ()))
         return QueueConfig(name=queue.name, path=queue.name, children=below, is_parent=bool(below) or queue.name == "root")
 
-    return ParsedConfig(root=node(config.queues["root"]), settings=config, warnings=warnings, priority_classes=config.priority_classes)
+    return ParsedConfig(root=node(config.queues["root"]), settings=config, warnings=warnings, priority_classes=config.priority_classes, words=WORDS)
+
+
+#: Volcano's words for its things, in the fold's refusals.
+WORDS = Words(
+    queue="queue",
+    queues="queues jobs may use",
+    application="job",
+    priority_class="PriorityClass",
+    define_class="add the PriorityClass to the configuration, or publish priorityclass.upserted",
+)
 
 
 def next_wakeup(partition: PartitionState, now: int) -> int | None:
