@@ -33,6 +33,7 @@ from preemptd.events import (
     Scenario,
     closest,
     encode,
+    field_meant,
     json_schema,
     parse_duration,
     to_builtins,
@@ -163,9 +164,9 @@ def _load_scenario(path: str) -> Scenario:
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc}") from None
     except msgspec.ValidationError as exc:
-        raise UsageError(f"{path}: not a scenario: {exc}") from None
+        raise UsageError(f"{path}: not a scenario: {field_meant(str(exc), Scenario)}") from None
     except msgspec.DecodeError as exc:
-        raise UsageError(f"{path}: not YAML: {exc}") from None
+        raise UsageError(f"{path}: not YAML: {str(exc).replace('<byte string>', path)}") from None
 
 
 async def cmd_simulate(args: argparse.Namespace) -> int:

@@ -31,6 +31,7 @@ from ._codec import (
     decode_log_event as decode_log_event,
     encode as encode,
     encode_within as encode_within,
+    field_meant as field_meant,
     json_schema as json_schema,
     to_builtins as to_builtins,
 )

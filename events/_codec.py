@@ -7,6 +7,7 @@ Decoders are built once at import. A decode error names the event type and the f
 from __future__ import annotations
 
 import re
+import typing
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,6 +31,7 @@ __all__ = [
     "decode_log_event",
     "encode",
     "encode_within",
+    "field_meant",
     "json_schema",
     "to_builtins",
 ]
@@ -117,7 +119,7 @@ def _explain(exc: msgspec.DecodeError, raw: bytes, expected: tuple[str, ...]) ->
     return DecodeError(f"{event_type}: {exc}", event_type, event_id)
 
 
-_UNKNOWN_FIELD = re.compile(r"Object contains unknown field `(.*)`(?: - at `\$(.*)`)?$", re.DOTALL)
+_UNKNOWN_FIELD = re.compile(r"Object contains unknown field `([^`]*)`(?: - at `\$([^`]*)`)?$")
 
 #: Words a Kubernetes user writes for fields the contract names otherwise (camelCase spellings
 #: of the contract's own fields are found without this).
@@ -138,6 +140,23 @@ def _unknown_field(event_type: str, name: str, at: str | None) -> str:
 
 
 _TYPES: dict[str, type] = {member.__struct_config__.tag: member for member in (*ClusterEvent.__args__, Tick)}
+
+
+def field_meant(error: str, root: type) -> str:
+    """msgspec's refusal of an unknown field of `root` (a Struct, perhaps nested in others:
+    `Object contains unknown field `confg` - at `$.shim``), with the field meant, if one is."""
+    unknown = _UNKNOWN_FIELD.match(error)
+    if unknown is None:
+        return error
+    struct = root
+    for step in (unknown[2] or "").lstrip(".").split("."):
+        if step:
+            inner = typing.get_type_hints(struct).get(step)
+            struct = inner if isinstance(inner, type) and issubclass(inner, msgspec.Struct) else None
+            if struct is None:
+                return error
+    near = closest(unknown[1], [f.encode_name for f in msgspec.structs.fields(struct)])
+    return f"{error} (did you mean `{near}`?)" if near else error
 
 
 def decode_cluster_event(raw: bytes) -> ClusterEvent:

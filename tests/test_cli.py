@@ -133,6 +133,21 @@ def test_a_log_written_by_one_process_replays_in_another(example: str, tmp_path:
     assert result.returncode == 0 and "decisions reproduced" in result.stdout, result.stdout + result.stderr
 
 
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("name: x\nconfg: {}\nevents: []\n", "typo.yaml: not a scenario: Object contains unknown field `confg` (did you mean `config`?)"),
+        ("name: x\nconfig: {}\nevents: []\nshim: {grace_perod: 1s}\n", "Object contains unknown field `grace_perod` - at `$.shim` (did you mean `grace_period`?)"),
+        ("name: x\nconfig: {a: [1\n", 'typo.yaml: not YAML: while parsing a flow sequence\n  in "'),
+    ],
+)
+def test_simulate_names_the_file_and_the_field_meant(tmp_path: Path, text: str, said: str) -> None:
+    path = tmp_path / "typo.yaml"
+    path.write_text(text)
+    result = preemptd("simulate", str(path))
+    assert result.returncode == 2 and said in result.stderr and "<byte string>" not in result.stderr, result.stderr
+
+
 def test_simulate_refuses_a_misspelt_field_inside_an_event(tmp_path: Path) -> None:
     path = tmp_path / "typo.yaml"
     path.write_text("name: x\nconfig: {}\nevents:\n  - {type: task.submitted, task: t, app: a, queue: root.default, resources: {vcore: 1}, requried_node: n1}\n")
