@@ -147,5 +147,5 @@ async def apply_config_file(path: Path, now: int, state: ClusterState, store: St
             raise UsageError(f"{path} refused, the daemon does not start: {reason}") from None
         await store.commit(Batch(rows=[to_row(record)]))
         touched.append(event.partition)
-        log("config applied", partition=event.partition, file=str(path), seq=record.seq, runs=describe(state.partitions[event.partition]))
+        log("config applied", partition=event.partition, file=str(path), seq=record.seq, id=event.id, runs=describe(state.partitions[event.partition]))
     return touched

@@ -134,7 +134,7 @@ class Ingested:
     dead: list[DeadLetter] = field(default_factory=list)
     touched: set[str] = field(default_factory=set)
     warnings: list[tuple[str, str]] = field(default_factory=list)  # (partition, warning)
-    configured: list[tuple[str, str]] = field(default_factory=list)  # (partition, what runs now)
+    configured: list[tuple[str, str, str]] = field(default_factory=list)  # (partition, the event's id, what runs now)
     stopped: Inbound | None = None
 
 
@@ -168,7 +168,7 @@ def fold(decoded: Decoded, known: Mapping[str, int], state: ClusterState) -> Ing
                 if warnings:
                     out.warnings += [(event.partition, warning) for warning in warnings]
                 if isinstance(event, ConfigApplied):
-                    out.configured.append((event.partition, describe(state.partitions[event.partition])))
+                    out.configured.append((event.partition, event.id, describe(state.partitions[event.partition])))
                 seen[event.id] = record.seq
                 out.rows.append(to_row(record, payload=message.data, stream_seq=message.stream_seq))
                 out.touched.add(event.partition)

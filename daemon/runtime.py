@@ -432,8 +432,8 @@ def snapshot_due(grown: int, elapsed_ms: int, every: int) -> bool:
 def _report(ingested: ingest.Ingested, redelivered: int) -> None:
     for partition, warning in ingested.warnings:
         log("config warning", logging.WARNING, partition=partition, warning=warning)
-    for partition, runs in ingested.configured:
-        log("config applied", partition=partition, runs=runs)
+    for partition, event_id, runs in ingested.configured:
+        log("config applied", partition=partition, id=event_id, runs=runs)
     fields = dict(events=len(ingested.rows), dead_letters=len(ingested.dead), redelivered=redelivered)
     if ingested.rows:
         fields.update(first_seq=ingested.rows[0].seq, last_seq=ingested.rows[-1].seq)
