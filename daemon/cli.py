@@ -1,7 +1,7 @@
 """The `preemptd` command line.
 
     preemptd run            the daemon (embedded nats-server and SQLite log by default)
-    preemptd publish FILE   JSON lines or YAML events to NATS, checked first: the simplest shim
+    preemptd publish FILE   JSON lines or YAML events to NATS, checked first, and the daemon's verdict: the simplest shim
     preemptd tail           follow decisions, or rejected events
     preemptd simulate FILE  run a scenario offline
     preemptd replay         recompute every decision of a log, or try another configuration
