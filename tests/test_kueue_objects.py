@@ -102,6 +102,9 @@ def test_v1beta1_names_are_read_and_a_list_may_mix_versions() -> None:
     objects[2] = {"apiVersion": "kueue.x-k8s.io/v1alpha2", "kind": "Cohort", "metadata": {"name": "x"}}  # no such version
     with pytest.raises(ConfigError, match=r"Cohort x: apiVersion 'kueue.x-k8s.io/v1alpha2' is not kueue.x-k8s.io/v1beta2 or kueue.x-k8s.io/v1beta1 or kueue.x-k8s.io/v1alpha1"):
         parse_objects(objects)
+    v1beta1 = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Cohort", "metadata": {"name": "research"}, "spec": {"parent": "org"}}
+    with pytest.raises(ConfigError, match=r"Cohort research: spec.parent: v1beta1 names it parentName"):
+        parse_objects([v1beta1])  # spec.parent was v1alpha1's
     objects[2] = {"apiVersion": "kueue.x-k8s.io/v1alpha1", "kind": "Cohort", "metadata": {"name": "research"}, "spec": {"parent": "org"}}  # Kueue up to v0.12
     objects[3] = {**objects[3], "apiVersion": "kueue.x-k8s.io/v1beta1", "spec": {**objects[3]["spec"], "cohort": "research"}}
     del objects[3]["spec"]["cohortName"]

@@ -6,7 +6,8 @@ ResourceFlavor, Cohort, ClusterQueue, LocalQueue, WorkloadPriorityClass (`kueue.
 Cohorts also in `v1alpha1`, Kueue up to v0.12; a list may mix them), PriorityClass, and Kueue's
 Configuration (`config.kueue.x-k8s.io`), bare or in Kueue's manager ConfigMap. Each version is
 read with its own field names (ClusterQueue `spec.cohortName` in v1beta2, `spec.cohort` before;
-Cohort `spec.parentName` / `spec.parent`; Configuration `fairSharing.enable` in v1beta1 only).
+Cohort `spec.parentName`, `spec.parent` in v1alpha1; Configuration `fairSharing.enable` in
+v1beta1 only).
 
 Fields are read as strictly as Kueue's API server reads them (see `.._kubernetes`); what
 Kueue's validation refuses is refused with Kueue's reason (`ConfigError`); fields and kinds
@@ -300,6 +301,7 @@ def _cohort(parent: str, renamed: str, version: str) -> Shape:
     return object_shape(spec={parent: VALUE, renamed: Gone(f"{version} names it {parent}"), "resourceGroups": _RESOURCE_GROUPS, "fairSharing": _FAIR_SHARING})
 
 
+
 _RESOURCE_FLAVOR = object_shape(
     spec={
         "nodeLabels": ANY,  # for the shim's scheduler: admission counts quota, as Kueue's does
@@ -345,7 +347,7 @@ _KINDS = {
         _API_GROUP,
         {
             "v1beta2": _cohort("parentName", "parent", "v1beta2"),
-            "v1beta1": _cohort("parent", "parentName", "v1beta1"),
+            "v1beta1": _cohort("parentName", "parent", "v1beta1"),
             "v1alpha1": _cohort("parent", "parentName", "v1alpha1"),
         },
         _Reader.cohort,
