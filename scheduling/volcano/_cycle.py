@@ -26,8 +26,8 @@ the cluster; then every task still waiting is told why.
 
 A preemptor that needs no victim but fits the room others' victims are releasing waits on that
 node too (`decision.preempted` with no victims). A BestEffort preemptor takes only BestEffort
-victims; a task whose preemptionPolicy is Never evicts nothing. Reclaim never takes from a queue
-of higher priority than the reclaimer's (the design's queue levels; Volcano orders by it only).
+victims; a task whose preemptionPolicy is Never evicts nothing. Queue priority orders queues and
+victims; as in Volcano, it does not bound reclaim.
 """
 
 from __future__ import annotations
@@ -287,14 +287,13 @@ class _Session:
         return by_queue
 
     def _reclaimable(self, task: Task, reclaimer: str) -> bool | str:
-        """Whether `task` may be reclaimed for a task of queue `reclaimer` (a reason: spared)."""
+        """Whether `task` may be reclaimed for a task of queue `reclaimer` (a reason: spared).
+        Queue priority orders queues; as in Volcano, it does not bound reclaim."""
         if task.queue == reclaimer:
             return False
-        queue, level = self.config.queues[task.queue], self.config.queues[reclaimer].priority
+        queue = self.config.queues[task.queue]
         if not queue.reclaimable:
             return f"reclaimable: queue {queue.name} is not reclaimable"
-        if queue.priority > level:
-            return f"queue priority: queue {queue.name} has priority {queue.priority}, above the reclaimer's {level}"
         return True
 
     def _for_gang(self, job: Job, action: str, running: dict[str, list[Task]], candidate: Callable[[Task], bool | str], hook: str) -> None:

@@ -8,9 +8,9 @@ name it, else proportion, else none (no queue limits, every queue deserves nothi
   resource it deserves (a capacity queue that deserves nothing is always overused: it runs on
   what others leave).
 - **preemptive** (may this queue reclaim for a task): proportion, if it would hold no more than
-  it deserves; capacity, if it stays within its real capability and would hold no more than it
-  deserves of some resource the task asks for, or an ancestor up to `ancestorReclaimLevel`
-  levels above it would.
+  it deserves; capacity, if it stays within its own real capability (not its ancestors') and
+  would hold no more than it deserves of some resource the task asks for, or an ancestor up to
+  `ancestorReclaimLevel` levels above it would.
 
 Only the resources a task asks for are compared, as Volcano's LessEqualWithDimension does; a
 queue's limits leave the pod count out.
@@ -115,12 +115,14 @@ class Quotas:
         return all(held.get(r, 0) >= amount for r, amount in deserved.items() if r not in QUEUE_EXEMPT)
 
     def preemptive(self, queue: str, request: Mapping[str, int]) -> str | None:
-        """Why `queue` may not reclaim for `request` (None: it may)."""
+        """Why `queue` may not reclaim for `request` (None: it may). As Volcano's capacity
+        plugin, the reclaiming queue is judged by its own real capability only: an ancestor
+        full of a sibling's borrowed tasks is what reclaim is there to empty."""
         if self.name == "proportion":
             return self._over(queue, request, self.deserved.get(queue, {}), "deserves")
         if self.name != "capacity":
             return None
-        refusal = self.allocatable(queue, request)
+        refusal = self._over(queue, request, self.real.get(queue, {}), "may have (its capability)")
         if refusal:
             return refusal
         lineage = self._lineage(queue)[: self.reclaim_level + 1]
