@@ -87,6 +87,8 @@ class _Session:
             deserved=self.quotas.deserved,
             ready=self.nodes.ready,
             guarantees={q.name: q.guarantee or {} for q in self.config.queues.values()},
+            holds=self.quotas.holds,
+            ancestors={q: self.quotas.reclaim_ancestors(q) for q in self.config.queues if q != "root"},
         )
         self.starving_voters = _starving_voters(self.conf.tiers)
         gang = next((plugin for tier in self.conf.tiers for plugin in tier if plugin.name == "gang"), None)
@@ -255,15 +257,16 @@ class _Session:
                 self._within_job(job, mine)
 
     def _reclaim(self) -> None:
-        running: dict[str, list[Task]] = {}  # sorted once a queue may reclaim
+        running: dict[str | None, dict[str, list[Task]]] = {}  # sorted once a queue may reclaim
 
         def serve(queue: str, job: Job) -> None:
             if self.quotas.overused(queue):
                 self._note(self._waiting(job), f"reclaim: queue {queue} holds what it deserves ({self.quotas.name}): it reclaims nothing")
                 return
-            if not running:
-                running.update(self._running_by_node())
-            self._for_gang(job, "reclaim", running, lambda t: self._reclaimable(t, queue), "reclaimable")
+            kin = queue if self.quotas.hierarchy else None  # under hierarchy, the victim order is the reclaimer's own
+            if kin not in running:
+                running[kin] = self._running_by_node(kin)
+            self._for_gang(job, "reclaim", running[kin], lambda t: self._reclaimable(t, queue), "reclaimable")
 
         self._in_turns(self._starving_jobs(), serve)
 
@@ -271,10 +274,17 @@ class _Session:
         """Victim order, as the shares are now."""
         return victim_key(self.config.queues, {q: self.quotas.share(q) for q in self.config.queues}, self.jobs, gang_order=self.job_key.keywords["gang_order"])
 
-    def _running_by_node(self) -> dict[str, list[Task]]:
-        """The running tasks by node, in victim order."""
+    def _running_by_node(self, reclaimer: str | None = None) -> dict[str, list[Task]]:
+        """The running tasks by node, in victim order; for a `reclaimer` queue under hierarchy,
+        its nearest relatives' first (capacity's victim queue order)."""
+        victim = self._victim_key()
+        kinship = functools.cache(functools.partial(self.quotas.kinship, reclaimer)) if reclaimer is not None else lambda queue: 0
+
+        def key(task: Task) -> tuple:
+            return (kinship(task.queue), victim(task))
+
         by_node: dict[str, list[Task]] = {}
-        for task in sorted((t for t in self.tasks.values() if t.running), key=self._victim_key()):
+        for task in sorted((t for t in self.tasks.values() if t.running), key=key):
             by_node.setdefault(task.node or "", []).append(task)
         return by_node
 

@@ -101,6 +101,17 @@ class Quotas:
                 return refusal
         return None
 
+    def reclaim_ancestors(self, queue: str) -> tuple[str, ...]:
+        """The ancestors of `queue` that capacity's reclaim checks: up to `ancestorReclaimLevel`."""
+        return tuple(self._lineage(queue)[1 : self.reclaim_level + 1]) if self.name == "capacity" else ()
+
+    def kinship(self, reclaimer: str, queue: str) -> int:
+        """How far up from `reclaimer` the lowest queue holding both is (1: siblings): under
+        hierarchy capacity takes victims from the reclaimer's nearest relatives first."""
+        above = self._lineage(reclaimer) + ["root"]
+        mine = set(self._lineage(queue))
+        return next(steps for steps, ancestor in enumerate(above) if ancestor in mine or ancestor == "root")
+
     def lineage(self, queue: str) -> list[str]:
         """The queues whose limits `queue`'s tasks count against: it, and under hierarchy its ancestors."""
         return self._limited(queue)

@@ -16,7 +16,8 @@ The votes:
   resource), counting the candidates before it from the same queue as gone.
 - **capacity** (reclaim only): a victim must use a resource the reclaimer asks for; its queue
   never drops below its guarantee; and it is taken if its queue deserves none of what it uses,
-  or holds more than it deserves of something it uses.
+  or holds more than it deserves of something it uses, and so does every ancestor up to
+  `ancestorReclaimLevel` (a subtree that as a whole holds no more than it deserves is spared).
 - **conformance**: keeps every candidate (the tasks it protects, kube-system and critical pods,
   are not in the contract).
 
@@ -38,13 +39,17 @@ __all__ = ["Ballot", "Verdict", "victims"]
 @dataclass(frozen=True)
 class Ballot:
     """What the votes need to know: the jobs and how many tasks of each are ready, and per
-    queue what it holds, deserves and is guaranteed (held and ready change as victims go)."""
+    queue what it holds, deserves and is guaranteed (held and ready change as victims go);
+    `holds` is what a queue holds, a parent its leaves' (live too), and `ancestors` the
+    queues above a leaf that capacity's reclaim checks (up to `ancestorReclaimLevel`)."""
 
     jobs: Mapping[str, Job]
     held: Mapping[str, Mapping[str, int]]
     deserved: Mapping[str, Mapping[str, Fraction]]
     ready: Mapping[str, int]
     guarantees: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    holds: Callable[[str], Mapping[str, int]] | None = None
+    ancestors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 Vote = Callable[[Ballot, Task, list[Task], dict[str, str]], list[Task]]
@@ -97,22 +102,37 @@ def _proportion(ballot: Ballot, preemptor: Task, candidates: list[Task], dropped
 def _capacity(ballot: Ballot, preemptor: Task, candidates: list[Task], dropped: dict[str, str]) -> list[Task]:
     wanted = _used(preemptor)
     holding: dict[str, dict[str, int]] = {}
+
+    def held_by(queue: str) -> dict[str, int]:
+        source = ballot.holds(queue) if ballot.holds is not None else ballot.held.get(queue, {})
+        return holding.setdefault(queue, dict(source))
+
     kept = []
     for task in candidates:
-        held = holding.setdefault(task.queue, dict(ballot.held.get(task.queue, {})))
-        deserved, guarantee, uses = ballot.deserved.get(task.queue, {}), ballot.guarantees.get(task.queue, {}), _used(task)
+        lineage = (task.queue, *ballot.ancestors.get(task.queue, ()))
+        held, guarantee, uses = held_by(task.queue), ballot.guarantees.get(task.queue, {}), _used(task)
+        within = next((q for q in lineage if _within_deserved(held_by(q), ballot.deserved.get(q, {}), uses)), None)
         if not uses & wanted:
             why = "it uses none of the resources the reclaimer asks for"
         elif any(held.get(r, 0) - task.resources[r] < guarantee.get(r, 0) for r in uses):
             why = f"queue {task.queue} would drop below its guarantee"
-        elif uses & set(deserved) and all(held.get(r, 0) <= deserved[r] for r in uses & set(deserved)):
+        elif within == task.queue:
             why = f"queue {task.queue} holds no more than it deserves of what the task uses"
+        elif within is not None:
+            why = f"its ancestor queue {within} holds no more than it deserves of what the task uses (ancestorReclaimLevel)"
         else:
-            _take(held, task)
+            for queue in lineage:
+                _take(held_by(queue), task)
             kept.append(task)
             continue
         dropped[task.id] = f"capacity: {why}"
     return kept
+
+
+def _within_deserved(held: Mapping[str, int], deserved: Mapping[str, Fraction], uses: set[str]) -> bool:
+    """A queue that deserves some of what a task uses, and holds no more than that of any."""
+    counted = uses & set(deserved)
+    return bool(counted) and all(held.get(r, 0) <= deserved[r] for r in counted)
 
 
 def _used(task: Task) -> set[str]:
