@@ -115,7 +115,10 @@ class AppSubmitted(Event, tag="app.submitted", kw_only=True):
     queue: Name
     priority: Priority | None = None
     priority_class: Name | None = None
-    min_available: Annotated[int, msgspec.Meta(ge=0, le=INT32[1])] = 0
+    min_available: (
+        Annotated[int, msgspec.Meta(ge=0, le=INT32[1], description="the gang: tasks that must be placed together (0: none, as a PodGroup's minMember 0); left out: every task, as a Volcano Job without minAvailable")]
+        | None
+    ) = None
 
 
 class AppFinished(Event, tag="app.finished", kw_only=True):

@@ -96,7 +96,7 @@ class AppState(msgspec.Struct, kw_only=True):
     priority: int = 0
     may_preempt: bool = True
     allow_preemption: bool = True
-    min_available: int = 0
+    min_available: int | None = None  # the gang; None: every task (the field left out)
     tasks: dict[str, None] = {}
     # Quota-level models: the flavor of each resource once admitted (None: waiting), the log
     # position of the admission, whether it was evicted, and whether it evicted others and waits

@@ -2,7 +2,8 @@
 
 - A job is an application: its queue, its priority (the PriorityClass of its PodGroup, here the
   application's priority) and its `min_available` (gang: the job runs only with that many tasks
-  placed; 0 means all of its tasks, as a Volcano Job without minAvailable).
+  placed; left out, all of its tasks, as a Volcano Job without minAvailable; 0, none: no gang
+  protection, as a PodGroup with minMember 0).
 - A task is a pod. Its priority within the job is its `task_priority` (Volcano's
   `volcano.sh/task-priority` annotation), else its own priority. It may be a victim unless
   `preemptable` is false (missing means true). One that requests nothing is BestEffort. Every
@@ -105,7 +106,7 @@ def jobs_of(p: PartitionState) -> dict[str, Job]:
         if not app.tasks:
             continue
         tasks = [_task(p.tasks[t]) for t in app.tasks]
-        min_available = app.min_available or len(tasks)
+        min_available = len(tasks) if app.min_available is None else app.min_available
         jobs[app.id] = Job(
             id=app.id, queue=app.queue, priority=app.priority, min_available=min_available, seq=app.seq, tasks=sorted(tasks, key=lambda t: t.seq)
         )
