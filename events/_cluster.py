@@ -108,6 +108,9 @@ class NodeRemoved(Event, tag="node.removed", kw_only=True):
     node: Name
 
 
+Namespace = Annotated[str, msgspec.Meta(min_length=1, max_length=253, description="the Kubernetes namespace (Volcano's conformance never evicts kube-system's pods)")]
+
+
 class AppSubmitted(Event, tag="app.submitted", kw_only=True):
     """An application (job, workload) in a leaf queue."""
 
@@ -115,6 +118,7 @@ class AppSubmitted(Event, tag="app.submitted", kw_only=True):
     queue: Name
     priority: Priority | None = None
     priority_class: Name | None = None
+    namespace: Namespace | None = None
     min_available: (
         Annotated[int, msgspec.Meta(ge=0, le=INT32[1], description="the gang: tasks that must be placed together (0: none, as a PodGroup's minMember 0); left out: every task, as a Volcano Job without minAvailable")]
         | None
@@ -133,6 +137,7 @@ class _TaskSpec(Event, kw_only=True):
     queue: Name | None = None
     priority: Priority | None = None
     priority_class: Name | None = None
+    namespace: Namespace | None = None  # else the application's
     allow_preemption: bool | None = None
     preemption_policy: PreemptionPolicy | None = None
     originator: bool = False

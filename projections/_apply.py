@@ -305,6 +305,8 @@ def _app_submitted(p: PartitionState, event: AppSubmitted, record: LogRecord) ->
         may_preempt=may_preempt,
         allow_preemption=allow,
         min_available=event.min_available,
+        priority_class=event.priority_class,
+        namespace=event.namespace,
     )
 
 
@@ -368,6 +370,8 @@ def _new_task(p: PartitionState, event: TaskSubmitted | TaskBound, record: LogRe
         required_node=event.required_node,
         task_priority=event.task_priority,
         preemptable=event.preemptable,
+        priority_class=event.priority_class or app.priority_class,
+        namespace=event.namespace or app.namespace,
         submitted_at=record.received,
         seq=record.seq,
     )

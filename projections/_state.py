@@ -97,6 +97,8 @@ class AppState(msgspec.Struct, kw_only=True):
     may_preempt: bool = True
     allow_preemption: bool = True
     min_available: int | None = None  # the gang; None: every task (the field left out)
+    priority_class: str | None = None
+    namespace: str | None = None
     tasks: dict[str, None] = {}
     # Quota-level models: the flavor of each resource once admitted (None: waiting), the log
     # position of the admission, whether it was evicted, and whether it evicted others and waits
@@ -119,6 +121,8 @@ class TaskState(msgspec.Struct, kw_only=True):
     required_node: str | None = None
     task_priority: int = 0
     preemptable: bool | None = None
+    priority_class: str | None = None  # its own, else its application's
+    namespace: str | None = None  # its own, else its application's
     status: TaskStatus = "pending"
     node: str | None = None
     submitted_at: int = 0

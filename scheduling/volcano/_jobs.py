@@ -37,6 +37,8 @@ class Task:
     node: str | None
     seq: int
     reserved: str | None = None  # a preemptor pipelined on this node, waiting for its victims
+    priority_class: str | None = None
+    namespace: str | None = None
 
     @property
     def running(self) -> bool:
@@ -126,4 +128,6 @@ def _task(t: TaskState) -> Task:
         node=t.node,
         seq=t.seq,
         reserved=t.reserved_node,
+        priority_class=t.priority_class,
+        namespace=t.namespace,
     )

@@ -18,8 +18,9 @@ The votes:
   never drops below its guarantee; and it is taken if its queue deserves none of what it uses,
   or holds more than it deserves of something it uses, and so does every ancestor up to
   `ancestorReclaimLevel` (a subtree that as a whole holds no more than it deserves is spared).
-- **conformance**: keeps every candidate (the tasks it protects, kube-system and critical pods,
-  are not in the contract).
+- **conformance**: never a pod of priority class `system-cluster-critical` or
+  `system-node-critical` (the task's `priority_class`, else its application's), nor one of
+  namespace `kube-system` (the task's `namespace`, else its application's).
 
 Every candidate a vote drops gets a line saying which plugin dropped it and why.
 """
@@ -144,13 +145,26 @@ def _take(held: dict[str, int], task: Task) -> None:
         held[r] = held.get(r, 0) - amount
 
 
-def _everyone(ballot: Ballot, preemptor: Task, candidates: list[Task], dropped: dict[str, str]) -> list[Task]:
-    return list(candidates)
+#: What Volcano's conformance plugin never evicts: Kubernetes' critical pods, and kube-system's.
+CRITICAL_CLASSES = ("system-cluster-critical", "system-node-critical")
+SYSTEM_NAMESPACE = "kube-system"
+
+
+def _conformance(ballot: Ballot, preemptor: Task, candidates: list[Task], dropped: dict[str, str]) -> list[Task]:
+    kept = []
+    for task in candidates:
+        if task.priority_class in CRITICAL_CLASSES:
+            dropped[task.id] = f"conformance: priority class {task.priority_class} is never evicted"
+        elif task.namespace == SYSTEM_NAMESPACE:
+            dropped[task.id] = f"conformance: a pod of namespace {SYSTEM_NAMESPACE} is never evicted"
+        else:
+            kept.append(task)
+    return kept
 
 
 VOTES: dict[str, dict[str, Vote]] = {
-    "preemptable": {"gang": _gang, "priority": _priority, "conformance": _everyone},
-    "reclaimable": {"gang": _gang, "proportion": _proportion, "capacity": _capacity, "conformance": _everyone},
+    "preemptable": {"gang": _gang, "priority": _priority, "conformance": _conformance},
+    "reclaimable": {"gang": _gang, "proportion": _proportion, "capacity": _capacity, "conformance": _conformance},
 }
 SWITCH = {"preemptable": "enablePreemptable", "reclaimable": "enableReclaimable"}
 
