@@ -66,14 +66,13 @@ def test_a_configmap_and_queues_are_read_whole() -> None:
     assert config.queues["root"].implicit and config.queues["default"].implicit, "Volcano creates root and default"
     conf = config.scheduler
     assert conf.actions == ("enqueue", "allocate", "preempt", "reclaim", "backfill")
-    assert [[p.name for p in tier] for tier in conf.tiers] == [["priority", "gang", "conformance"], ["predicates", "capacity"]]
-    gang, capacity = conf.tiers[0][1], conf.tiers[1][1]
+    assert [[p.name for p in tier] for tier in conf.tiers] == [["priority", "gang", "conformance"], ["drf", "predicates", "capacity"]]
+    gang, capacity = conf.tiers[0][1], conf.tiers[1][2]
     assert not gang.enabled("enablePreemptable") and gang.enabled("enableJobStarving"), "a switch left out is on"
     assert capacity.enabled("enableHierarchy") and not conf.tiers[1][0].enabled("enableHierarchy"), "except enableHierarchy"
     assert capacity.arguments == {"ancestorReclaimLevel": 1}
     assert warnings == (
         "not modelled: plugin overcommit: enqueue lets a job in against the queue's capability, without an overcommit factor",
-        "not modelled: plugin drf: its dominant-resource shares do not order jobs and do not vote on victims",
         "not modelled: plugin predicates argument predicate.GPUSharingEnable: preemptd does not read it",
         "not modelled: plugin nodeorder: nodes are tried by name, not scored",
         "not modelled: action preempt argument enableTopologyAwarePreemption: preemptd does not read it",

@@ -45,7 +45,7 @@ from ._allocate import allocate_job
 from ._jobs import POD_SLOT, Job, Task, jobs_of
 from ._nodes import Nodes, Statement
 from ._objects import VolcanoConfig
-from ._order import job_key, queue_key, victim_key
+from ._order import drf_share, job_key, job_orders, queue_key, victim_key
 from ._queues import Quotas, demands_of
 from ._shares import summed
 from ._victims import Room, make_room
@@ -88,12 +88,15 @@ class _Session:
             ready=self.nodes.ready,
             guarantees={q.name: q.guarantee or {} for q in self.config.queues.values()},
             holds=self.quotas.holds,
+            job_held=self.nodes.job_held,
+            total=p.capacity,
             ancestors={q: self.quotas.reclaim_ancestors(q) for q in self.config.queues if q != "root"},
         )
         self.starving_voters = _starving_voters(self.conf.tiers)
         gang = next((plugin for tier in self.conf.tiers for plugin in tier if plugin.name == "gang"), None)
         self.gang_ready = gang is not None and gang.enabled("enableJobReady")  # nothing votes: every job is ready
-        self.job_key = functools.partial(job_key, gang_order=gang is not None and gang.enabled("enableJobOrder"))
+        shares = {job: drf_share(held, p.capacity) for job, held in self.nodes.job_held.items()}  # drf's, as the session starts
+        self.job_key = job_key(job_orders(self.conf), shares)
         self.admitted: set[str] = set()  # jobs let in this session
         self.settled: set[str] = set()  # tasks placed or pipelined this session
         self.gone: set[str] = set()  # victims evicted this session
@@ -272,7 +275,7 @@ class _Session:
 
     def _victim_key(self) -> Callable[[Task], tuple]:
         """Victim order, as the shares are now."""
-        return victim_key(self.config.queues, {q: self.quotas.share(q) for q in self.config.queues}, self.jobs, gang_order=self.job_key.keywords["gang_order"])
+        return victim_key(self.config.queues, {q: self.quotas.share(q) for q in self.config.queues}, self.jobs, self.job_key)
 
     def _running_by_node(self, reclaimer: str | None = None) -> dict[str, list[Task]]:
         """The running tasks by node, in victim order; for a `reclaimer` queue under hierarchy,

@@ -11,9 +11,10 @@ promised to it is not given to another task. A node has none of a resource it do
 as Volcano's predicates see it (a GPU task does not fit a node without GPUs), except pods: a
 node published without a pod count is not limited in pods.
 
-Beside the nodes, the session keeps what each queue *holds* (its running tasks, those placed
-and those pipelined; not victims in flight; pod slots are a node's, not a queue's) and how many tasks of each job are *ready* (running
-or placed) and *pipelined*: the queue rules and the gang vote read them as they change.
+Beside the nodes, the session keeps what each queue and each job *holds* (its running tasks,
+those placed and those pipelined; not victims in flight; pod slots are a node's, not a queue's)
+and how many tasks of each job are *ready* (running or placed) and *pipelined*: the queue rules,
+the gang vote and drf read them as they change.
 
 A `Statement` records placements, evictions and pipelined preemptors on the nodes as they are
 tried, and is committed (kept) or discarded (every change undone, last first), as Volcano's
@@ -42,6 +43,7 @@ class Nodes:
     releasing: dict[str, Amounts] = field(default_factory=dict)
     pipelined: dict[str, Amounts] = field(default_factory=dict)
     held: dict[str, Amounts] = field(default_factory=dict)  # per queue
+    job_held: dict[str, Amounts] = field(default_factory=dict)  # per job, as drf counts it
     ready: dict[str, int] = field(default_factory=dict)  # per job
     waiting: dict[str, int] = field(default_factory=dict)  # per job: its pipelined tasks
 
@@ -70,6 +72,8 @@ class Nodes:
                 nodes.ready[task.job] = nodes.ready.get(task.job, 0) + 1
             elif task.reserved is not None:
                 nodes.waiting[task.job] = nodes.waiting.get(task.job, 0) + 1
+            if task.status == "running" or task.reserved is not None:
+                _add(nodes.job_held.setdefault(task.job, {}), task.queue_resources, +1)
         return nodes
 
     def short_now(self, node: str, request: Mapping[str, int]) -> list[str]:
@@ -177,6 +181,7 @@ class Statement:
             del on_nodes[node]
         held = -sign if what == "releasing" else sign  # a victim's queue holds it no more
         _add(nodes.held.setdefault(task.queue, {}), task.queue_resources, held)
+        _add(nodes.job_held.setdefault(task.job, {}), task.queue_resources, held)
         counts = nodes.waiting if what == "pipelined" else nodes.ready
         counts[task.job] = counts.get(task.job, 0) + held
 

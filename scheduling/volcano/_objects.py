@@ -54,7 +54,7 @@ _CONF_FILE = "volcano-scheduler.conf"
 #: The actions preemptd runs, in the order a configuration lists them.
 ACTIONS = ("enqueue", "allocate", "preempt", "reclaim", "backfill")
 #: The plugins preemptd models.
-PLUGINS = ("priority", "gang", "conformance", "proportion", "capacity", "predicates")  # drf's shares and votes are not modelled
+PLUGINS = ("priority", "gang", "conformance", "drf", "proportion", "capacity", "predicates")  # hdrf is not modelled
 #: Every switch Volcano's plugin options have (each on unless set false, `enableHierarchy` off).
 SWITCHES = (
     "enableJobOrder", "enableNamespaceOrder", "enableHierarchy", "enableJobReady", "enableJobPipelined",
@@ -105,7 +105,7 @@ DEFAULT_CONF = SchedulerConf(
     actions=("enqueue", "allocate", "backfill"),
     tiers=(
         (Plugin(name="priority"), Plugin(name="gang", switches={"enablePreemptable": False}), Plugin(name="conformance")),
-        (Plugin(name="predicates"), Plugin(name="proportion")),  # and drf, not modelled
+        (Plugin(name="drf", switches={"enablePreemptable": False}), Plugin(name="predicates"), Plugin(name="proportion")),  # and overcommit, nodeorder, binpack, not modelled
     ),
 )
 
@@ -282,7 +282,6 @@ _QUEUE = object_shape(
 )
 _NODE_SCORING = "nodes are tried by name, not scored"
 _UNMODELLED_PLUGINS = {
-    "drf": "its dominant-resource shares do not order jobs and do not vote on victims",
     "overcommit": "enqueue lets a job in against the queue's capability, without an overcommit factor",
     "binpack": _NODE_SCORING,
     "nodeorder": _NODE_SCORING,

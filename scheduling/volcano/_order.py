@@ -2,11 +2,13 @@
 
 - Queues: higher `priority` first, then the lower share (how far into what it deserves), then
   the name.
-- Jobs of a queue: higher priority first, then (with gang's job order, on by default) those
-  below their gang, then the older.
+- Jobs of a queue: as the plugins with `enableJobOrder` say, in the order they sit in the tiers,
+  the first that tells two jobs apart deciding (Volcano's JobOrderFn): priority, higher job
+  priority first; gang, those below their gang first; drf, the lower dominant resource share
+  first. Then the older.
 - Tasks of a job: higher task priority first, then the older (`Job.pending`).
-- Victims, the reverse: queues of lower priority and higher share first, then jobs of lower
-  priority, running their gang, and the newer, then tasks of lower task priority and the newer.
+- Victims, the reverse: queues of lower priority and higher share first, then jobs in the
+  reverse of the job order, then tasks of lower task priority and the newer.
 """
 
 from __future__ import annotations
@@ -14,30 +16,57 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from fractions import Fraction
 
-from ._jobs import Job, Task
-from ._objects import Queue
+from ._jobs import POD_SLOT, Job, Task
+from ._objects import Queue, SchedulerConf
 
-__all__ = ["job_key", "queue_key", "victim_key"]
+__all__ = ["JOB_ORDERS", "drf_share", "job_key", "job_orders", "queue_key", "victim_key"]
+
+#: The plugins whose job order preemptd models.
+JOB_ORDERS = ("priority", "gang", "drf")
+
+JobKey = Callable[[Job], tuple[Fraction | int, ...]]
 
 
 def queue_key(queue: Queue, share: Fraction) -> tuple[int, Fraction, str]:
     return (-queue.priority, share, queue.name)
 
 
-def job_key(job: Job, *, gang_order: bool = False) -> tuple[int, bool, int]:
-    """With gang's job order, among jobs of a priority those below their gang go first."""
-    return (-job.priority, gang_order and job.ready, job.seq)
+def job_orders(conf: SchedulerConf) -> tuple[str, ...]:
+    """The plugins that order jobs, in the order they sit in the tiers."""
+    named = [plugin.name for tier in conf.tiers for plugin in tier if plugin.name in JOB_ORDERS and plugin.enabled("enableJobOrder")]
+    return tuple(dict.fromkeys(named))
 
 
-def victim_key(
-    queues: Mapping[str, Queue], shares: Mapping[str, Fraction], jobs: Mapping[str, Job], *, gang_order: bool = False
-) -> Callable[[Task], tuple[int, Fraction, int, bool, int, int, int]]:
+def job_key(orders: tuple[str, ...], shares: Mapping[str, Fraction]) -> JobKey:
+    """The sort key of jobs by `orders` (`job_orders`), then age; `shares` are drf's."""
+
+    def key(job: Job) -> tuple[Fraction | int, ...]:
+        parts: list[Fraction | int] = []
+        for order in orders:
+            if order == "priority":
+                parts.append(-job.priority)
+            elif order == "gang":
+                parts.append(int(job.ready))
+            else:
+                parts.append(shares.get(job.id, Fraction(0)))
+        return (*parts, job.seq)
+
+    return key
+
+
+def drf_share(held: Mapping[str, int], total: Mapping[str, int]) -> Fraction:
+    """drf's dominant resource share: the largest part of the cluster's total, over the
+    resources it has (the pod count aside), that `held` is."""
+    return max((Fraction(held.get(r, 0), amount) for r, amount in total.items() if amount > 0 and r != POD_SLOT), default=Fraction(0))
+
+
+def victim_key(queues: Mapping[str, Queue], shares: Mapping[str, Fraction], jobs: Mapping[str, Job], jobs_key: JobKey) -> Callable[[Task], tuple]:
     """The sort key of victims: the reverse of the queue, job and task orders (the queue's and
     the job's parts computed once: the key is taken for every running task)."""
     by_queue = {name: (queue.priority, -shares.get(name, Fraction(0))) for name, queue in queues.items()}
-    by_job = {job.id: (job.priority, not (gang_order and job.ready), -job.seq) for job in jobs.values()}
+    by_job = {job.id: tuple(-part for part in jobs_key(job)) for job in jobs.values()}
 
-    def key(task: Task) -> tuple[int, Fraction, int, bool, int, int, int]:
+    def key(task: Task) -> tuple:
         return (*by_queue[task.queue], *by_job[task.job], task.priority, -task.seq)
 
     return key

@@ -18,6 +18,9 @@ The votes:
   never drops below its guarantee; and it is taken if its queue deserves none of what it uses,
   or holds more than it deserves of something it uses, and so does every ancestor up to
   `ancestorReclaimLevel` (a subtree that as a whole holds no more than it deserves is spared).
+- **drf** (preempt only): a victim's job keeps a dominant resource share (of the cluster) at
+  least the preemptor job's once the preemptor is in, counting the candidates before it from
+  the same job as gone.
 - **conformance**: never a pod of priority class `system-cluster-critical` or
   `system-node-critical` (the task's `priority_class`, else its application's), nor one of
   namespace `kube-system` (the task's `namespace`, else its application's).
@@ -33,6 +36,7 @@ from fractions import Fraction
 
 from ._jobs import POD_SLOT, Job, Task
 from ._objects import Plugin, SchedulerConf
+from ._order import drf_share
 
 __all__ = ["Ballot", "Verdict", "victims"]
 
@@ -51,6 +55,8 @@ class Ballot:
     guarantees: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     holds: Callable[[str], Mapping[str, int]] | None = None
     ancestors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    job_held: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # per job, live: drf's
+    total: Mapping[str, int] = field(default_factory=dict)  # the cluster's, drf's shares are of
 
 
 Vote = Callable[[Ballot, Task, list[Task], dict[str, str]], list[Task]]
@@ -145,6 +151,30 @@ def _take(held: dict[str, int], task: Task) -> None:
         held[r] = held.get(r, 0) - amount
 
 
+def _drf(ballot: Ballot, preemptor: Task, candidates: list[Task], dropped: dict[str, str]) -> list[Task]:
+    """A victim's job keeps a dominant resource share at least the preemptor job's, once the
+    preemptor is in and the candidates before it from the same job are gone."""
+    mine = dict(ballot.job_held.get(preemptor.job, {}))
+    for r, amount in preemptor.queue_resources.items():
+        mine[r] = mine.get(r, 0) + amount
+    theirs_before = drf_share(mine, ballot.total)
+    holding: dict[str, dict[str, int]] = {}
+    kept = []
+    for task in candidates:
+        held = holding.setdefault(task.job, dict(ballot.job_held.get(task.job, {})))
+        _take(held, task)
+        left = drf_share(held, ballot.total)
+        if theirs_before <= left:
+            kept.append(task)
+        else:
+            dropped[task.id] = f"drf: job {task.job}'s dominant share would fall to {_shown(left)}, below the preemptor job's {_shown(theirs_before)}"
+    return kept
+
+
+def _shown(share: Fraction) -> str:
+    return f"{float(share):.3f}"
+
+
 #: What Volcano's conformance plugin never evicts: Kubernetes' critical pods, and kube-system's.
 CRITICAL_CLASSES = ("system-cluster-critical", "system-node-critical")
 SYSTEM_NAMESPACE = "kube-system"
@@ -163,7 +193,7 @@ def _conformance(ballot: Ballot, preemptor: Task, candidates: list[Task], droppe
 
 
 VOTES: dict[str, dict[str, Vote]] = {
-    "preemptable": {"gang": _gang, "priority": _priority, "conformance": _conformance},
+    "preemptable": {"gang": _gang, "priority": _priority, "conformance": _conformance, "drf": _drf},
     "reclaimable": {"gang": _gang, "proportion": _proportion, "capacity": _capacity, "conformance": _conformance},
 }
 SWITCH = {"preemptable": "enablePreemptable", "reclaimable": "enableReclaimable"}
