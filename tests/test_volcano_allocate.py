@@ -26,7 +26,8 @@ def test_a_gang_that_cannot_start_whole_places_nothing_and_leaves_the_nodes_as_t
     before = {name: dict(used) for name, used in nodes.used.items()}
     placed, why = allocate_job(jobs_of(p)["j"], nodes)
     assert placed == []
-    assert why == dict.fromkeys(("t0", "t1", "t2"), "gang: job j needs 3 tasks placed to start (min_available): 0 placed, 2 more could be now")
+    gang = "gang: job j needs 3 tasks placed to start (min_available): 0 placed, 2 more could be now"
+    assert why == {"t0": gang, "t1": gang, "t2": "no node has room for it now"}, "the tasks placed wait for the gang; the other says why itself"
     assert nodes.used == before
 
 

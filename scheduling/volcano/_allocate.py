@@ -1,8 +1,9 @@
 """Volcano's allocate for one job: its pending tasks, in task order, each on the first node (by
 name) where it fits now and its queue allows it; kept only if the job then has its gang
 (`min_available` tasks ready or waiting on a node held for them), else every placement is
-undone. A task that cannot be placed is passed over, and the next ones are tried: a smaller
-task may still fit and complete the gang."""
+undone (those tasks wait for the gang; the others say why they found no place). A task that
+cannot be placed is passed over, and the next ones are tried: a smaller task may still fit and
+complete the gang."""
 
 from __future__ import annotations
 
@@ -33,8 +34,9 @@ def allocate_job(
     in_all = nodes.ready.get(job.id, 0) + nodes.waiting.get(job.id, 0)  # the placements counted
     if not gang or in_all >= job.min_available:
         return statement.commit(), unplaced
+    undone = [task for task, _ in statement.placed]
     statement.discard()
     short = (
         f"gang: job {job.id} needs {plural(job.min_available, 'task')} placed to start (min_available): {in_all - placed} placed, {placed} more could be now"
     )
-    return [], {task.id: short for task in (job.pending if tasks is None else tasks)}
+    return [], {**{task.id: short for task in undone}, **unplaced}  # a task that found no place says why itself

@@ -5,9 +5,10 @@ the cluster; then every task still waiting is told why.
   held for it (`decision.allocated`), or let go (`decision.unreserved`) if the node went or still
   lacks room with nothing left to release there.
 - **enqueue**: a job that has not started is let in if its queue is open and has room under its
-  capability for its gang's request (the first `min_available` tasks) beside what it holds and
-  what was let in before it this session. Without enqueue, every job of an open queue is in. A
-  job that has started is always in.
+  capability (and its ancestors', under hierarchy) for its gang's request (the first
+  `min_available` tasks) beside what it holds, less what preemption could take back, and what
+  was let in before it this session. Without enqueue, every job of an open queue is in. A job
+  that has started is always in.
 - **allocate**: queues by priority, then the lower share, a job at a time (the queue goes back in
   line after each job); a job's pending tasks go on the first node where they fit now, within
   what the queue may hold, and are kept only if the job then has its gang.
@@ -107,6 +108,9 @@ class _Session:
         self._land_reservations()
         if "enqueue" not in self.conf.actions:
             self.admitted = {job.id for job in self.jobs.values() if self._started(job) or not self._closed(job)}
+            for job in self.jobs.values():
+                if job.id not in self.admitted:
+                    self._note(job.pending, f"queue {job.queue} is closed: it takes no new jobs")
         actions: dict[str, Callable[[], None]] = {
             "enqueue": self._enqueue, "allocate": self._allocate, "preempt": self._preempt, "reclaim": self._reclaim, "backfill": self._backfill,
         }  # fmt: skip
@@ -174,14 +178,15 @@ class _Session:
         """What a queue lets in counts its elastic resources (running tasks beyond their job's
         gang) as free: preemption can take them back."""
         inqueue: dict[str, dict[str, int]] = {}
+        elastic: dict[str, dict[str, int]] = {}
+        for job in self.jobs.values():
+            if self._started(job):
+                elastic[job.queue] = summed((elastic.get(job.queue, {}), *(t.resources for t in _elastic(job))))
         for queue, jobs in self._queues_in_order(self.jobs.values()):
-            elastic: dict[str, int] | None = None
             for job in jobs:
                 if self._started(job):
                     self.admitted.add(job.id)
                     continue
-                if elastic is None:
-                    elastic = summed(t.resources for started in jobs for t in _elastic(started))
                 if self._closed(job):
                     self._note(job.pending, f"enqueue: queue {queue} is closed: it takes no new jobs")
                     continue

@@ -67,13 +67,7 @@ class Quotas:
 
     def holds(self, queue: str) -> dict[str, int]:
         """What `queue` holds: its own, or its leaves' under a parent."""
-        if queue not in self.children:
-            return dict(self.held.get(queue, {}))
-        total: dict[str, int] = {}
-        for child in self.children[queue]:
-            for r, amount in self.holds(child).items():
-                total[r] = total.get(r, 0) + amount
-        return total
+        return self._summed_below(queue, self.held)
 
     def share(self, queue: str) -> Fraction:
         return share(self.holds(queue), self.deserved.get(queue, {}))
@@ -89,17 +83,30 @@ class Quotas:
                     return refusal
         return None
 
-    def enqueueable(self, queue: str, request: Mapping[str, int], inqueue: Mapping[str, Mapping[str, int]], elastic: Mapping[str, int]) -> str | None:
+    def enqueueable(self, queue: str, request: Mapping[str, int], inqueue: Mapping[str, Mapping[str, int]], elastic: Mapping[str, Mapping[str, int]]) -> str | None:
         """Why a job asking `request` to start may not be let into `queue` (None: it may),
-        beside what was let in before it (`inqueue`, per queue and ancestor), counting what the
-        queue holds less `elastic` (what preemption could take back)."""
+        beside what was let in before it (`inqueue`, per queue and ancestor), counting what
+        each queue holds less what preemption could take back (`elastic`, per leaf queue: an
+        ancestor's is its leaves'). A sharing plugin with `enableJobEnqueued: false` lets every
+        job in, as Volcano's vote does."""
+        if self.plugin is None or not self.plugin.enabled("enableJobEnqueued"):
+            return None
         for limited in self._limited(queue):
             wanted = dict(request)
             add(wanted, inqueue.get(limited, {}))
-            refusal = self._over(limited, wanted, self.real.get(limited, {}), "may have (its capability)", elastic if limited == queue else None)
+            refusal = self._over(limited, wanted, self.real.get(limited, {}), "may have (its capability)", self._summed_below(limited, elastic))
             if refusal:
                 return refusal
         return None
+
+    def _summed_below(self, queue: str, amounts: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
+        """`amounts` of `queue`, or of its leaves under a parent."""
+        if queue not in self.children:
+            return dict(amounts.get(queue, {}))
+        total: dict[str, int] = {}
+        for child in self.children[queue]:
+            add(total, self._summed_below(child, amounts))
+        return total
 
     def reclaim_ancestors(self, queue: str) -> tuple[str, ...]:
         """The ancestors of `queue` that capacity's reclaim checks: up to `ancestorReclaimLevel`."""
