@@ -435,10 +435,15 @@ class _Session:
                 self._note([task], f"{action}: no running task may make room for it" + (" (spared: see the explanation)" if spared else ""))
             else:
                 self._note([task], f"{action}: no node has room for it even with every victim the plugins allow")
-            self.details[task.id] = _spared_lines(spared)
+            self._detail(task, action, spared)
             return None
         self.settled.add(task.id)
         return _Eviction(task, room, spared)
+
+    def _detail(self, task: Task, action: str, spared: dict[str, str]) -> None:
+        """Add the candidates `action` spared for `task` to what earlier actions spared."""
+        earlier = [line for line in self.details.get(task.id, ()) if not line.startswith(f"{action}: ")]
+        self.details[task.id] = (*earlier, *(f"{action}: {line}" for line in _spared_lines(spared)))
 
     def _evicted(self, eviction: _Eviction, action: str) -> None:
         task, room = eviction.task, eviction.room
@@ -478,8 +483,11 @@ class _Session:
 
     def _why_victim(self, task: Task, victim: Task, action: str) -> str:
         if action == "reclaim":
-            deserved = self.quotas.deserved.get(victim.queue, {})
-            return f"queue {victim.queue} held more than it deserves ({amounts({r: int(a) for r, a in deserved.items() if r != POD_SLOT})})"
+            deserved = {r: int(a) for r, a in self.quotas.deserved.get(victim.queue, {}).items() if r != POD_SLOT}
+            none = [r for r in victim.queue_resources if victim.queue_resources[r] and not deserved.get(r)]
+            if none:
+                return f"queue {victim.queue} deserves no {', '.join(none)}: it runs on what other queues leave"
+            return f"queue {victim.queue} held more than it deserves ({amounts(deserved)})"
         if victim.job == task.job:
             return f"task priority {victim.priority} is below the preemptor's {task.priority}"
         return f"job {victim.job} (priority {self.jobs[victim.job].priority}) is below job {task.job} (priority {self.jobs[task.job].priority})"
