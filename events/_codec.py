@@ -18,6 +18,7 @@ from ._decisions import Blocked, DecisionEvent, Preempted
 from ._errors import PreemptdError
 from ._limits import MAX_DEPTH, MAX_MESSAGE_BYTES, depth_beyond_limit
 from ._quantity import QuantityError, Resources
+from ._text import cut_text
 from ._words import closest
 
 __all__ = [
@@ -247,11 +248,6 @@ def _cut_lines(texts: tuple[str, ...], lines: int, chars: int, decision_id: str)
     if len(texts) > lines:
         kept += (f"... {len(texts) - lines:,} more lines: preemptd explain {decision_id}",)
     return kept
-
-
-def cut_text(text: str, chars: int) -> str:
-    """`text` in at most `chars` characters, saying how many it left out."""
-    return text if len(text) <= chars else f"{text[:chars]}... ({len(text) - chars:,} more characters)"
 
 
 _QUANTITY_SCHEMA = {

@@ -15,6 +15,7 @@ from decimal import Decimal
 
 from ._errors import PreemptdError
 from ._limits import MAX_QUANTITY, MAX_RESOURCE_NAME, MAX_RESOURCE_NAMES
+from ._text import cut_text
 
 __all__ = ["MILLI_RESOURCES", "QuantityError", "Resources", "base_unit", "format_human", "parse_quantity"]
 
@@ -58,6 +59,9 @@ def _as_decimal(text: str) -> Decimal:
     if match["binary"]:
         return number * _BINARY[match["binary"]]
     if match["exponent"] is not None:
+        exponent = match["exponent"].lstrip("+-").lstrip("0")
+        if len(exponent) > 2:  # beyond 1e99 or below 1e-99: out of range whatever the digits (Decimal would overflow)
+            raise QuantityError(f"{cut_text(text, 40)} has an exponent out of range (quantities are integers from 0 to 2^60)")
         return number.scaleb(int(match["exponent"]))
     return number * _DECIMAL[match["decimal"] or ""]
 
@@ -66,7 +70,7 @@ def parse_quantity(resource: str, value: object) -> int:
     """Return `value` for `resource` as an exact non-negative integer in canonical units."""
     if type(value) is int and 0 <= value * _unit(resource) <= MAX_QUANTITY:  # the common case, without Decimal
         return value * _unit(resource)
-    if type(value) is str:  # shims repeat the same few quantities: parse each once
+    if type(value) is str and len(value) <= 64:  # shims repeat the same few quantities: parse each once (short ones: the cache holds 4,096)
         return _parse_text(resource, value)
     return _parse(resource, value)
 
@@ -81,11 +85,14 @@ def _parse(resource: str, value: object) -> int:
         raise QuantityError(f"{resource}: expected a number or a quantity string, got {value!r}")
     try:
         amount = _as_decimal(str(value)) * _unit(resource)
+        whole = amount == amount.to_integral_value()
     except QuantityError as exc:
         raise QuantityError(f"{resource}: {exc}") from None
+    except ArithmeticError:  # the decimal module's overflow or invalid operation: never past here
+        raise QuantityError(f"{resource}: {cut_text(repr(value), 40)} is out of range (quantities are integers from 0 to 2^60)") from None
     if amount < 0:
         raise QuantityError(f"{resource}: {value!r} is negative; quantities must be >= 0")
-    if amount != amount.to_integral_value():
+    if not whole:
         finest = "1m" if resource in MILLI_RESOURCES else "1"
         raise QuantityError(f"{resource}: {value!r} is finer than the smallest unit ({finest})")
     if amount > MAX_QUANTITY:

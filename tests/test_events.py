@@ -338,3 +338,13 @@ def test_a_decision_beyond_the_budget_is_cut_saying_what_it_left_out_and_where_t
     assert cut.explanation[-1] == "... 499 more lines: preemptd explain log:7.0"
     assert cut.victims[0].why.endswith("more characters)")
     assert ev.encode_within(big, 2_000) is None, "a hundred victims cannot fit in 2 kB"
+
+
+@pytest.mark.parametrize("value", ["1e1000000", "1E+999999999", "1e-999999", "0." + "0" * 100_000 + "1", "1" + "0" * 100_000])
+def test_a_quantity_out_of_any_range_is_a_refusal_never_an_arithmetic_error(value: str) -> None:
+    """The decimal module's Overflow escaped the parser: an internal dead letter, a rebuild of the
+    state from the log for each such message, a traceback from run --config."""
+    with pytest.raises(ev.QuantityError, match="memory: .*(out of range|the limit is|finer than)"):
+        ev.parse_quantity("memory", value)
+    with pytest.raises(DecodeError, match="out of range|the limit is|finer than"):
+        decode_cluster_event(f'{{"type":"node.upserted","id":"1","ts":1,"node":"n","capacity":{{"memory":"{value}"}}}}'.encode())
