@@ -417,10 +417,23 @@ def _unbounded(value: Any) -> bool:
 # -- values ------------------------------------------------------------------------------
 
 
+#: A Kubernetes object name (a DNS-1123 subdomain), as the API server checks it: what a
+#: terminal, a log line, a metric label and a page can show as it is.
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_NAME_RULE = "lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters"
+
+
 def object_name(item: dict[str, Any], position: int) -> str:
     name = (item.get("metadata") or {}).get("name") if isinstance(item.get("metadata"), dict) else None
     if not isinstance(name, str) or not name:
         raise ConfigError(f"object {position} ({cut_text(str(item.get('kind')), 80)}): metadata.name is required")
+    return kubernetes_name(name, f"object {position} ({cut_text(str(item.get('kind')), 80)}): metadata.name")
+
+
+def kubernetes_name(name: str, where: str) -> str:
+    """`name`, if Kubernetes would take it as an object's name."""
+    if len(name) > 253 or not _NAME.fullmatch(name):
+        raise ConfigError(f"{where} {shown(name)} is not a Kubernetes name ({_NAME_RULE})")
     return name
 
 
@@ -431,11 +444,12 @@ def unique(name: str, seen: Any, kind: str) -> str:
 
 
 def name_or_none(value: Any, where: str) -> str | None:
+    """A reference to another object by its name, or None."""
     if value is None or value == "":
         return None
     if not isinstance(value, str):
         raise ConfigError(f"{where} must be a name, got {shown(value)}")
-    return value
+    return kubernetes_name(value, where)
 
 
 def choice(value: Any, where: str, path: str, allowed: tuple[str, ...]) -> Any:

@@ -232,6 +232,10 @@ def group(**cpu: object) -> list[dict]:
         ([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}], "object 1: unknown kind 'Namespace' (a Kueue configuration holds Kueue objects"),
         ([{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": "w"}, "spec": {}}], "Workload w: a Workload is what a shim publishes as events"),
         ([{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "l"}, "spec": {"clusterQueu": "q"}}], "LocalQueue l: unknown field spec.clusterQueu (did you mean clusterQueue?)"),
+        # names a terminal, a log line, a metric label and a page show as they are, as Kubernetes checks them
+        ([cluster_queue({}) | {"metadata": {"name": "team\x1b[31m"}}], "metadata.name 'team\\x1b[31m' is not a Kubernetes name (lower-case letters, digits"),
+        ([cluster_queue({"cohortName": "<b>all</b>"})], "ClusterQueue q: spec.cohortName '<b>all</b>' is not a Kubernetes name"),
+        ([{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "l", "namespace": "ml\nteam"}, "spec": {"clusterQueue": "q"}}], "metadata.namespace 'ml\\nteam' is not a Kubernetes name"),
     ],
 )
 def test_what_kueues_validation_refuses_is_refused_with_its_reason(objects: object, reason: str) -> None:

@@ -132,6 +132,7 @@ def test_priority_classes_in_the_list_define_priority_classes() -> None:
         ([{"apiVersion": QUEUE_API, "kind": "PodGroup", "metadata": {"name": "pg"}, "spec": {"minMember": 2}}], "PodGroup pg: a PodGroup is a job: publish it as events"),
         ([{**CONFIGMAP, "data": {"volcano-scheduler.yaml": "actions: allocate"}}], "carries the scheduler configuration as data.volcano-scheduler.conf (data.volcano-scheduler.yaml: did you mean volcano-scheduler.conf?)"),
         ([queue("q", parent="reserch"), queue("research")], "Queue q: its parent queue reserch does not exist (did you mean research?)"),
+        ([queue('q"\n')], "metadata.name 'q\"\\n' is not a Kubernetes name"),
     ],
 )
 def test_what_volcano_refuses_is_refused_with_its_reason(objects: object, reason: str) -> None:

@@ -237,7 +237,7 @@ class _Reader(ObjectReader):
 
     def local_queue(self, name: str, item: dict[str, Any], where: str) -> None:
         spec = item.get("spec") or {}
-        namespace = (item.get("metadata") or {}).get("namespace") or "default"
+        namespace = name_or_none((item.get("metadata") or {}).get("namespace"), f"{where}: metadata.namespace") or "default"
         target = name_or_none(spec.get("clusterQueue"), f"{where}: spec.clusterQueue")
         if target is None:
             raise ConfigError(f"{where}: spec.clusterQueue is required")
