@@ -59,9 +59,9 @@ def _as_decimal(text: str) -> Decimal:
     if match["binary"]:
         return number * _BINARY[match["binary"]]
     if match["exponent"] is not None:
-        exponent = match["exponent"].lstrip("+-").lstrip("0")
-        if len(exponent) > 2:  # beyond 1e99 or below 1e-99: out of range whatever the digits (Decimal would overflow)
-            raise QuantityError(f"{cut_text(text, 40)} has an exponent out of range (quantities are integers from 0 to 2^60)")
+        if len(match["exponent"].lstrip("+-").lstrip("0")) > 4:  # 1e10000 and beyond: out of range whatever the digits (the decimal module would overflow)
+            beyond = "above the limit, 2^60 in its unit" if not match["exponent"].startswith("-") else "finer than any unit"
+            raise QuantityError(f"{cut_text(repr(text), 40)} is {beyond}")
         return number.scaleb(int(match["exponent"]))
     return number * _DECIMAL[match["decimal"] or ""]
 
