@@ -172,9 +172,9 @@ def test_under_fair_sharing_no_eviction_leaves_the_preemptor_above_its_target(sc
                 search.take(target.workload)
                 after = share(search.tree, theirs, search.usage)
                 if target.strategy == "LessThanOrEqualToFinalShare":
-                    assert preemptor <= after, f"{search.preemptor.id} evicted {target.workload.id}: {target.shares}; here {preemptor} > {after}"
+                    assert preemptor <= after, f"{search.preemptor.id} evicted {target.workload.id}: {target.why}; here {preemptor} > {after}"
                 elif target.strategy == "LessThanInitialShare":
-                    assert preemptor < before, f"{search.preemptor.id} evicted {target.workload.id}: {target.shares}; here {preemptor} >= {before}"
+                    assert preemptor < before, f"{search.preemptor.id} evicted {target.workload.id}: {target.why}; here {preemptor} >= {before}"
                 else:
                     assert target.reason != "InCohortFairSharing"
             for target in plan.targets:

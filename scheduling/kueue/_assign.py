@@ -38,8 +38,9 @@ class Mode(IntEnum):
 @dataclass(frozen=True)
 class Assignment:
     """The flavor of each requested resource, and what taking them needs. `contested` are the
-    flavor-resources that need preemption; `passed_over` says why each flavor tried was not
-    taken (for `explain` and `decision.blocked`)."""
+    flavor-resources that need preemption; `passed_over` says, for each flavor tried, why it
+    was not taken, or what it needs when it is taken only by preemption (as Kueue's message
+    lists them, for `explain` and `decision.blocked`)."""
 
     flavors: dict[str, str]
     mode: Mode
@@ -50,10 +51,13 @@ class Assignment:
 
 @dataclass(frozen=True)
 class _Try:
+    """A flavor tried, and the line that says what it offers."""
+
     flavor: str
     mode: Mode
     borrows: bool
     contested: tuple[FlavorResource, ...]
+    line: str = ""
 
     def rank(self) -> tuple[int, bool]:
         return (self.mode, not self.borrows)
@@ -81,13 +85,17 @@ def assign(queue: ClusterQueue, node: Node, tree: QuotaTree, usage: Usage, reque
 
 
 def _choose(queue: ClusterQueue, group: ResourceGroup, node: Node, tree: QuotaTree, usage: Usage, wanted: dict[str, int], passed_over: list[str]) -> _Try | None:
+    """The best flavor of `group` the search comes to; a line in `passed_over` for each flavor
+    tried and not taken, and for the one taken if it needs preemption."""
     best: _Try | None = None
+    tried: list[_Try] = []
     for quotas in group.flavors:
         if quotas.flavor not in tree.flavors:
-            passed_over.append(f"flavor {quotas.flavor} is not a ResourceFlavor (FlavorNotFound)")
+            tried.append(_Try(quotas.flavor, Mode.NO_FIT, False, (), f"flavor {quotas.flavor} is not a ResourceFlavor (FlavorNotFound)"))
             continue
-        attempt = _judge(quotas.flavor, node, tree, usage, wanted, passed_over)
-        if attempt is None:
+        attempt = _judge(quotas.flavor, node, tree, usage, wanted)
+        tried.append(attempt)
+        if attempt.mode == Mode.NO_FIT:
             continue
         if best is None or attempt.rank() > best.rank():
             best = attempt
@@ -95,11 +103,12 @@ def _choose(queue: ClusterQueue, group: ResourceGroup, node: Node, tree: QuotaTr
             break
         if attempt.mode == Mode.PREEMPT and queue.when_can_preempt == "MayStopSearch":
             break
+    passed_over += [t.line for t in tried if t is not best or t.mode == Mode.PREEMPT]
     return best
 
 
-def _judge(flavor: str, node: Node, tree: QuotaTree, usage: Usage, wanted: dict[str, int], passed_over: list[str]) -> _Try | None:
-    mode, borrows, contested = Mode.FIT, False, []
+def _judge(flavor: str, node: Node, tree: QuotaTree, usage: Usage, wanted: dict[str, int]) -> _Try:
+    mode, borrows, contested, short = Mode.FIT, False, [], []
     for resource, amount in wanted.items():
         fr = (flavor, resource)
         used = usage.get(node, {}).get(fr, 0)
@@ -109,8 +118,11 @@ def _judge(flavor: str, node: Node, tree: QuotaTree, usage: Usage, wanted: dict[
             mode = min(mode, Mode.PREEMPT)
             borrows |= amount > node.subtree.get(fr, 0)
             contested.append(fr)
+            short.append(f"{format_human(resource, amount)} {resource}")
         else:
             most = format_human(resource, tree.potential(node, fr))
-            passed_over.append(f"flavor {flavor}: {format_human(resource, amount)} {resource} is more than ClusterQueue {node.name} can ever have ({most})")
-            return None
-    return _Try(flavor, mode, borrows, tuple(contested))
+            return _Try(flavor, Mode.NO_FIT, False, (), f"flavor {flavor}: {format_human(resource, amount)} {resource} is more than ClusterQueue {node.name} can ever have ({most})")
+    if mode == Mode.PREEMPT:
+        return _Try(flavor, mode, borrows, tuple(contested), f"flavor {flavor}: {', '.join(short)} is more than ClusterQueue {node.name} has unused: needs preemption")
+    how = "fits only by borrowing, and whenCanBorrow TryNextFlavor looks for a flavor that fits without" if borrows else "fits"
+    return _Try(flavor, mode, borrows, (), f"flavor {flavor}: {how}")

@@ -15,12 +15,13 @@
    preemptor at once (its queue's reclaimWithinCohort allowing): the two would evict each other
    without end.
 
-Every candidate ends in the plan's `considered` lines, taken or spared and why.
+Every candidate ends in the plan's `considered` lines, taken or spared and why; the admitted
+workloads of the cohort tree that were never candidates are summed up by why.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
@@ -29,7 +30,7 @@ from ._objects import KueueConfig
 from ._tree import FlavorResource, Node, QuotaTree
 from ._workloads import Workload, usage_of
 
-__all__ = ["Candidate", "Plan", "Reason", "Search", "allowed", "classic", "considered", "in_order", "own_queue_candidates", "reason_text"]
+__all__ = ["Candidate", "Plan", "Reason", "Search", "allowed", "classic", "considered", "in_order", "node_name", "not_candidates", "own_queue_candidates", "queues_under", "reason_text", "refuse", "resource_names"]
 
 Reason = Literal["InClusterQueue", "InCohortReclamation", "InCohortFairSharing", "InCohortReclaimWhileBorrowing"]
 Usage = dict[Node, dict[FlavorResource, int]]
@@ -39,24 +40,28 @@ Usage = dict[Node, dict[FlavorResource, int]]
 class Candidate:
     """A workload that may be evicted; `lca` is the cohort a cross-queue candidate was found
     under; `without_borrowing`: it may be taken only while the preemptor does not borrow;
-    under fair sharing, the `strategy` that let it be taken and how the `shares` compared."""
+    under fair sharing, the `strategy` that let it be taken; `why` it may be taken from another
+    queue (how the shares compared, or why it is a reclamation), for its eviction's message."""
 
     workload: Workload
     reason: Reason
     lca: Node | None = None
     without_borrowing: bool = False
     strategy: str = ""
-    shares: str = ""
+    why: str = ""
 
 
 @dataclass(frozen=True)
 class Plan:
-    """The victims (none: no set makes room), whether the preemptor may borrow once they are
-    gone, and a line per candidate."""
+    """The victims (none: no set makes room, or the set found may not go, and `refusal` says
+    why), whether the preemptor may borrow once they are gone, a line per candidate, and the
+    admitted workloads that were never candidates, summed up by why."""
 
     targets: tuple[Candidate, ...]
     borrowing: bool
     considered: tuple[str, ...]
+    refusal: str = ""
+    not_candidates: tuple[str, ...] = ()
 
 
 def allowed(policy: str, preemptor: Workload, candidate: Workload) -> bool:
@@ -161,30 +166,43 @@ class Search:
             node = node.parent
         return True
 
-    def taken_back(self, targets: list[Candidate], *, only: Reason | None = None, by_policy: bool) -> str | None:
+    def taken_back(self, targets: list[Candidate], *, only: Reason | None = None, by_policy: bool, fair: bool = False) -> str | None:
         """With `targets` taken: why the first victim from another queue (of reason `only`, if
-        given) that, requeued, would fit within its queue's nominal quota (once it evicted the
-        workloads of its own queue that its queue's withinClusterQueue lets it evict) would take
-        its room back at once (and, `by_policy`, its queue's reclaimWithinCohort lets it evict
-        the preemptor), so that they would evict each other without end; None if there is none.
-        Property tests found such cycles; Kueue does not check."""
+        given) would, requeued, take its room back at once (and, `by_policy`, its queue's
+        reclaimWithinCohort lets it evict the preemptor), so that they would evict each other
+        without end; None if there is none. Property tests found such cycles; Kueue does not
+        check. It would when it fits within its queue's nominal quota once it evicted the
+        workloads of its own queue that its queue's withinClusterQueue lets it evict (see
+        `requeued_usage`)."""
         taken = {target.workload.id for target in targets}
         for target in targets:
             victim = target.workload
             if target.reason == "InClusterQueue" or (only is not None and target.reason != only):
                 continue
-            policy = self.config.cluster_queues[victim.queue].preemption
-            if by_policy and not allowed(policy.reclaim_within_cohort, victim, self.preemptor):
+            if by_policy and not allowed(self.config.cluster_queues[victim.queue].preemption.reclaim_within_cohort, victim, self.preemptor):
                 continue
             queue = self.tree.queues[victim.queue]
-            used = dict(self.usage.get(queue, {}))
-            for other in (*self.admitted.get(victim.queue, ()), *self.admitted_now.get(victim.queue, ())):
-                if other.id not in taken and allowed(policy.within_cluster_queue, victim, other):
-                    for fr, amount in other.usage.items():
-                        used[fr] = used.get(fr, 0) - amount
+            used = self.requeued_usage(victim, taken, fair=fair)
             if all(used.get(fr, 0) + amount <= queue.subtree.get(fr, 0) for fr, amount in victim.usage.items()):
                 return f"{victim.id} would fit within the nominal quota of ClusterQueue {queue.name} once evicted, and take its room back at once"
         return None
+
+    def requeued_usage(self, victim: Workload, taken: set[str], *, fair: bool) -> dict[FlavorResource, int]:
+        """What `victim`'s queue would use, with `taken` gone, were `victim` to evict the
+        workloads of its queue it may (withinClusterQueue; those admitted earlier in the cycle
+        included). Under fair sharing, only if its queue is then below its nominal quota of what
+        `victim` holds: otherwise, requeued and evicting them, it fits before its queue is back
+        within its quota, and so takes nothing from another queue without a share test."""
+        queue = self.tree.queues[victim.queue]
+        used = dict(self.usage.get(queue, {}))
+        if fair and all(used.get(fr, 0) >= queue.subtree.get(fr, 0) for fr in victim.usage):
+            return used
+        policy = self.config.cluster_queues[victim.queue].preemption.within_cluster_queue
+        for other in (*self.admitted.get(victim.queue, ()), *self.admitted_now.get(victim.queue, ())):
+            if other.id not in taken and allowed(policy, victim, other):
+                for fr, amount in other.usage.items():
+                    used[fr] = used.get(fr, 0) - amount
+        return used
 
     def greedy(self, candidates: list[Candidate], borrowing: bool, skipped: dict[str, str]) -> list[Candidate] | None:
         """Take valid candidates in order until the preemptor fits, then give back those it
@@ -230,18 +248,19 @@ def classic(search: Search) -> Plan:
     candidates = in_order(s.preemptor, reclaimed, priority, own)
     skipped: dict[str, str] = {}
     targets: list[Candidate] = []
-    borrowing = True
+    borrowing, refusal = True, ""
     for borrowing in _passes(s, cross=bool(reclaimed or priority), reclaimed=bool(reclaimed)):
-        targets = _not_taken_back(s, s.greedy(candidates, borrowing, skipped) or [], skipped)
+        targets, refused = _not_taken_back(s, s.greedy(candidates, borrowing, skipped) or [], skipped)
+        refusal = "" if targets else refused or refusal  # a later pass that finds nothing keeps the reason
         if targets:
             break
-    return Plan(tuple(targets), borrowing, tuple(considered(candidates, targets, skipped)))
+    return Plan(tuple(targets), borrowing, tuple(considered(candidates, targets, skipped, refusal)), refusal, not_candidates(s, candidates))
 
 
-def _not_taken_back(s: Search, targets: list[Candidate], skipped: dict[str, str]) -> list[Candidate]:
+def _not_taken_back(s: Search, targets: list[Candidate], skipped: dict[str, str]) -> tuple[list[Candidate], str]:
     """`targets`, unless a victim taken while borrowing would, requeued, take its queue's
     nominal quota back from the preemptor at once: then none (the two would evict each other
-    without end)."""
+    without end), and why."""
     for target in targets:
         s.take(target.workload)
     try:
@@ -250,11 +269,16 @@ def _not_taken_back(s: Search, targets: list[Candidate], skipped: dict[str, str]
         for target in targets:
             s.give_back(target.workload)
     if why is None:
-        return targets
-    names = ", ".join(t.workload.id for t in targets)
+        return targets, ""
+    return [], refuse(targets, why, skipped)
+
+
+def refuse(targets: list[Candidate], why: str, skipped: dict[str, str]) -> str:
+    """Spare `targets`, the fewest victims that make room, because of `why`; the refusal."""
+    refusal = f"the fewest victims that make room ({', '.join(t.workload.id for t in targets)}) may not all go: {why}"
     for target in targets:
-        skipped[target.workload.id] = f"the fewest victims that make room ({names}) may not all go: {why}; none is evicted"
-    return []
+        skipped[target.workload.id] = f"{refusal}; none is evicted"
+    return refusal
 
 
 def in_order(preemptor: Workload, *groups: list[Candidate]) -> list[Candidate]:
@@ -275,25 +299,42 @@ def _cohort_candidates(s: Search) -> tuple[list[Candidate], list[Candidate]]:
     policy = s.queue.preemption
     reclaimed: list[Candidate] = []
     by_priority: list[Candidate] = []
-    advantage = s.within_quota_with_request(s.node)
+    within = s.node if s.within_quota_with_request(s.node) else None  # where the advantage starts
     child, ancestor = s.node, s.node.parent
     while ancestor is not None:
         for other in ancestor.children:
             if other is child:
                 continue
             for queue in s.borrowing_queues(other):
+                borrows = f"ClusterQueue {queue.name} borrows {resource_names(s.contested)} in cohort {ancestor.name}"
                 for w in s.admitted.get(queue.name, ()):
                     if not (s.contests(w) and allowed(policy.reclaim_within_cohort, s.preemptor, w)):
                         continue
-                    if advantage:
-                        reclaimed.append(Candidate(w, "InCohortReclamation", ancestor))
+                    if within is not None:
+                        why = f"{borrows}, and {node_name(within)} stays within its quota with the preemptor: it takes back what it lent"
+                        reclaimed.append(Candidate(w, "InCohortReclamation", ancestor, why=why))
                     elif _while_borrowing(s, w):
-                        by_priority.append(Candidate(w, "InCohortReclaimWhileBorrowing", ancestor))
+                        why = f"{borrows}; the preemptor borrows too, which borrowWithinCohort allows against {_threshold(policy.max_priority_threshold)}"
+                        by_priority.append(Candidate(w, "InCohortReclaimWhileBorrowing", ancestor, why=why))
                     else:
-                        by_priority.append(Candidate(w, "InCohortReclamation", ancestor, without_borrowing=True))
+                        why = f"{borrows}, and the preemptor fits within its own nominal quota once it is gone"
+                        by_priority.append(Candidate(w, "InCohortReclamation", ancestor, without_borrowing=True, why=why))
         child, ancestor = ancestor, ancestor.parent
-        advantage = advantage or s.within_quota_with_request(child)
+        if within is None and s.within_quota_with_request(child):
+            within = child
     return reclaimed, by_priority
+
+
+def _threshold(threshold: int | None) -> str:
+    return "lower priorities" if threshold is None else f"lower priorities up to its maxPriorityThreshold, {threshold}"
+
+
+def node_name(node: Node) -> str:
+    return f"{'cohort' if node.is_cohort else 'ClusterQueue'} {node.name}"
+
+
+def resource_names(frs: Iterable[FlavorResource]) -> str:
+    return ", ".join(f"{resource} in {flavor}" for flavor, resource in sorted(frs))
 
 
 def _while_borrowing(s: Search, w: Workload) -> bool:
@@ -331,17 +372,68 @@ def reason_text(reason: Reason) -> str:
     return _REASON_TEXT[reason]
 
 
-def considered(candidates: list[Candidate], targets: list[Candidate], skipped: dict[str, str]) -> Iterator[str]:
+def considered(candidates: list[Candidate], targets: list[Candidate], skipped: dict[str, str], refusal: str = "") -> Iterator[str]:
     taken = {c.workload.id: c for c in targets}
     for c in candidates:
         w = c.workload
         where = f"{w.id} (ClusterQueue {w.queue}, priority {w.priority}{', already evicted' if w.evicted else ''})"
         if w.id in taken:
             target = taken[w.id]
-            yield f"taken: {where}: {reason_text(target.reason)}" + (f" ({target.shares})" if target.shares else "")
+            yield f"taken: {where}: {reason_text(target.reason)}" + (f" ({target.why})" if target.why else "")
         elif w.id in skipped:
             yield f"spared: {where}: {skipped[w.id]}"
         elif targets:
             yield f"spared: {where}: not needed, the preemptor fits without it"
+        elif refusal:
+            yield f"spared: {where}: not needed, the fewest victims that make room are others"
         else:
             yield f"spared: {where}: evicting every valid candidate would not make room"
+
+
+def not_candidates(s: Search, candidates: list[Candidate]) -> tuple[str, ...]:
+    """One line summing up the admitted workloads of the preemptor's cohort tree that were
+    never candidates: how many, why, and in which ClusterQueues; none if there are none."""
+    seen = {c.workload.id for c in candidates}
+    counts: dict[str, int] = {}
+    queues: dict[str, set[str]] = {}
+    for queue in queues_under(s.node.path()[-1]):
+        never = [_not_a_candidate(s, w) or f"of ClusterQueues whose cohort does not borrow {resource_names(s.contested)}" for w in s.admitted.get(queue.name, ()) if w.id not in seen]
+        never += [_not_a_candidate(s, w) or "admitted earlier in this cycle" for w in s.admitted_now.get(queue.name, ())]
+        for why in never:
+            counts[why] = counts.get(why, 0) + 1
+            queues.setdefault(why, set()).add(queue.name)
+    if not counts:
+        return ()
+    total = sum(counts.values())
+    parts = "; ".join(f"{n} {why} ({', '.join(sorted(queues[why]))})" for why, n in counts.items())
+    return (f"never candidates, {total} admitted workload{'s' if total != 1 else ''}: {parts}",)
+
+
+def _not_a_candidate(s: Search, w: Workload) -> str | None:
+    """Why a workload of the preemptor's cohort tree is no candidate by what it holds, the
+    preemptor's policy or its queue's borrowing; None if none of these stops it."""
+    if not s.contests(w):
+        return f"holding none of {resource_names(s.contested)}"
+    own = w.queue == s.preemptor.queue
+    field, policy = ("withinClusterQueue", s.queue.preemption.within_cluster_queue) if own else ("reclaimWithinCohort", s.queue.preemption.reclaim_within_cohort)
+    if not allowed(policy, s.preemptor, w):
+        return _refused_by(field, policy)
+    if not own and not s.borrows(s.tree.queues[w.queue]):
+        return f"of ClusterQueues not borrowing {resource_names(s.contested)}"
+    return None
+
+
+def _refused_by(field: str, policy: str) -> str:
+    if policy == "Never":
+        return f"of {'its own ClusterQueue' if field == 'withinClusterQueue' else 'other ClusterQueues'}, as {field} is Never"
+    if policy == "LowerOrNewerEqualPriority":
+        return f"of higher priority, or equal and not newer, as {field} is {policy}"
+    return f"of priority not below its own, as {field} is {policy}"
+
+
+def queues_under(node: Node) -> Iterator[Node]:
+    """The ClusterQueues under `node` (itself, if it is one), in the tree's order."""
+    if not node.is_cohort:
+        yield node
+    for child in node.children:
+        yield from queues_under(child)

@@ -23,7 +23,9 @@ evicts again, without end).
   already evicted) and waits for them to go; its request is held for the rest of the cycle, so
   later workloads do not take the room being made. Once a cohort tree has a preemption in a
   cycle, later workloads there that need one wait for the next cycle, when the evictions are
-  in the state: two preemptors never plan on the same room.
+  in the state: two preemptors never plan on the same room. One that finds no victims in a
+  cohort tree where running workloads were recorded in the cycle is not refused either: those
+  are candidates from the next cycle on.
 - A StrictFIFO ClusterQueue offers only its head in a cycle; the workloads behind it wait
   without a decision of their own. A stopped one (stopPolicy Hold or HoldAndDrain) admits
   nothing.
@@ -69,6 +71,7 @@ class _Admission:
         self.preemptions = 0
         self.blocked = 0
         self.preempted_in: set[Node] = set()  # roots of the cohort trees with a preemption this cycle
+        self.recorded_in: set[Node] = set()  # roots of the cohort trees with running workloads recorded this cycle
         self.admitted_now: dict[str, list[Workload]] = {}  # by ClusterQueue: in the usage, not candidates
 
     def run(self) -> None:
@@ -114,6 +117,8 @@ class _Admission:
     def _record_running(self, workload: Workload) -> None:
         queue, node = self.config.cluster_queues[workload.queue], self.tree.queues.get(workload.queue)
         flavors = assign(queue, node, self.tree, self.usage, workload.request).flavors if node is not None else {}
+        if node is not None:
+            self.recorded_in.add(node.path()[-1])
         self._admit(workload, node, flavors, ("already running in the cluster: recorded as admitted, its usage counts from now on",))
 
     def _consider(self, workload: Workload) -> None:
@@ -133,8 +138,10 @@ class _Admission:
         search = Search(workload, self.config, node, self.tree, self.usage, self.workloads.admitted, assignment.flavors, assignment.contested, self.admitted_now)
         fair_sharing = self.config.fair_sharing_in(root.name)
         plan = preemption(self.config, search)
+        if not plan.targets and root in self.recorded_in:
+            return None  # the workloads recorded running are candidates from the next cycle on: no refusal before
         if not plan.targets:
-            return self._block(workload, (*assignment.passed_over, _no_room(workload, queue, assignment, plan, fair_sharing), *plan.considered))
+            return self._block(workload, (*assignment.passed_over, _no_room(workload, queue, assignment, plan, fair_sharing), *plan.considered, *plan.not_candidates))
         self.preemptions += 1
         self.preempted_in.add(root)
         self._evict(workload, plan)
@@ -154,10 +161,8 @@ class _Admission:
             if victim.evicted:
                 continue
             message = f"preempted to admit {preemptor.id} (ClusterQueue {preemptor.queue}, priority {preemptor.priority}) by {reason_text(target.reason)}"
-            if target.shares:
-                message += f"; {target.shares}"
-            elif target.lca is not None:
-                message += f"; compared in cohort {target.lca.name}"
+            if target.why:
+                message += f"; {target.why}"
             self.cycle.emit(
                 Evicted,
                 app=victim.id,
@@ -165,7 +170,7 @@ class _Admission:
                 reason=target.reason,
                 preemptor=preemptor.id,
                 message=message,
-                explanation=plan.considered,
+                explanation=(*plan.considered, *plan.not_candidates),
             )
 
     def _block(self, workload: Workload, reasons: tuple[str, ...]) -> None:
@@ -190,10 +195,12 @@ def _explain_fit(assignment: Assignment, queue: str) -> tuple[str, ...]:
 
 def _no_room(workload: Workload, queue: ClusterQueue, assignment: Assignment, plan: Plan, fair_sharing: bool) -> str:
     contested = ", ".join(f"{format_human(r, workload.request[r])} {r} in {f}" for f, r in assignment.contested)
+    if plan.refusal:
+        return f"needs preemption for {contested}; {plan.refusal}: none is evicted"
     if plan.considered and fair_sharing:
         return f"needs preemption for {contested}, and the evictions fair sharing allows (its preemptionStrategies) do not make room"
     if plan.considered:
         return f"needs preemption for {contested}, and evicting the workloads its preemption policy allows does not make room"
     p = queue.preemption
     policy = f"withinClusterQueue {p.within_cluster_queue}, reclaimWithinCohort {p.reclaim_within_cohort}, borrowWithinCohort {p.borrow_within_cohort}"
-    return f"needs preemption for {contested}, and its policy ({policy}) allows no admitted workload holding it to be preempted"
+    return f"needs preemption for {contested}, and no admitted workload is a candidate (its policy: {policy})"

@@ -34,19 +34,32 @@ share here counts the preemptor's request as admitted.
    and the others are tested again in order on the shares they now meet (a victim of the
    preemptor's side given back raises that side's share); if one fails, or a victim from another
    queue would fit within that queue's nominal quota once evicted (it would take its room back
-   at once), nothing is evicted (Kueue checks neither); nor when the preemptor's queue has
-   weight 0 and would borrow: it would be the first to be taken back.
-   Without a fit nothing is evicted either.
+   at once), nothing is evicted (Kueue checks neither); nor when the preemptor's side of some
+   cohort would have weight 0 and borrow against a sibling of positive weight: it would be the
+   first to be taken back. Without a fit nothing is evicted either.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from ._classic import Candidate, Plan, Search, allowed, considered, in_order, own_queue_candidates
+from ._classic import (
+    Candidate,
+    Plan,
+    Search,
+    allowed,
+    considered,
+    in_order,
+    node_name,
+    not_candidates,
+    own_queue_candidates,
+    queues_under,
+    refuse,
+    resource_names,
+)
 from ._tree import FlavorResource, Node, QuotaTree
 
 __all__ = ["NO_SHARE", "STRATEGIES", "Share", "borrowed", "fair", "share", "sides"]
@@ -122,28 +135,41 @@ def fair(search: Search, strategies: tuple[str, ...]) -> Plan:
     candidates = in_order(search.preemptor, _cohort_candidates(search), own_queue_candidates(search))
     skipped: dict[str, str] = {}
     with search.preemptor_admitted():
-        targets = _Walk(search, candidates, skipped).run(strategies)
-        targets = _not_first_to_go(search, targets, skipped)
-    return Plan(tuple(targets), True, tuple(considered(candidates, targets, skipped)))
+        walk = _Walk(search, candidates, skipped)
+        targets = walk.run(strategies)
+        targets, refusal = _not_first_to_go(search, targets, skipped) if targets else ([], walk.refusal)
+    return Plan(tuple(targets), True, tuple(considered(candidates, targets, skipped, refusal)), refusal, not_candidates(search, candidates))
 
 
-def _not_first_to_go(s: Search, targets: list[Candidate], skipped: dict[str, str]) -> list[Candidate]:
-    """`targets`, unless the preemptor's queue has weight 0 and would borrow once they are gone:
-    then none. Its share would be infinite, so any other queue's workload may evict it at once,
-    and the workloads it evicted, requeued, take their room back: a property test found the
-    three evicting each other without end (Kueue does not check)."""
+def _not_first_to_go(s: Search, targets: list[Candidate], skipped: dict[str, str]) -> tuple[list[Candidate], str]:
+    """`targets`, unless once they are gone the preemptor would be the first to be taken back
+    (`_exposed`): then none, and why. A property test found a weight-0 queue's preemptor, a
+    workload of another queue that evicted it at once, and the workloads it had evicted,
+    requeued and reclaiming, evicting each other without end (Kueue does not check)."""
     for target in targets:
         s.take(target.workload)
     try:
-        infinite = share(s.tree, s.node, s.usage).infinite
+        exposed = _exposed(s.tree, s.node, s.usage)
     finally:
         for target in targets:
             s.give_back(target.workload)
-    if not infinite or not targets:
-        return targets
-    for target in targets:
-        skipped[target.workload.id] = f"ClusterQueue {s.node.name} has weight 0 and would borrow: the preemptor would be the first to be taken back; none is evicted"
-    return []
+    if exposed is None:
+        return targets, ""
+    side, rival = exposed
+    why = f"{node_name(side)} has weight 0 and would borrow: its infinite share is above any of {node_name(rival)}, whose workloads could take the room back at once"
+    return [], refuse(targets, why, skipped)
+
+
+def _exposed(tree: QuotaTree, queue: Node, usage: Mapping[Node, Mapping[FlavorResource, int]]) -> tuple[Node, Node] | None:
+    """The side of `queue` (it or a cohort above it) with an infinite share (weight 0,
+    borrowing) and a sibling of positive weight, if any: every strategy lets the sibling's
+    workloads, whose share is finite, evict from it. A side that does not borrow (share 0),
+    or whose siblings all have weight 0 (infinite shares compare unweighted), is not."""
+    for side in queue.path()[:-1]:
+        rival = next((c for c in side.parent.children if c is not side and c.weight > 0), None) if side.parent else None
+        if rival is not None and share(tree, side, usage).infinite:
+            return side, rival
+    return None
 
 
 def _cohort_candidates(s: Search) -> list[Candidate]:
@@ -151,7 +177,7 @@ def _cohort_candidates(s: Search) -> list[Candidate]:
     if policy == "Never" or s.node.parent is None:
         return []
     found: list[Candidate] = []
-    for queue in _queues_under(s.node.path()[-1]):  # a queue may borrow where its cohort does not
+    for queue in queues_under(s.node.path()[-1]):  # a queue may borrow where its cohort does not
         if queue is not s.node and s.borrows(queue):
             lca = sides(s.node, queue)[0]
             found += [Candidate(w, "InCohortFairSharing", lca) for w in s.admitted.get(queue.name, ()) if s.contests(w) and allowed(policy, s.preemptor, w)]
@@ -169,13 +195,17 @@ class _Walk:
         self.root = search.node.path()[-1]
         self.holds_preemptor = set(search.node.path())
         self.taken: list[Candidate] = []
+        self.refusal = ""  # why the fewest victims that make room may not go
 
     def run(self, strategies: tuple[str, ...]) -> list[Candidate]:
         try:
             fits, retry = self._first(_by_queue(self.s.tree, self.candidates), strategies[0])
             if not fits and len(strategies) > 1:
                 fits = self._second(_by_queue(self.s.tree, retry), strategies[1])
-            return self._minimal() if fits else []
+            if fits:
+                return self._minimal()
+            self._unreached()
+            return []
         finally:
             for candidate in self.taken:
                 self.s.give_back(candidate.workload)
@@ -192,12 +222,12 @@ class _Walk:
             preemptor, before = self._share(mine), self._share(theirs)
             if self._reclaims():
                 why = self._reclaiming(lca, mine, theirs, preemptor, before)
-                if self._take(replace(waiting.popleft(), reason="InCohortReclamation", shares=why)):
+                if self._take(replace(waiting.popleft(), reason="InCohortReclamation", why=why)):
                     return True, retry
                 continue
             if preemptor.infinite and not before.infinite:
                 for candidate in waiting:
-                    self.skipped[candidate.workload.id] = f"{_side(mine)} has an infinite share (weight 0), {_side(theirs)} a finite one ({before}): no strategy allows it"
+                    self.skipped[candidate.workload.id] = f"{node_name(mine)} has an infinite share (weight 0), {node_name(theirs)} a finite one ({before}): no strategy allows it"
                 retry += waiting
                 waiting.clear()
                 continue
@@ -205,7 +235,7 @@ class _Walk:
                 candidate = waiting.popleft()
                 after = self._share_without(candidate, theirs)
                 if STRATEGIES[strategy](preemptor, before, after):
-                    if self._take(replace(candidate, strategy=strategy, shares=_compared(strategy, lca, mine, theirs, preemptor, before, after))):
+                    if self._take(replace(candidate, strategy=strategy, why=_compared(strategy, lca, mine, theirs, preemptor, before, after))):
                         return True, retry
                     break
                 self.skipped[candidate.workload.id] = f"{strategy} refuses it: {_comparison(lca, mine, theirs, preemptor, before, after)}"
@@ -221,7 +251,7 @@ class _Walk:
             if passes:
                 candidate = waiting.popleft()
                 after = self._share_without(candidate, theirs)
-                if self._take(replace(candidate, strategy=strategy, shares=_compared(strategy, lca, mine, theirs, preemptor, before, after))):
+                if self._take(replace(candidate, strategy=strategy, why=_compared(strategy, lca, mine, theirs, preemptor, before, after))):
                     return True
             for candidate in waiting:
                 why = f"{strategy} takes at most one victim from each queue" if passes else f"{strategy} refuses it too"
@@ -240,9 +270,7 @@ class _Walk:
         if failure is None:
             self.taken[:] = restated
             return restated
-        names = ", ".join(c.workload.id for c in minimal)
-        for candidate in minimal:
-            self.skipped[candidate.workload.id] = f"the fewest victims that make room ({names}) may not all go: {failure}; none is evicted"
+        self.refusal = refuse(minimal, failure, self.skipped)
         return []
 
     def _restated(self, targets: list[Candidate]) -> tuple[list[Candidate], str | None]:
@@ -256,22 +284,37 @@ class _Walk:
             if failure is None and target.reason != "InClusterQueue":
                 target, passes = self._tested_again(target)
                 if not passes:
-                    failure = f"{target.workload.id}: {target.shares}"
+                    failure = f"{target.workload.id}: {target.why}"
             self.s.take(target.workload)
             restated.append(target)
-        return restated, failure or self.s.taken_back(restated, by_policy=False)
+        return restated, failure or self.s.taken_back(restated, by_policy=False, fair=True)
 
     def _tested_again(self, target: Candidate) -> tuple[Candidate, bool]:
         lca, mine, theirs = sides(self.s.node, self.s.tree.queues[target.workload.queue])
         preemptor, before = self._share(mine), self._share(theirs)
         if target.reason == "InCohortReclamation":
-            return replace(target, shares=self._reclaiming(lca, mine, theirs, preemptor, before)), self._reclaims()
+            return replace(target, why=self._reclaiming(lca, mine, theirs, preemptor, before)), self._reclaims()
         after = self._share_without(target, theirs)
         passes = STRATEGIES[target.strategy](preemptor, before, after)
-        return replace(target, shares=_compared(target.strategy, lca, mine, theirs, preemptor, before, after)), passes
+        return replace(target, why=_compared(target.strategy, lca, mine, theirs, preemptor, before, after)), passes
+
+    def _unreached(self) -> None:
+        """Say why the walk, with every eviction it made, never came to the candidates it left:
+        their ClusterQueue, or a cohort above it that does not hold the preemptor, does not
+        borrow (any more), and the walk goes only where a share can be taken."""
+        taken = {c.workload.id for c in self.taken}
+        for candidate in self.candidates:
+            name = candidate.workload.id
+            if name in taken or name in self.skipped:
+                continue
+            path = self.s.tree.queues[candidate.workload.queue].path()[:-1]
+            closed = next((n for n in reversed(path) if n not in self.holds_preemptor and not self._borrows(n)), None)
+            if closed is not None and closed.parent is not None:
+                then = ", once the workloads taken before are gone" if self.taken else ""
+                self.skipped[name] = f"{node_name(closed)} does not borrow in cohort {closed.parent.name} (share 0){then}: fair sharing takes nothing from it"
 
     def _reclaiming(self, lca: Node, mine: Node, theirs: Node, preemptor: Share, before: Share) -> str:
-        return f"{_side(self.s.node)} stays within its nominal quota of {_names(self.s.contested)}: it takes back what it lent, without a share test ({_comparison(lca, mine, theirs, preemptor, before, None)})"
+        return f"{node_name(self.s.node)} stays within its nominal quota of {resource_names(self.s.contested)}: it takes back what it lent, without a share test ({_comparison(lca, mine, theirs, preemptor, before, None)})"
 
     def _take(self, candidate: Candidate) -> bool:
         """Evict `candidate` in the simulation; whether the preemptor fits now."""
@@ -321,13 +364,6 @@ class _Walk:
         return None
 
 
-def _queues_under(node: Node) -> Iterator[Node]:
-    if not node.is_cohort:
-        yield node
-    for child in node.children:
-        yield from _queues_under(child)
-
-
 def _by_queue(tree: QuotaTree, candidates: Iterable[Candidate]) -> dict[Node, deque[Candidate]]:
     grouped: dict[Node, deque[Candidate]] = {}
     for candidate in candidates:
@@ -335,17 +371,9 @@ def _by_queue(tree: QuotaTree, candidates: Iterable[Candidate]) -> dict[Node, de
     return grouped
 
 
-def _names(frs: Iterable[FlavorResource]) -> str:
-    return ", ".join(f"{resource} in {flavor}" for flavor, resource in sorted(frs))
-
-
-def _side(node: Node) -> str:
-    return f"{'cohort' if node.is_cohort else 'ClusterQueue'} {node.name}"
-
-
 def _comparison(lca: Node, mine: Node, theirs: Node, preemptor: Share, before: Share, after: Share | None) -> str:
     then = f", {after} after" if after is not None else ""
-    return f"in cohort {lca.name}, {_side(mine)} (the preemptor's side) would have share {preemptor}; {_side(theirs)} has {before}{then}"
+    return f"in cohort {lca.name}, {node_name(mine)} (the preemptor's side) would have share {preemptor}; {node_name(theirs)} has {before}{then}"
 
 
 def _compared(strategy: str, lca: Node, mine: Node, theirs: Node, preemptor: Share, before: Share, after: Share) -> str:
