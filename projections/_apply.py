@@ -192,6 +192,8 @@ class Projection:
             parsed = model.parse_config(event.config, p.name)
         except ConfigError as exc:
             raise Rejected(f"configuration refused, the previous one stays: {exc}") from None
+        except Exception as exc:  # a model's bug: reading changed nothing yet, so no state to rebuild
+            raise Rejected(f"configuration refused, the previous one stays: the {model.name} model failed to read it ({type(exc).__name__}: {exc}); please report it") from None
         _configure(p, model, event.config, parsed)
         return parsed.warnings
 

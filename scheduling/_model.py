@@ -16,10 +16,10 @@ from typing import Any
 
 import msgspec
 
-from preemptd.events import Decision, DecisionEvent
-from preemptd.projections import ClusterState, LogRecord, ParsedConfig, PartitionState, Rejected, refuse_decision
+from preemptd.events import Blocked, Decision, DecisionEvent, cut_text
+from preemptd.projections import ClusterState, LogRecord, ParsedConfig, PartitionState, Rejected, TaskState, refuse_decision
 
-__all__ = ["Cycle", "Model", "counted", "decision_id", "describe_queues", "one_partition"]
+__all__ = ["BLOCKED_PER_CYCLE", "Cycle", "Model", "bounded", "counted", "decision_id", "describe_queues", "one_partition"]
 
 
 def decision_id(log_id: str, cycle: int, index: int) -> str:
@@ -55,20 +55,57 @@ def queue_bounds(partition: PartitionState) -> Bounds:
     return {path: (queue.guaranteed, queue.max) for path, queue in partition.queues.items()}
 
 
+#: A decision's explanation and reasons keep at most this many lines, each at most this long
+#: (a ClusterQueue of thousands of flavors lists each one): the rest is said in one line.
+MAX_LINES, MAX_LINE = 100, 1_000
+#: A cycle records at most this many `decision.blocked` anew, and stops recording them once its
+#: decisions' text passes `BLOCKED_TEXT_PER_CYCLE` characters: the rest in the next cycles, so
+#: that a backlog neither floods the log nor holds up ingest.
+BLOCKED_PER_CYCLE = 1000
+BLOCKED_TEXT_PER_CYCLE = 4_000_000
+
+
+def bounded(lines: tuple[str, ...]) -> tuple[str, ...]:
+    """`lines`, at most `MAX_LINES` of at most `MAX_LINE` characters, saying what was left out.
+    Bounding what is bounded already changes nothing."""
+    if len(lines) <= MAX_LINES and all(len(line) <= MAX_LINE for line in lines):
+        return lines
+    kept = tuple(cut_text(line, MAX_LINE) for line in lines[: MAX_LINES - 1])
+    rest = len(lines) - len(kept)
+    return (*kept, cut_text(lines[-1], MAX_LINE)) if rest == 1 else (*kept, f"... and {rest:,} more lines")
+
+
 class Cycle:
     """What a model sees during one cycle: the partition, the time (`now`, the tick's), and a
     way to decide. `fold` folds a record into the state (the registry's fold); `records` are the
     decisions made so far, as the log records that follow the tick."""
 
-    __slots__ = ("fold", "now", "partition", "records", "state", "tick")
+    __slots__ = ("blocked", "fold", "now", "partition", "records", "state", "text", "tick")
 
     def __init__(self, state: ClusterState, partition: PartitionState, tick: LogRecord, fold: Callable[[ClusterState, LogRecord], object]) -> None:
         self.state, self.partition, self.tick, self.fold = state, partition, tick, fold
         self.now: int = tick.event.ts
         self.records: list[LogRecord] = []
+        self.blocked = 0  # decision.blocked made
+        self.text = 0  # characters of explanations and reasons made
+
+    def block(self, task: TaskState, *, app: str, queue: str, reasons: tuple[str, ...], explanation: tuple[str, ...] = ()) -> bool:
+        """Say why `task` waits, unless it was told so already or the cycle's budget for such
+        decisions is spent (the next cycle tells it); whether it was told now."""
+        reasons = bounded(reasons)
+        if reasons == task.blocked or self.blocked >= BLOCKED_PER_CYCLE or self.text >= BLOCKED_TEXT_PER_CYCLE:
+            return False
+        self.blocked += 1
+        self.emit(Blocked, task=task.id, app=app, queue=queue, reasons=reasons, explanation=explanation)
+        return True
 
     def emit(self, kind: type[Decision], **fields: Any) -> Decision:
-        """Make a decision of type `kind`, fold it into the state and record it."""
+        """Make a decision of type `kind`, fold it into the state and record it (its
+        explanation and reasons `bounded`)."""
+        for name in ("explanation", "reasons"):
+            if name in fields:
+                fields[name] = bounded(tuple(fields[name]))
+                self.text += sum(len(line) for line in fields[name])
         index = len(self.records)
         decision = kind(
             id=decision_id(self.state.log_id, self.tick.seq, index),

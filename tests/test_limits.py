@@ -130,3 +130,30 @@ def test_a_snapshot_of_any_accepted_history_restores_an_equal_state(history: lis
             continue
     run_cycle(state, tick_record(state, 100_000, "default"))  # and with the decisions of a cycle
     assert restore(snapshot(state)) == state
+
+
+def test_a_decision_about_thousands_of_flavors_is_bounded_and_not_made_again_each_cycle() -> None:
+    """A ClusterQueue of 5,500 flavors made each `decision.blocked` 384 KB (a line per flavor
+    tried), and 200 pending workloads 75 MB of decisions: a decision keeps 100 lines of at most
+    1,000 characters, saying how many it left out, and the same reasons are not said again."""
+    from preemptd.events import Blocked
+    from preemptd.scheduling import BLOCKED_PER_CYCLE, simulate
+    from preemptd.events import Scenario
+
+    flavors = 5_500
+    config = [
+        *({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": f"f{i}"}} for i in range(flavors)),
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": "q"},
+            "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": f"f{i}", "resources": [{"name": "cpu", "nominalQuota": 1}]} for i in range(flavors)]}]},
+        },
+    ]
+    events = [{"at": "0s", "type": "task.submitted", "task": f"w{i}", "app": f"w{i}", "queue": "q", "resources": {"cpu": 2}} for i in range(20)]
+    result = simulate(Scenario(name="many flavors", model="kueue", config=config, events=events, until="3s"))
+    blocked = [d for d in result.decisions if isinstance(d, Blocked)]
+    assert len(blocked) == 20 <= BLOCKED_PER_CYCLE, "each workload told once, not again every cycle"
+    assert all(len(d.reasons) <= 100 and all(len(line) <= 1000 for line in d.reasons) for d in blocked)
+    assert blocked[0].reasons[-1].startswith("... and ") and blocked[0].reasons[-1].endswith(" more lines")
+    assert max(len(json.dumps(list(d.reasons))) for d in blocked) < 110_000

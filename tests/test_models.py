@@ -101,6 +101,18 @@ def test_a_models_refusal_is_the_reason_of_the_dead_letter(stub: Model) -> None:
         folded(stub_config(queues=[]))
 
 
+def test_a_model_that_fails_to_read_a_configuration_refuses_it_without_a_rebuild(stub: Model, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading changes nothing: a model's own error while reading is a refusal (a dead letter),
+    never an internal error that folds the whole log again for each such message."""
+
+    def broken(document: object, partition: str) -> object:
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setitem(MODELS, "stub", dataclasses.replace(stub, parse_config=broken))
+    with pytest.raises(Rejected, match=r"the stub model failed to read it \(ZeroDivisionError: division by zero\); please report it"):
+        folded(stub_config())
+
+
 def test_an_unregistered_model_is_refused_by_name() -> None:
     with pytest.raises(Rejected, match=r"model 'stub' is not supported by this version \(supported: kueue, volcano, yunikorn\)"):
         folded(stub_config())

@@ -31,7 +31,7 @@ evicts again, without end).
   nothing.
 
 A cycle admits at most `ADMISSIONS_PER_CYCLE` workloads, plans at most `PREEMPTIONS_PER_CYCLE`
-preemptions and blocks at most `BLOCKED_PER_CYCLE` workloads anew, so that ingest is never held
+preemptions and blocks workloads anew within the cycle's budget (`Cycle.block`), so that ingest is never held
 up for long and a backlog does not flood the log; the rest wait for the next cycle.
 """
 
@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from preemptd.events import Admitted, Blocked, Evicted, format_human
+from preemptd.events import Admitted, Evicted, format_human
 
 from .._model import Cycle
 from ._assign import Assignment, Mode, assign
@@ -49,11 +49,10 @@ from ._objects import ClusterQueue, KueueConfig
 from ._tree import Node, QuotaTree
 from ._workloads import Workload, Workloads, usage_of
 
-__all__ = ["ADMISSIONS_PER_CYCLE", "BLOCKED_PER_CYCLE", "PREEMPTIONS_PER_CYCLE", "preemption", "schedule"]
+__all__ = ["ADMISSIONS_PER_CYCLE", "PREEMPTIONS_PER_CYCLE", "preemption", "schedule"]
 
 ADMISSIONS_PER_CYCLE = 20_000
 PREEMPTIONS_PER_CYCLE = 50
-BLOCKED_PER_CYCLE = 1000
 
 
 def schedule(cycle: Cycle) -> None:
@@ -69,7 +68,6 @@ class _Admission:
         self.usage = self.tree.usage(self.workloads.usage)
         self.admissions = 0
         self.preemptions = 0
-        self.blocked = 0
         self.preempted_in: set[Node] = set()  # roots of the cohort trees with a preemption this cycle
         self.recorded_in: set[Node] = set()  # roots of the cohort trees with running workloads recorded this cycle
         self.admitted_now: dict[str, list[Workload]] = {}  # by ClusterQueue: in the usage, not candidates
@@ -174,10 +172,7 @@ class _Admission:
             )
 
     def _block(self, workload: Workload, reasons: tuple[str, ...]) -> None:
-        task = self.cycle.partition.tasks[workload.first_task]
-        if task.blocked != reasons and self.blocked < BLOCKED_PER_CYCLE:
-            self.blocked += 1
-            self.cycle.emit(Blocked, task=task.id, app=workload.id, queue=workload.queue, reasons=reasons)
+        self.cycle.block(self.cycle.partition.tasks[workload.first_task], app=workload.id, queue=workload.queue, reasons=reasons)
 
 
 def preemption(config: KueueConfig, search: Search) -> Plan:

@@ -25,7 +25,7 @@ from typing import Any
 from preemptd.projections import ParsedConfig, PartitionState, QueueConfig, Words
 
 from .._model import Bounds, Model, counted
-from ._cycle import BLOCKED_PER_CYCLE as BLOCKED_PER_CYCLE, schedule
+from ._cycle import schedule
 from ._objects import Queue, VolcanoConfig, claims, parse_objects
 
 __all__ = ["MODEL", "VolcanoConfig", "parse_config", "parse_objects"]

@@ -38,7 +38,7 @@ import heapq
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from preemptd.events import Allocated, Blocked, Preempted, Resources, Unreserved, Victim
+from preemptd.events import Allocated, Preempted, Resources, Unreserved, Victim
 
 from .._explain import amounts, plural
 from .._model import Cycle
@@ -52,9 +52,8 @@ from ._shares import summed
 from ._victims import Room, make_room
 from ._votes import Ballot
 
-__all__ = ["BLOCKED_PER_CYCLE", "schedule"]
+__all__ = ["schedule"]
 
-BLOCKED_PER_CYCLE = 1000
 SPARED_SHOWN = 10  # candidates spared, listed in an explanation
 
 
@@ -495,15 +494,10 @@ class _Session:
     # -- why the rest wait ----------------------------------------------------------------------
 
     def _block(self) -> None:
-        blocked = 0
         for task_id, why in self.why.items():
-            if task_id in self.settled or blocked >= BLOCKED_PER_CYCLE:
-                continue
-            reasons = tuple(why)
-            if reasons != self.p.tasks[task_id].blocked:
-                blocked += 1
+            if task_id not in self.settled:
                 task = self.tasks[task_id]
-                self.cycle.emit(Blocked, task=task.id, app=task.job, queue=task.queue, reasons=reasons, explanation=self.details.get(task_id, ()))
+                self.cycle.block(self.p.tasks[task_id], app=task.job, queue=task.queue, reasons=tuple(why), explanation=self.details.get(task_id, ()))
 
 
 def _starving_voters(tiers: tuple) -> tuple[bool, bool]:

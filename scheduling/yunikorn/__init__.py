@@ -23,7 +23,6 @@ from ._config import (
     parse_config as parse_config,
 )
 from ._cycle import (
-    BLOCKED_PER_CYCLE as BLOCKED_PER_CYCLE,
     PLACEMENTS_PER_CYCLE as PLACEMENTS_PER_CYCLE,
     PREEMPTIONS_PER_CYCLE as PREEMPTIONS_PER_CYCLE,
     next_wakeup,

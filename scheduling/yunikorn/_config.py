@@ -18,6 +18,7 @@ structurally invalid tree raises `ConfigError` with the reason.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -293,8 +294,8 @@ def _offset(raw: dict[str, Any], where: str, warnings: list[str]) -> int:
 
 
 def _validate_tree(queue: QueueConfig) -> None:
-    names = [child.name for child in queue.children]
-    for name in sorted({n for n in names if names.count(n) > 1}):
+    names = Counter(child.name for child in queue.children)
+    for name in sorted(n for n, times in names.items() if times > 1):
         raise ConfigError(f"queue {queue.path} has two children named {name!r}")
     _check_within(queue.guaranteed, queue.max, f"queue {queue.path}: guaranteed", "its own max")
     for child in queue.children:

@@ -8,9 +8,9 @@ A cycle has three phases:
    within every queue max up the tree (`_placement`).
 3. Preemption: for each task left unplaced, in the same order, find victims (required-node
    tasks on their node, the others for their queue's guarantee), within the cycle's pace budget.
-   A task that may not preempt gets a `decision.blocked` when its reasons change, at most
-   `BLOCKED_PER_CYCLE` a cycle (the rest in the next cycles), so that a large backlog does not
-   flood the log and the stream at once.
+   A task that may not preempt gets a `decision.blocked` when its reasons change, within the
+   cycle's budget for them (`Cycle.block`: the rest in the next cycles), so that a large backlog
+   does not flood the log and the stream at once.
 
 A cycle's work is bounded, whatever the pace settings allow, so that the daemon reads events
 between cycles at least about once a second: at most `PLACEMENTS_PER_CYCLE` placements (then
@@ -20,7 +20,7 @@ the rest come in the next cycles. The bounds count decisions, not time, so a rep
 
 from __future__ import annotations
 
-from preemptd.events import Allocated, Blocked, Preempted, Resources, Unreserved, Victim
+from preemptd.events import Allocated, Preempted, Resources, Unreserved, Victim
 from preemptd.projections import NodeState, PartitionState, TaskState
 
 from .._explain import amounts
@@ -36,9 +36,8 @@ from ._preemption import (
     plan_for_required_node,
 )
 
-__all__ = ["BLOCKED_PER_CYCLE", "PLACEMENTS_PER_CYCLE", "PREEMPTIONS_PER_CYCLE", "next_wakeup", "schedule"]
+__all__ = ["PLACEMENTS_PER_CYCLE", "PREEMPTIONS_PER_CYCLE", "next_wakeup", "schedule"]
 
-BLOCKED_PER_CYCLE = 1000
 PLACEMENTS_PER_CYCLE = 20_000  # about half a second on a 2-core machine
 PREEMPTIONS_PER_CYCLE = 100  # as many as the pace allows by default (max_victims_per_cycle); about a second at worst (p99 10 ms each with 2,000 candidates)
 
@@ -150,7 +149,6 @@ def _preempt(cycle: Cycle) -> None:
     budget = _Budget(p.settings, p.capacity)
     refusals: dict[tuple, Refusal] = {}
     draining = [node for node in p.nodes.values() if node.preempting and frees_unclaimed_room(node)]
-    blocked = 0
     order = QueueOrder(p)
     for task in order:
         key = _situation(p, task, cycle.now)
@@ -165,16 +163,7 @@ def _preempt(cycle: Cycle) -> None:
             order.allocated(task)
         elif not outcome.quiet:
             refusals[key] = outcome
-            if outcome.reasons != task.blocked and blocked < BLOCKED_PER_CYCLE:
-                blocked += 1
-                cycle.emit(
-                    Blocked,
-                    task=task.id,
-                    app=task.app,
-                    queue=task.queue,
-                    reasons=outcome.reasons,
-                    explanation=outcome.details,
-                )
+            cycle.block(task, app=task.app, queue=task.queue, reasons=outcome.reasons, explanation=outcome.details)
 
 
 def _situation(p: PartitionState, task: TaskState, now: int) -> tuple:
