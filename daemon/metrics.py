@@ -1,7 +1,8 @@
 """`preemptd run --metrics-addr`: Prometheus metrics, `/healthz` and `/readyz` on one address.
 
 Counters and histograms are updated by the daemon as it works (prometheus-client's are safe to
-update from the event loop and read from the server's thread). What describes the state (queue
+update from the event loop and read from the server's thread). The server runs an event loop
+of its own in a thread, with a cap on connections and a time limit on requests. What describes the state (queue
 amounts, pending tasks, lag, outbox, snapshot age) is gathered once a second on the event loop
 into an immutable `Reading`, which scrapes read: the server's thread never touches the state
 the daemon is changing.
@@ -11,14 +12,15 @@ from __future__ import annotations
 
 import collections
 import socket
-import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, make_wsgi_app
+import anyio
+import anyio.abc
+import anyio.from_thread
+import anyio.to_thread
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import Collector
 
 from preemptd.events import DecisionEvent, base_unit
@@ -186,47 +188,105 @@ class _ReadingCollector(Collector):
                 yield GaugeMetricFamily(name, text, value=value)
 
 
-class _Quiet(WSGIRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # scrapes are not news
-        pass
+#: How the metrics server holds out against clients that connect and say nothing, or many at
+#: once: a request must arrive whole within `REQUEST_SECONDS`, at most `CONNECTIONS` are open at
+#: a time (a new one closes the oldest still silent), and a scrape is rendered one at a time, off
+#: the server's loop, so that `/healthz` answers while a large `/metrics` is written.
+REQUEST_SECONDS = 5.0
+CONNECTIONS = 64
+_MAX_HEAD = 8192
 
 
 class MetricsServer:
-    """The HTTP server, in a thread of its own: it answers while the event loop is busy."""
+    """The HTTP server: an event loop of its own in a thread, so that it answers while the
+    daemon's loop is busy, and nothing a client does reaches the daemon's."""
 
     def __init__(self, address: tuple[str, int], metrics: Metrics, health: Health) -> None:
         host, port = address
-        metrics_app = make_wsgi_app(metrics.registry)
-
-        def app(environ, start_response):
-            path = environ.get("PATH_INFO", "/")
-            if path == "/healthz":
-                return _text(start_response, "200 OK", "ok\n")
-            if path == "/readyz":
-                problems = health.problems()
-                return _text(start_response, "503 Service Unavailable" if problems else "200 OK", "".join(f"{p}\n" for p in problems) or "ready\n")
-            return metrics_app(environ, start_response)
-
-        server_class = type("Server", (ThreadingWSGIServer,), {"address_family": _family(host)})
         try:
-            self._server = make_server(host, port, app, server_class, handler_class=_Quiet)
+            self._socket = socket.create_server((host, port), family=_family(host), backlog=CONNECTIONS)
         except OSError as exc:
             raise UsageError(f"--metrics-addr {host}:{port}: cannot listen there: {exc.strerror or exc}") from None
-        self.url = f"http://{_bracketed(host)}:{self._server.server_port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, name="metrics", daemon=True)
+        self.url = f"http://{_bracketed(host)}:{self._socket.getsockname()[1]}"
+        self._metrics, self._health = metrics, health
+        self._portal_cm = anyio.from_thread.start_blocking_portal(name="metrics")
+        self._portal: anyio.from_thread.BlockingPortal | None = None
+        self._open = 0  # connections open, on the server's loop
 
     def __enter__(self) -> MetricsServer:
-        self._thread.start()
+        self._portal = self._portal_cm.__enter__()
+        self._serving = self._portal.start_task_soon(self._serve)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._serving.cancel()  # the server's tasks end, then its loop
+        self._portal_cm.__exit__(None, None, None)
+        self._socket.close()
+
+    async def _serve(self) -> None:
+        listener = await anyio.abc.SocketListener.from_socket(self._socket)
+        rendering = anyio.CapacityLimiter(1)
+        self._open = 0
+        idle: dict[int, anyio.CancelScope] = {}  # connections still waiting for their request, oldest first
+        async with anyio.create_task_group() as tg:
+            while True:
+                stream = await listener.accept()
+                if self._open >= CONNECTIONS:
+                    if not idle:  # every one is being answered: this one waits for none
+                        await stream.aclose()
+                        continue
+                    idle.pop(next(iter(idle))).cancel()  # the oldest silent client makes way
+                self._open += 1
+                tg.start_soon(self._answer, stream, rendering, idle)
+
+    async def _answer(self, stream: anyio.abc.SocketStream, rendering: anyio.CapacityLimiter, idle: dict[int, anyio.CancelScope]) -> None:
+        try:
+            async with stream:
+                with anyio.move_on_after(REQUEST_SECONDS) as waiting:
+                    idle[id(waiting)] = waiting
+                    try:
+                        path = await _request_path(stream)
+                    finally:
+                        idle.pop(id(waiting), None)
+                if waiting.cancel_called or path is None:
+                    return
+                with anyio.move_on_after(60):
+                    status, body, kind = await self._respond(path, rendering)
+                    head = f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+                    await stream.send(head.encode() + body)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            pass  # the client went away
+        finally:
+            self._open -= 1
+
+    async def _respond(self, path: str, rendering: anyio.CapacityLimiter) -> tuple[str, bytes, str]:
+        text = "text/plain; charset=utf-8"
+        if path == "/healthz":
+            return "200 OK", b"ok\n", text
+        if path == "/readyz":
+            problems = self._health.problems()
+            return ("503 Service Unavailable" if problems else "200 OK"), ("".join(f"{p}\n" for p in problems) or "ready\n").encode(), text
+        if path in ("/metrics", "/"):
+            body = await anyio.to_thread.run_sync(generate_latest, self._metrics.registry, limiter=rendering)
+            return "200 OK", body, CONTENT_TYPE_LATEST
+        return "404 Not Found", b"not found: /metrics, /healthz and /readyz are served\n", text
 
 
-def _text(start_response, status: str, body: str) -> list[bytes]:
-    start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
-    return [body.encode()]
+async def _request_path(stream: anyio.abc.SocketStream) -> str | None:
+    """The path of the request's first line, once its head has arrived; None if it is not HTTP
+    or is larger than a scrape's."""
+    head = b""
+    while b"\r\n\r\n" not in head and b"\n\n" not in head:
+        try:
+            head += await stream.receive(4096)
+        except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+            return None
+        if len(head) > _MAX_HEAD:
+            return None
+    parts = head.split(b"\r\n", 1)[0].split()
+    if len(parts) < 2 or parts[0] not in (b"GET", b"HEAD"):
+        return None
+    return parts[1].split(b"?", 1)[0].decode("latin-1")
 
 
 def _family(host: str) -> socket.AddressFamily:

@@ -86,6 +86,27 @@ def test_metrics_count_events_dead_letters_and_decisions_and_show_each_queue(nat
 
 
 @pytest.mark.slow
+def test_idle_connections_to_the_metrics_port_starve_neither_healthz_nor_decisions(nats_server: EmbeddedNats, daemon_factory) -> None:
+    """1,016 idle connections took a thread and a descriptor each, with no timeout: the daemon
+    reached its descriptor limit, /healthz stopped answering and decisions stopped coming."""
+    port = free_port()
+    daemon = daemon_factory("--nats-url", nats_server.url, "--metrics-addr", str(port)).start()
+    idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(1100)]
+    try:
+        started = time.monotonic()
+        assert get(f"http://127.0.0.1:{port}/healthz") == (200, "ok\n")
+        anyio.run(publish, nats_server.url, [event("node.upserted", "n1", node="n1", capacity={"vcore": 1}), event("task.submitted", "p1", task="probe", app="a", queue="root.default", resources={"vcore": 1})])
+        [decision] = daemon.decisions(1)
+        assert decision["task"] == "probe" and time.monotonic() - started < 10
+        open_files = len(list(Path(f"/proc/{daemon.process.pid}/fd").iterdir()))
+        assert open_files < 200, f"the daemon holds {open_files} descriptors: idle clients are not capped"
+    finally:
+        for connection in idle:
+            connection.close()
+    assert daemon.stop() == 0
+
+
+@pytest.mark.slow
 def test_a_metrics_address_in_use_is_a_one_line_refusal(nats_server: EmbeddedNats, daemon_factory) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
