@@ -115,6 +115,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
         synchronous=args.sqlite_synchronous,
         metrics_addr=listen_address(args.metrics_addr) if args.metrics_addr else None,
         partitions=args.partitions,
+        **({"max_partitions": args.max_partitions} if args.max_partitions is not None else {}),
     )
     secured = [option for option in ("nats_creds", "nats_tls_ca", "nats_tls_cert", "nats_tls_key") if getattr(args, option)]
     if secured and not settings.nats_url:
@@ -529,6 +530,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=_partitions,
         metavar="A,B",
         help="read and decide for these partitions only, so that several daemons (each with its own log) share one NATS (default: every partition)",
+    )
+    p.add_argument(
+        "--max-partitions",
+        type=_at_least(1),
+        help="keep at most this many partitions: an event that would make one more is a dead letter (default: 1000)",
     )
     p.add_argument(
         "--metrics-addr",

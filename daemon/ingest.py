@@ -21,7 +21,7 @@ from .history import to_row
 from .nats_source import Inbound, cluster_subject, subject_partition
 from .store import DeadLetter, LogRow
 
-__all__ = ["DEAD_LETTER_KINDS", "Continuation", "Decoded", "Ingested", "Position", "continuing", "dead_letter", "decode", "fold"]
+__all__ = ["DEAD_LETTER_KINDS", "MAX_PARTITIONS", "Continuation", "Decoded", "Ingested", "Position", "continuing", "dead_letter", "decode", "fold"]
 
 
 @dataclass(frozen=True)
@@ -138,10 +138,15 @@ class Ingested:
     stopped: Inbound | None = None
 
 
-def fold(decoded: Decoded, known: Mapping[str, int], state: ClusterState) -> Ingested:
+#: How many partitions a daemon keeps, unless told otherwise (`run --max-partitions`): a
+#: publisher inventing partitions would otherwise grow the state, the metrics and the work.
+MAX_PARTITIONS = 1000
+
+
+def fold(decoded: Decoded, known: Mapping[str, int], state: ClusterState, max_partitions: int = MAX_PARTITIONS) -> Ingested:
     """Fold the decoded events into `state`, in order. `known` maps the ids already in the log
-    to their positions. An event with a reserved or reused id, or one the fold rejects, becomes
-    a dead letter and changes nothing."""
+    to their positions. An event with a reserved or reused id, one that would make a partition
+    beyond `max_partitions`, or one the fold rejects, becomes a dead letter and changes nothing."""
     out = Ingested(dead=list(decoded.dead))
     seen: dict[str, int] = {}
     received = decoded.received
@@ -153,6 +158,9 @@ def fold(decoded: Decoded, known: Mapping[str, int], state: ClusterState) -> Ing
         elif first is not None:
             kind = "duplicate_id"
             reason = f"duplicate id {event.id!r}: already in the log at seq {first}; ids must be unique per event"
+        elif event.partition not in state.partitions and len(state.partitions) >= max_partitions:
+            kind = "too_many_partitions"
+            reason = f"partition {event.partition!r} would be partition {len(state.partitions) + 1:,}; this daemon keeps at most {max_partitions:,} (run --max-partitions)"
         else:
             record = LogRecord(state.seq + 1, received, event)
             try:
@@ -192,7 +200,7 @@ def _describe(exc: BaseException) -> str:
 
 
 #: Why an input became a dead letter, in a word (the `reason` label of `preemptd_dead_letters_total`).
-DEAD_LETTER_KINDS = ("undecodable", "invalid", "wrong_subject", "reserved_id", "duplicate_id", "rejected", "internal")
+DEAD_LETTER_KINDS = ("undecodable", "invalid", "wrong_subject", "reserved_id", "duplicate_id", "too_many_partitions", "rejected", "internal")
 
 
 def dead_letter(

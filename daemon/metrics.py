@@ -61,22 +61,49 @@ class Reading:
     snapshot_age: float | None = None  # seconds
 
 
+#: Queues shown by name in the per-queue gauges, across partitions: those holding the largest part
+#: of their partition; each partition's others are summed as queue `(other)`, so that a tree of
+#: thousands of queues, or thousands of partitions, does not make a scrape of millions of series.
+QUEUE_SERIES = 500
+OTHER = "(other)"
+
+
 def reading(state: ClusterState, *, lag: int | None, waiting_decisions: int | None, snapshot_age: float | None) -> Reading:
     """What the gauges show for `state`; called on the event loop."""
+    shown = _busiest(state, QUEUE_SERIES)
     rows: list[tuple[str, str, str, str, float]] = []
     for name, partition in sorted(state.partitions.items()):
-        rows += _queue_rows(name, partition)
+        rows += _queue_rows(name, partition, shown)
     pending = {name: partition.pending_count for name, partition in sorted(state.partitions.items())}
     return Reading(pending, tuple(rows), lag, waiting_decisions, snapshot_age)
 
 
-def _queue_rows(name: str, partition: PartitionState) -> Iterator[tuple[str, str, str, str, float]]:
+def _busiest(state: ClusterState, limit: int) -> set[tuple[str, str]]:
+    """The (partition, queue) pairs of the `limit` queues holding the largest part of their
+    partition's capacity (then asking the most, then by name)."""
+    ranked = []
+    for name, partition in state.partitions.items():
+        capacity = partition.capacity
+        for path, queue in partition.queues.items():
+            held = max((amount / capacity[r] for r, amount in queue.allocated.items() if capacity.get(r)), default=0.0)
+            asked = max((amount / capacity[r] for r, amount in queue.pending.items() if capacity.get(r)), default=0.0)
+            ranked.append((-held, -asked, name, path))
+    return {(name, path) for _, _, name, path in sorted(ranked)[:limit]}
+
+
+def _queue_rows(name: str, partition: PartitionState, shown: set[tuple[str, str]]) -> Iterator[tuple[str, str, str, str, float]]:
     bounds = model_named(partition.model).bounds(partition)  # Kueue's nominal quota, Volcano's deserved and capability
+    other: dict[tuple[str, str], int] = {}
     for path, queue in sorted(partition.queues.items()):
         guaranteed, most = bounds.get(path, (queue.guaranteed, queue.max))
         for what, amounts in (("allocated", queue.allocated), ("guaranteed", guaranteed), ("max", most or {}), ("pending", queue.pending)):
             for resource, amount in sorted(amounts.items()):
-                yield what, name, path, resource, base_unit(resource, amount)  # Prometheus counts in base units: cores, bytes
+                if (name, path) in shown:
+                    yield what, name, path, resource, base_unit(resource, amount)  # Prometheus counts in base units: cores, bytes
+                elif queue.leaf:  # a parent's amounts are its leaves'
+                    other[what, resource] = other.get((what, resource), 0) + amount
+    for (what, resource), amount in sorted(other.items()):
+        yield what, name, OTHER, resource, base_unit(resource, amount)
 
 
 class Health:
@@ -172,6 +199,7 @@ class _ReadingCollector(Collector):
         for partition, count in now.pending.items():
             pending.add_metric([partition], count)
         yield pending
+        yield GaugeMetricFamily("preemptd_partitions", "Partitions the daemon keeps (run --max-partitions bounds them)", value=len(now.pending))
         queues = {
             what: GaugeMetricFamily(f"preemptd_queue_{what}", f"A queue's {what} amount per resource (cpu in cores, memory in bytes)", labels=["partition", "queue", "resource"])
             for what in ("allocated", "guaranteed", "max", "pending")

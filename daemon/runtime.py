@@ -73,6 +73,7 @@ class Settings:
     snapshot_every: int = 100_000
     synchronous: str = "FULL"
     metrics_addr: tuple[str, int] | None = None  # where to serve metrics, /healthz and /readyz
+    max_partitions: int = ingest.MAX_PARTITIONS
     partitions: tuple[str, ...] | None = None  # the partitions this daemon reads; None: every one
 
 
@@ -362,7 +363,7 @@ class Daemon:
         with anyio.CancelScope(shield=True):
             self.consistent = False
             decoded = ingest.decode(fresh, wall_ms())
-            ingested = ingest.fold(decoded, await self.store.known_event_ids(decoded.ids), self.state)
+            ingested = ingest.fold(decoded, await self.store.known_event_ids(decoded.ids), self.state, self.settings.max_partitions)
             last = ingested.stopped or fresh[-1]
             await self.store.commit(Batch(rows=ingested.rows, dead=ingested.dead, tracking=(self.source, last.stream_seq)))
             if self.observed.metrics is not None:

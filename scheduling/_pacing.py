@@ -47,18 +47,28 @@ class _Pace:
 
 @dataclass
 class Pacer:
-    """The pace of every partition's cycles."""
+    """The pace of every partition's cycles. Only the partitions that could be due are looked
+    at (`_live`: touched by events, or with pending tasks at their last look), so that the work
+    of asking what is due grows with them, not with every partition there is."""
 
     cadence: Cadence
     _paces: dict[str, _Pace] = field(default_factory=dict)
+    _live: set[str] | None = None  # None: not looked at yet (every partition of the state then)
 
     def touched(self, partition: str) -> None:
         """Events changed `partition`."""
         self._pace(partition).dirty = True
+        if self._live is not None:
+            self._live.add(partition)
 
     def due(self, state: ClusterState, now: int) -> list[str]:
         """The partitions whose cycle is due at `now`, in name order."""
-        return [name for name in sorted(state.partitions) if self._due(state, name, now)]
+        if self._live is None:
+            self._live = set(state.partitions)
+        for name in [name for name in self._live if name not in state.partitions or not state.partitions[name].pending_count]:
+            self._live.discard(name)  # nothing to decide until an event touches it
+            self._pace(name).dirty = False
+        return [name for name in sorted(self._live) if self._due(state, name, now)]
 
     def ran(self, state: ClusterState, partition: str, started: int, took: int, decisions: int) -> None:
         """A cycle of `partition` started at `started` (the tick it folded is the partition's
@@ -74,9 +84,6 @@ class Pacer:
 
     def _due(self, state: ClusterState, partition: str, now: int) -> bool:
         pace = self._pace(partition)
-        if not state.partitions[partition].pending_count:
-            pace.dirty = False
-            return False
         if pace.last is None:
             return True
         elapsed = now - pace.last

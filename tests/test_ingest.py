@@ -19,8 +19,9 @@ def message(seq: int, data: dict | bytes, *, partition: str = "default", generat
     return Inbound(f"preemptd.cluster.{partition}.{kind}", raw, seq, handle=None, generation=generation)
 
 
-def node(seq: int, event_id: str | None = None, *, generation: int = 1) -> Inbound:
-    return message(seq, {"type": "node.upserted", "id": event_id or f"n{seq}", "ts": 1, "node": f"n{seq}", "capacity": {"vcore": 4}}, generation=generation)
+def node(seq: int, event_id: str | None = None, *, generation: int = 1, partition: str = "default") -> Inbound:
+    event = {"type": "node.upserted", "id": event_id or f"n{seq}", "ts": 1, "partition": partition, "node": f"n{seq}", "capacity": {"vcore": 4}}
+    return message(seq, event, generation=generation, partition=partition)
 
 
 def seqs(messages: list[Inbound]) -> list[int]:
@@ -188,3 +189,15 @@ def test_whatever_the_decoder_raises_makes_a_dead_letter(monkeypatch: pytest.Mon
     monkeypatch.setattr(ingest, "decode_cluster_event", decoder_with_a_bug)
     decoded = decode([node(1)], received=50)
     assert decoded.events == [] and decoded.dead[0].reason == "cannot be decoded (MemoryError: out of memory); please report this message"
+
+
+def test_an_event_that_would_make_a_partition_beyond_the_limit_is_a_dead_letter() -> None:
+    """A shim inventing 10,000 partitions grew the state, the metrics (590,010 series) and the
+    idle work without end."""
+    state = ClusterState()
+    first = fold(decode([node(1, partition="a"), node(2, partition="b")], received=50), known={}, state=state, max_partitions=2)
+    assert not first.dead and sorted(state.partitions) == ["a", "b"]
+    more = fold(decode([node(3, partition="c"), node(4, partition="a")], received=50), known={}, state=state, max_partitions=2)
+    assert [d.kind for d in more.dead] == ["too_many_partitions"]
+    assert more.dead[0].reason == "partition 'c' would be partition 3; this daemon keeps at most 2 (run --max-partitions)"
+    assert sorted(state.partitions) == ["a", "b"] and len(more.rows) == 1, "the events of known partitions go on"

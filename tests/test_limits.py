@@ -136,9 +136,8 @@ def test_a_decision_about_thousands_of_flavors_is_bounded_and_not_made_again_eac
     """A ClusterQueue of 5,500 flavors made each `decision.blocked` 384 KB (a line per flavor
     tried), and 200 pending workloads 75 MB of decisions: a decision keeps 100 lines of at most
     1,000 characters, saying how many it left out, and the same reasons are not said again."""
-    from preemptd.events import Blocked
+    from preemptd.events import Blocked, Scenario
     from preemptd.scheduling import BLOCKED_PER_CYCLE, simulate
-    from preemptd.events import Scenario
 
     flavors = 5_500
     config = [

@@ -21,7 +21,7 @@ from test_daemon import count, event, publish, read, wait_for
 
 from preemptd.daemon.embedded import EmbeddedNats, free_port
 from preemptd.daemon.errors import UsageError
-from preemptd.daemon.metrics import READY_LAG, Health, listen_address
+from preemptd.daemon.metrics import READY_LAG, Health, listen_address, reading
 from preemptd.daemon.nats_source import DECISION_STREAM, Outbound, Reader, cluster_subject
 from preemptd.daemon.position import _check_claims
 
@@ -232,3 +232,23 @@ def test_the_queue_gauges_show_what_each_model_guarantees_a_queue() -> None:
     rows = reading(simulate(scenario).state, lag=0, waiting_decisions=0, snapshot_age=0).queues
     assert ("guaranteed", "default", "svc-a", "cpu", 4.0) in rows, "a ClusterQueue's nominal quota, in cores"
     assert ("allocated", "default", "svc-b", "cpu", 8.0) in rows
+
+
+def test_the_per_queue_gauges_name_the_busiest_queues_and_sum_the_rest() -> None:
+    """A tree of thousands of queues, or a publisher inventing partitions, made a scrape of
+    590,010 series: the gauges name `QUEUE_SERIES` queues, those holding the most of their
+    partition, and sum each partition's others as queue `(other)`."""
+    from builders import config, fold_events, node, task
+
+    from preemptd.daemon.metrics import OTHER, QUEUE_SERIES
+
+    leaves = [{"name": f"q{i:04}", "resources": {"guaranteed": {"vcore": 1}}} for i in range(2000)]
+    busy = [task(f"t{i}", f"a{i}", f"root.q{i:04}") for i in range(1990, 2000)]
+    state = fold_events(config(leaves), node("n1", vcore=100), *busy)
+    now = reading(state, lag=0, waiting_decisions=0, snapshot_age=0)
+    named = {queue for _, _, queue, _, _ in now.queues}
+    assert len(named) == QUEUE_SERIES + 1 and OTHER in named
+    assert {f"root.q{i:04}" for i in range(1990, 2000)} <= named, "the queues asking for the cluster are named"
+    guaranteed = sum(amount for what, _, queue, _, amount in now.queues if what == "guaranteed" and queue not in ("root", OTHER))
+    other = next(amount for what, _, queue, _, amount in now.queues if what == "guaranteed" and queue == OTHER)
+    assert guaranteed + other == 2000, "every leaf counted once, by name or in (other)"

@@ -91,3 +91,17 @@ def test_after_a_long_cycle_the_next_waits_as_long_so_that_events_are_read_betwe
     state, pacer = fold_events(config([{"name": "a"}]), node("n1", vcore=4), small, big), Pacer(CADENCE)
     assert cycle(state, pacer, 0, took=800) == 1
     assert pacer.due(state, 1599) == [] and pacer.due(state, 1600) == ["default"]
+
+
+def test_asking_what_is_due_looks_only_at_partitions_that_could_be() -> None:
+    """The 10 ms heartbeat asked every partition each time: 10,000 partitions burnt most of a
+    core while idle. Partitions without pending tasks are set aside until an event touches them."""
+    from preemptd import events as ev
+
+    state = fold_events(*(ev.NodeUpserted(id=f"n{i}", ts=0, partition=f"p{i}", node="n", capacity=R(vcore=1)) for i in range(10_000)))
+    pacer = Pacer(CADENCE)
+    assert pacer.due(state, 0) == []
+    assert pacer._live == set(), "set aside"
+    fold_events(ev.TaskSubmitted(id="t", ts=0, partition="p7", task="t", app="a", queue="root.default", resources=R(vcore=2)), state=state)
+    pacer.touched("p7")
+    assert pacer.due(state, 0) == ["p7"] and pacer._live == {"p7"}
