@@ -116,6 +116,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
         metrics_addr=listen_address(args.metrics_addr) if args.metrics_addr else None,
         partitions=args.partitions,
         **({"max_partitions": args.max_partitions} if args.max_partitions is not None else {}),
+        **({"lease_expiry": _duration(args.lease_expiry, "--lease-expiry")} if args.lease_expiry is not None else {}),
     )
     secured = [option for option in ("nats_creds", "nats_tls_ca", "nats_tls_cert", "nats_tls_key") if getattr(args, option)]
     if secured and not settings.nats_url:
@@ -535,6 +536,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-partitions",
         type=_at_least(1),
         help="keep at most this many partitions: an event that would make one more is a dead letter (default: 1000)",
+    )
+    p.add_argument(
+        "--lease-expiry",
+        metavar="DURATION",
+        help="a PostgreSQL log's writer renews its lease every second; a standby ends the session of one silent this long (hung, frozen) and takes over (default: 15s)",
     )
     p.add_argument(
         "--metrics-addr",

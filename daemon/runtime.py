@@ -49,7 +49,7 @@ from .metrics import Health, Metrics, MetricsServer, reading
 from .nats_source import CONSUMER, Bus, Inbound, NatsAccess, reachable, redacted
 from .outbox import Publisher, publish_rejections, publish_unacknowledged_rejections
 from .position import start_position
-from .store import Batch, Store, WriterLease, database_url, shown_url
+from .store import LEASE_SECONDS, Batch, Store, WriterLease, database_url, shown_url
 
 __all__ = ["Heartbeat", "Observed", "Settings", "run", "snapshot_due"]
 
@@ -74,6 +74,7 @@ class Settings:
     synchronous: str = "FULL"
     metrics_addr: tuple[str, int] | None = None  # where to serve metrics, /healthz and /readyz
     max_partitions: int = ingest.MAX_PARTITIONS
+    lease_expiry: int = int(LEASE_SECONDS * 1000)  # ms a PostgreSQL log's writer may be silent before a standby ends its session
     partitions: tuple[str, ...] | None = None  # the partitions this daemon reads; None: every one
 
 
@@ -119,7 +120,7 @@ async def _sole_writer(settings: Settings, health: Health) -> AsyncIterator[Writ
         health.standby = holder
         log("standby: another daemon writes this log; waiting for its lease", holder=holder, db=shown_url(settings.db))
 
-    lease = await WriterLease.wait(settings.db, waiting)
+    lease = await WriterLease.wait(settings.db, waiting, expiry=settings.lease_expiry / 1000)
     if health.standby is not None:
         log("the lease is ours: taking over as the log's writer", db=shown_url(settings.db))
     health.standby = None

@@ -13,6 +13,7 @@ the hot paths run compiled statements through the driver. Driver errors become `
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shlex
 import socket
@@ -34,6 +35,7 @@ from sqlalchemy.pool import NullPool
 from preemptd import migrations
 
 from .errors import StoreError
+from .logs import log
 
 __all__ = ["Batch", "DeadLetter", "LogRow", "OutboxRow", "Store", "WriterLease", "database_url", "shown_url"]
 
@@ -248,28 +250,32 @@ class Store:
 
     # -- writing --
 
-    async def commit(self, batch: Batch) -> None:
-        """Write a batch in one transaction (fenced by the writer's lease, when there is one)."""
+    async def _write(self, work, *args):
+        """One writing transaction, fenced by the writer's lease when there is one: a writer that
+        lost it (a standby ended its session) writes nothing more, even before it notices."""
         if self.lease_pid is None:
-            await self._run(_write_batch, batch)
-        else:
-            await self._run(_fenced_write, batch, self.lease_pid)
+            return await self._run(work, *args)
+        return await self._run(_fenced, work, self.lease_pid, *args)
+
+    async def commit(self, batch: Batch) -> None:
+        """Write a batch in one transaction."""
+        await self._write(_write_batch, batch)
 
     async def mark_published(self, runs: Sequence[tuple[int, int]], at: int) -> None:
         """Mark published the unpublished outbox rows of each run (first and last position,
         inclusive): one statement per run, where a list of a thousand positions cost more to
         build than to run."""
         if runs:
-            await self._run(_mark_published, list(runs), at)
+            await self._write(_mark_published, list(runs), at)
 
     async def refused(self, problems: dict[int, str], at: int, *, pass_over_after: int) -> list[int]:
         """Record that NATS refused these decisions (by log position, with why); those refused
         `pass_over_after` times are passed over: they stay in the log and are not sent again.
         Returns the positions passed over now."""
-        return await self._run(_refused, problems, at, pass_over_after) if problems else []
+        return await self._write(_refused, problems, at, pass_over_after) if problems else []
 
     async def save_snapshot(self, seq: int, payload: bytes, created: int) -> None:
-        await self._run(_save_snapshot, seq, payload, created)
+        await self._write(_save_snapshot, seq, payload, created)
 
     # -- reading --
 
@@ -365,6 +371,12 @@ def _as_text(payload: sa.ColumnElement, dialect: str) -> sa.ColumnElement:
     return sa.func.convert_from(payload, "UTF8") if dialect == "postgresql" else sa.cast(payload, sa.Text)
 
 
+#: A writer renews its lease every second (its lease connection checks the lock, which PostgreSQL
+#: records as the connection's last query); a standby ends the session of a writer silent for
+#: longer than this, so that a hung or frozen writer holds the log up for this long at most.
+LEASE_SECONDS = 15.0
+
+
 class WriterLease:
     """The right to write a PostgreSQL log, for a daemon and a standby on the same log: a
     session advisory lock, taken on a connection of its own and held while the daemon runs.
@@ -379,8 +391,9 @@ class WriterLease:
         self.pid = pid  # the PostgreSQL backend of the connection that holds it
 
     @classmethod
-    async def wait(cls, target: str, waiting: Callable[[str], None], poll: float = 0.5) -> WriterLease:
-        """Take the lease, waiting while another daemon holds it (`waiting` is told who, once)."""
+    async def wait(cls, target: str, waiting: Callable[[str], None], poll: float = 0.5, expiry: float = LEASE_SECONDS) -> WriterLease:
+        """Take the lease, waiting while another daemon holds it (`waiting` is told who, once);
+        a holder silent for longer than `expiry` seconds has its session ended."""
         url, shown = database_url(target), shown_url(target)
         try:
             engine = create_async_engine(url, poolclass=NullPool, **_engine_options(url, writing=True))
@@ -391,8 +404,12 @@ class WriterLease:
                 connection = await (await engine.connect()).execution_options(isolation_level="AUTOCOMMIT")
             told = False
             while not await _scalar(connection, sa.select(sa.func.pg_try_advisory_lock(cls._KEY))):
+                holder = await _lease_holder(connection, cls._KEY)
+                if holder is not None and holder.silent > expiry:
+                    await _end_session(connection, holder, shown, expiry)
+                    continue
                 if not told:
-                    waiting(await _lease_holder(connection, cls._KEY) or "another daemon")
+                    waiting(holder.name if holder is not None else "another daemon")
                     told = True
                 await anyio.sleep(poll)
         except (SQLAlchemyError, OSError) as exc:
@@ -427,22 +444,39 @@ _HOLDS_LEASE = sa.text(
 )
 
 
-async def _fenced_write(conn: AsyncConnection, batch: Batch, pid: int) -> None:
-    """`_write_batch`, in a transaction that first checks that the lease's connection (backend
-    `pid`) still holds it: a writer that lost it writes nothing more, even before it notices."""
+async def _fenced(conn: AsyncConnection, work, pid: int, *args):
+    """`work`, in a transaction that first checks that the lease's connection (backend `pid`)
+    still holds it."""
     key = WriterLease._KEY
     if not await _scalar(conn, _HOLDS_LEASE.bindparams(high=key >> 32, low=key & 0xFFFFFFFF, pid=pid)):
         raise StoreError("the writer's lease on the log is lost (its connection ended): this daemon writes no more")
-    await _write_batch(conn, batch)
+    return await work(conn, *args)
 
 
-async def _lease_holder(connection: AsyncConnection, key: int) -> str | None:
-    """Who holds the lease: the `application_name` of its connection (preemptd's pid and host)."""
+@dataclass(frozen=True)
+class _Holder:
+    name: str  # the `application_name` of its connection: preemptd's pid and host
+    pid: int  # its PostgreSQL backend
+    silent: float  # seconds since its connection's last query
+
+
+async def _lease_holder(connection: AsyncConnection, key: int) -> _Holder | None:
+    """Who holds the lease, and how long its connection has been silent."""
     query = sa.text(
-        "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+        "SELECT a.application_name, l.pid, extract(epoch FROM now() - greatest(a.query_start, a.backend_start)) "
+        "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
         "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = :high AND l.objid = :low"
     )
-    return (await connection.execute(query, {"high": key >> 32, "low": key & 0xFFFFFFFF})).scalar()
+    row = (await connection.execute(query, {"high": key >> 32, "low": key & 0xFFFFFFFF})).first()
+    return None if row is None else _Holder(row[0] or "another daemon", row[1], float(row[2] or 0))
+
+
+async def _end_session(connection: AsyncConnection, holder: _Holder, shown: str, expiry: float) -> None:
+    """End the session of a writer that stopped renewing its lease: its lock goes with it, and
+    its fenced writes fail from then on."""
+    log("the writer's lease expired: ending its session", logging.WARNING, holder=holder.name, silent_seconds=round(holder.silent, 1), expiry_seconds=expiry, db=shown)
+    if not await _scalar(connection, sa.select(sa.func.pg_terminate_backend(holder.pid))):
+        raise StoreError(f"the writer's lease on the log at {shown} expired ({holder.name}, silent {holder.silent:.0f} s), but its session could not be ended: grant this user pg_signal_backend")
 
 
 def shown_url(target: str) -> str:

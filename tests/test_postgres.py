@@ -130,3 +130,29 @@ def test_a_database_that_does_not_exist_is_one_line_saying_how_to_create_it(post
         result = preemptd(*command, "--db", missing)
         assert result.returncode == 2 and "Traceback" not in result.stderr
         assert 'database "preemptd_never_made" does not exist; create it first, for example `createdb preemptd_never_made`' in result.stderr, result.stderr
+
+
+def test_a_standby_ends_the_session_of_a_frozen_writer_which_then_writes_nothing(postgres_log: str, nats_server: EmbeddedNats, daemon_factory, tmp_path: Path) -> None:
+    """A writer frozen with SIGSTOP kept its lease for ever: the standby waited and nothing was
+    decided. Its lease now expires (here after 3 s): the standby ends its session and decides;
+    resumed, the old writer finds its lease lost, writes nothing and stops with one line."""
+    writer = daemon_factory("--db", postgres_log, "--nats-url", nats_server.url, "--lease-expiry", "3s", state_dir=tmp_path / "writer").start()
+    standby = daemon_factory("--db", postgres_log, "--nats-url", nats_server.url, "--lease-expiry", "3s", state_dir=tmp_path / "standby").launch()
+    wait_for(lambda: "standby: another daemon writes this log" in standby.log_text(), what="the second daemon to wait")
+    anyio.run(publish, nats_server.url, [event("node.upserted", "node", node="n1", capacity={"vcore": 4})])
+    wait_for(lambda: scalar(postgres_log, "select count(*) from log") >= 1, what="the writer to commit")
+    writer.process.send_signal(signal.SIGSTOP)
+    frozen_at = time.monotonic()
+    standby.listening(timeout=60)
+    took_over = time.monotonic() - frozen_at
+    anyio.run(publish, nats_server.url, [event("task.submitted", "probe", task="probe", app="a", queue="root.default", resources={"vcore": 1})])
+    wait_for(lambda: scalar(postgres_log, "select count(*) from log where type = 'decision.allocated'") == 1, what="the standby to decide")
+    rows = scalar(postgres_log, "select count(*) from log")
+    writer.process.send_signal(signal.SIGCONT)
+    assert writer.process.wait(timeout=30) == 2
+    assert "stopping: the writer's lease is lost" in writer.log_text()
+    assert "Traceback" not in writer.log_text()
+    assert scalar(postgres_log, "select count(*) from log") == rows, "the resumed writer wrote nothing"
+    assert "the writer's lease expired: ending its session" in standby.log_text()
+    assert 1 <= took_over < 15, f"the standby took over after {took_over:.1f}s (the lease counts from the writer's last renewal)"
+    assert standby.stop() == 0
