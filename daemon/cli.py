@@ -121,6 +121,14 @@ async def cmd_run(args: argparse.Namespace) -> int:
     secured = [option for option in ("nats_creds", "nats_tls_ca", "nats_tls_cert", "nats_tls_key") if getattr(args, option)]
     if secured and not settings.nats_url:
         raise UsageError(f"--{secured[0].replace('_', '-')} is for a NATS server of your own (--nats-url); the bundled one is on loopback, without TLS or credentials")
+    if settings.nats_access.creds:  # before anything starts
+        from .errors import BusError
+        from .nats_source import check_credentials
+
+        try:
+            check_credentials(settings.nats_access.creds)
+        except BusError as exc:
+            raise UsageError(str(exc)) from None
     if settings.config is not None:  # a bad file is reported before anything is created
         others = sorted({event.partition for event in config_events(settings.config, 0)} - set(settings.partitions or ()))
         if settings.partitions is not None and others:

@@ -35,6 +35,7 @@ from .errors import BusError
 from .logs import log
 
 __all__ = [
+    "check_credentials",
     "CLUSTER_STREAM",
     "CONSUMER",
     "DECISION_STREAM",
@@ -159,7 +160,7 @@ class NatsAccess:
         """nats-py's connect options for this access; `BusError` for a file that cannot be used."""
         options: dict[str, Any] = {key: value for key, value in (("user", self.user), ("password", self.password), ("token", self.token)) if value}
         if self.creds:
-            _readable(self.creds, "--nats-creds")
+            check_credentials(self.creds)
             options["user_credentials"] = self.creds
         if self.tls_ca or self.tls_cert or any(server.startswith("tls://") for server in servers(url)):
             options["tls"] = self._tls_context()
@@ -173,6 +174,20 @@ class NatsAccess:
         except ssl.SSLError as exc:
             raise BusError(f"cannot use the TLS files given: {exc.reason or exc}") from None
         return context
+
+
+_CREDS_PARTS = {b"-----BEGIN NATS USER JWT-----": "the user JWT", b"-----BEGIN USER NKEY SEED-----": "the nkey seed"}
+
+
+def check_credentials(path: str) -> None:
+    """`--nats-creds` names a credentials file: a user JWT and its nkey seed, as `nsc` writes
+    them (nats-py met anything else with a TypeError deep in the handshake)."""
+    _readable(path, "--nats-creds")
+    with open(path, "rb") as file:
+        head = file.read(64 * 1024)
+    missing = [name for part, name in _CREDS_PARTS.items() if part not in head]
+    if missing:
+        raise BusError(f"--nats-creds {path}: not a NATS credentials file: it lacks {' and '.join(missing)} that `nsc generate creds` writes")
 
 
 def _readable(path: str, option: str) -> str:

@@ -93,6 +93,11 @@ def test_credentials_files_authenticate_the_daemon_and_the_shims(daemon_factory,
         one_line_refusal(stranger, "refused the connection: authorization violation")
         anonymous = preemptd("tail", "--timeout", "5", "--nats-url", server.url)
         one_line_refusal(anonymous, "refused the connection")
+        garbage = tmp_path / "not.creds"
+        garbage.write_text("not a credentials file\n")
+        for command in ("tail", "run"):
+            wrong = preemptd(command, "--nats-url", server.url, "--nats-creds", str(garbage), "--state-dir", str(tmp_path / "other"))
+            one_line_refusal(wrong, f"--nats-creds {garbage}: not a NATS credentials file: it lacks the user JWT and the nkey seed")
         assert daemon.stop() == 0
 
 
