@@ -499,10 +499,20 @@ def _failure(exc: BaseException, target: str, doing: str) -> StoreError:
     if getattr(cause, "sqlite_errorname", None) == "SQLITE_CORRUPT":
         file = shlex.quote(target.split(":///", 1)[-1])
         return StoreError(f"the log {file} is damaged ({said}): check it with `sqlite3 {file} 'pragma integrity_check'`")
+    if _session_ended(cause, said):
+        return StoreError(f"{doing} {target}: the database ended the session (terminated by an administrator or a standby, or the server restarted or failed over)")
     if getattr(cause, "sqlstate", None) == "3D000":  # invalid_catalog_name: the database does not exist
         database = urllib.parse.urlsplit(target).path.lstrip("/") or "postgres"
         return StoreError(f"{doing} {target}: {said}; create it first, for example `createdb {shlex.quote(database)}` or `psql -c 'CREATE DATABASE \"{database}\"'` on the server, and preemptd makes its tables")
     return StoreError(f"{doing} {target}: {said}")
+
+
+def _session_ended(cause: BaseException, said: str) -> bool:
+    """asyncpg's ways of saying that the server ended the connection under it (sqlstate 57P01:
+    terminated by an administrator; `cannot switch to state 15` when it happens mid-query)."""
+    return getattr(cause, "sqlstate", None) in ("57P01", "57P02", "57P03") or any(
+        words in said for words in ("cannot switch to state", "connection is closed", "connection was closed in the middle of operation")
+    )
 
 
 def _engine_options(url: str, *, writing: bool) -> dict[str, Any]:

@@ -122,6 +122,7 @@ def test_a_writer_that_loses_its_lease_stops_rather_than_write_beside_a_standby(
     postgres(postgres_log, "select pg_terminate_backend(pid) from pg_locks where locktype = 'advisory' and granted")
     assert writer.process.wait(timeout=30) == 2
     assert "stopping: the writer's lease is lost" in writer.log_text()
+    assert "the database ended the session (terminated by an administrator or a standby" in writer.log_text(), "not asyncpg's 'cannot switch to state 15'"
 
 
 def test_a_database_that_does_not_exist_is_one_line_saying_how_to_create_it(postgres_log: str, tmp_path: Path) -> None:
