@@ -179,6 +179,9 @@ class NatsAccess:
 _CREDS_PARTS = {b"-----BEGIN NATS USER JWT-----": "the user JWT", b"-----BEGIN USER NKEY SEED-----": "the nkey seed"}
 
 
+_REFUSAL_EVERY = 30.0  # seconds between the lines that say NATS refuses a reconnection
+
+
 def check_credentials(path: str) -> None:
     """`--nats-creds` names a credentials file: a user JWT and its nkey seed, as `nsc` writes
     them (nats-py met anything else with a TypeError deep in the handshake)."""
@@ -387,11 +390,16 @@ class Bus:
         options = (access or NatsAccess()).options(url)
         await reachable(url, connect_timeout)
         refusals: list[str] = []
+        said = {"connected": False, "at": 0.0}
 
-        async def noted(exc: Exception) -> None:  # reconnects are logged by the caller's retries
+        async def noted(exc: Exception) -> None:  # other reconnect failures are logged by the caller's retries
             refusal = _refusal(exc)
-            if refusal is not None:
-                refusals.append(refusal)
+            if refusal is None:
+                return
+            refusals.append(refusal)
+            if said["connected"] and time.monotonic() - said["at"] >= _REFUSAL_EVERY:  # once connected, a refusal is news: a rotation
+                said["at"] = time.monotonic()
+                log("NATS refuses to let the daemon reconnect: were its credentials changed (a password rotation)?", logging.ERROR, url=shown, refusal=refusal)
 
         nc = nats.NATS()  # made first, so that a connection cut short can still be closed
 
@@ -427,6 +435,7 @@ class Bus:
                 raise failure
             if refusals:
                 raise BusError(f"NATS at {shown} refused the connection: {refusals[-1]}")
+            said["connected"] = True
         except BaseException as exc:
             # Failed or cancelled (a stop): nats-py's own tasks would outlive it and hold up the exit.
             with anyio.CancelScope(shield=True), contextlib.suppress(*_NATS_ERRORS):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -155,3 +156,26 @@ def test_a_token_from_the_environment_or_the_url_is_taken_and_a_wrong_one_refuse
         wrong = preemptd("tail", "--timeout", "1", "--nats-url", f"nats://not-it@{address}")
         line = one_line_refusal(wrong, f"NATS at nats://***@{address} refused the connection: authorization violation")
         assert "not-it" not in line
+
+
+def test_a_password_rotated_under_a_running_daemon_is_said_not_retried_in_silence(daemon_factory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a rotation the daemon reconnected for ever without a word: now it says that NATS
+    refuses it, and asks whether the credentials changed."""
+    port = free_port()
+
+    def server(password: str) -> EmbeddedNats:
+        conf = tmp_path / f"{password}.conf"
+        conf.write_text(f'authorization {{ user: {USER}, password: "{password}" }}\n')
+        return EmbeddedNats(tmp_path / "nats", port=port, options=["-c", str(conf)])
+
+    monkeypatch.setenv("PREEMPTD_NATS_USER", USER)
+    monkeypatch.setenv("PREEMPTD_NATS_PASSWORD", "old-secret")
+    with server("old-secret"):
+        daemon = daemon_factory("--nats-url", f"nats://127.0.0.1:{port}", state_dir=tmp_path / "state").start()
+    with server("new-secret"):
+        deadline = time.monotonic() + 30
+        while "NATS refuses to let the daemon reconnect: were its credentials changed (a password rotation)?" not in daemon.log_text():
+            assert time.monotonic() < deadline, daemon.log_text()[-2000:]
+            time.sleep(0.2)
+        assert "old-secret" not in daemon.log_text()
+    daemon.stop()
