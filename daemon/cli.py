@@ -660,15 +660,25 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BaseExceptionGroup as group:  # from a task group: ours are still one-line errors
         ours, others = group.split(PreemptdError)
-        if ours is None or others is not None:
+        if ours is None:
             raise
-        print(f"preemptd: {render.printable_lines(str(_first(ours)))}", file=sys.stderr)
+        if others is not None and others.split(_consequences())[1] is not None:  # a bug beside ours: both shown
+            raise
+        print(f"preemptd: {render.printable_lines(str(_first(ours)))}", file=sys.stderr)  # the rest followed from it
         return 2
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `preemptd schema | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def _consequences() -> tuple[type[BaseException], ...]:
+    """What other tasks meet once one ended with an error of ours (a stream closed under them):
+    consequences, not news. (anyio is loaded by then: only async commands make groups.)"""
+    import anyio
+
+    return (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, ConnectionError, OSError)
 
 
 def _first(group: BaseExceptionGroup) -> BaseException:

@@ -49,7 +49,7 @@ from .metrics import Health, Metrics, MetricsServer, reading
 from .nats_source import CONSUMER, Bus, Inbound, NatsAccess, reachable, redacted
 from .outbox import Publisher, publish_rejections, publish_unacknowledged_rejections
 from .position import start_position
-from .store import LEASE_SECONDS, Batch, Store, WriterLease, database_url, shown_url
+from .store import LEASE_SECONDS, SAY_WAITING_EVERY, Batch, Store, WriterLease, database_url, shown_url
 
 __all__ = ["Heartbeat", "Observed", "Settings", "run", "snapshot_due"]
 
@@ -299,12 +299,21 @@ class Daemon:
         async with tx:
             while True:
                 await anyio.sleep(_HEARTBEAT)
-                await tx.send(Heartbeat())
+                try:
+                    await tx.send(Heartbeat())
+                except anyio.BrokenResourceError:  # the act loop ended (its error says why)
+                    return
 
     async def _observe(self) -> None:
-        """Measure what `/readyz` and the gauges show, once a second."""
+        """Measure what `/readyz` and the gauges show, once a second, and say so when the log
+        has not answered for a while (a lock held elsewhere, a frozen disk)."""
         health, metrics = self.observed.health, self.observed.metrics
+        said = 0.0
         while True:
+            busy = self.store.busy_since
+            if busy is not None and time.monotonic() - busy >= SAY_WAITING_EVERY and time.monotonic() - said >= SAY_WAITING_EVERY:
+                said = time.monotonic()
+                log("the log has not answered for a while: a lock held elsewhere, or a frozen disk?", logging.WARNING, seconds=round(time.monotonic() - busy))
             health.connected = self.bus.connected
             try:
                 health.lag = await self.bus.consumer_lag()

@@ -17,6 +17,7 @@ import logging
 import os
 import shlex
 import socket
+import time
 import urllib.parse
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -37,7 +38,7 @@ from preemptd import migrations
 from .errors import StoreError
 from .logs import log
 
-__all__ = ["Batch", "DeadLetter", "LogRow", "OutboxRow", "Store", "WriterLease", "database_url", "shown_url"]
+__all__ = ["SAY_WAITING_EVERY", "Batch", "DeadLetter", "LogRow", "OutboxRow", "Store", "WriterLease", "database_url", "shown_url"]
 
 _metadata = sa.MetaData()
 _meta = sa.Table("meta", _metadata, sa.Column("key", sa.String(64), primary_key=True), sa.Column("value", sa.Text))
@@ -198,6 +199,7 @@ class Store:
         self.log_id = log_id
         self._target = target
         self.lease_pid: int | None = None  # a PostgreSQL log's writer: the backend that holds its lease (see `WriterLease`)
+        self.busy_since: float | None = None  # when the running transaction began (time.monotonic())
 
     @classmethod
     async def open(cls, target: str, *, synchronous: str = "FULL", create: bool = True) -> Store:
@@ -240,13 +242,26 @@ class Store:
     async def _run(self, work, *args):
         """One transaction. Shielded: a cancelled transaction would leave SQLAlchemy closing
         its connection in a task of its own, which outlives the event loop and holds up the
-        program's exit (a stop during start-up hung so)."""
-        with anyio.CancelScope(shield=True):
+        program's exit (a stop during start-up hung so). A SQLite log locked by another process
+        is waited for (saying so every few seconds), not a failure: nothing is acknowledged
+        until it is written. `busy_since` says since when a transaction runs, for a watchdog."""
+        said = 0.0
+        while True:
             try:
-                async with self._engine.begin() as conn:
-                    return await work(conn, *args)
+                with anyio.CancelScope(shield=True):
+                    self.busy_since = time.monotonic()
+                    try:
+                        async with self._engine.begin() as conn:
+                            return await work(conn, *args)
+                    finally:
+                        self.busy_since = None
             except (SQLAlchemyError, OSError) as exc:
-                raise _failure(exc, self._target, "log database error at") from exc
+                if not _locked(exc):
+                    raise _failure(exc, self._target, "log database error at") from exc
+            if time.monotonic() - said >= SAY_WAITING_EVERY:
+                said = time.monotonic()
+                log("waiting for the log: another process holds its lock", logging.WARNING, db=self._target)
+            await anyio.sleep(0.2)  # a stop signal ends the wait
 
     # -- writing --
 
@@ -505,6 +520,16 @@ def _failure(exc: BaseException, target: str, doing: str) -> StoreError:
         database = urllib.parse.urlsplit(target).path.lstrip("/") or "postgres"
         return StoreError(f"{doing} {target}: {said}; create it first, for example `createdb {shlex.quote(database)}` or `psql -c 'CREATE DATABASE \"{database}\"'` on the server, and preemptd makes its tables")
     return StoreError(f"{doing} {target}: {said}")
+
+
+#: How often a wait on the log (a lock held elsewhere, a frozen disk) is said.
+SAY_WAITING_EVERY = 5.0
+
+
+def _locked(exc: BaseException) -> bool:
+    """SQLite's `database is locked`: another process holds the log's lock beyond the busy timeout."""
+    cause = getattr(exc, "orig", None) or exc
+    return getattr(cause, "sqlite_errorname", None) == "SQLITE_BUSY" or "database is locked" in str(cause)
 
 
 def _session_ended(cause: BaseException, said: str) -> bool:

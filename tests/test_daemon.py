@@ -490,3 +490,21 @@ def test_a_streams_creation_time_names_it_the_same_whatever_the_clients_form(cre
     two streams created in the same second keep apart."""
     assert creation_stamp(created) == "2026-11-21T11:57:27.345123Z"
     assert creation_stamp("2026-11-21T11:57:27.9Z") != creation_stamp(created)
+
+
+def test_a_log_locked_by_another_process_is_waited_for_and_said_not_a_crash(nats_server: EmbeddedNats, daemon_factory) -> None:
+    """Another process holding the SQLite log's lock past its busy timeout made the daemon die
+    with a 150-line traceback; now it waits, says so every few seconds, and goes on."""
+    daemon = daemon_factory("--nats-url", nats_server.url).start()
+    db = daemon.state_dir / "preemptd.db"
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        anyio.run(publish, nats_server.url, [event("node.upserted", "n1", node="n1", capacity={"vcore": 1})])
+        wait_for(lambda: "waiting for the log: another process holds its lock" in daemon.log_text(), timeout=30, what="the wait said")
+    finally:
+        holder.execute("COMMIT")
+        holder.close()
+    wait_for(lambda: count(db, "log where type = 'node.upserted'") == 1, what="the event written once the lock is gone")
+    assert "Traceback" not in daemon.log_text()
+    assert daemon.stop() == 0
