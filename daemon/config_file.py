@@ -14,7 +14,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from preemptd.events import ConfigApplied, ConfigError, closest, cut_text
+from preemptd.events import MAX_MESSAGE_BYTES, ConfigApplied, ConfigError, closest, cut_text, encode
 from preemptd.projections import ClusterState, LogRecord, Rejected
 from preemptd.scheduling import DEFAULT_MODEL, apply, claiming, describe, flat_objects, model_named, yaml_documents
 
@@ -34,6 +34,8 @@ def config_events(path: Path, now: int) -> list[ConfigApplied]:
     """One `config.applied` per partition the file at `path` sets up; `UsageError` if it cannot
     be read or its model refuses it."""
     try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise UsageError(f"{path}: {path.stat().st_size:,} bytes; a configuration file is at most {MAX_FILE_BYTES:,} bytes")
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read the configuration {path}: {exc}") from None
@@ -46,6 +48,9 @@ def config_events(path: Path, now: int) -> list[ConfigApplied]:
         model = model_named(name)
     except ConfigError as exc:
         raise UsageError(f"{path}: {exc}") from None
+    size = len(encode(config))
+    if size > MAX_MESSAGE_BYTES:  # the same bound as a shim's config.applied
+        raise UsageError(f"{path}: the configuration is {size:,} bytes as JSON; the limit is {MAX_MESSAGE_BYTES:,} bytes, as for a shim's config.applied")
     events = []
     try:
         partitions = model.partitions(config)
@@ -59,6 +64,10 @@ def config_events(path: Path, now: int) -> list[ConfigApplied]:
             raise UsageError(f"{path}: {where}{exc}") from None
         events.append(ConfigApplied(id=f"config-file-{partition}-{now}", ts=now, partition=partition, model=model.name, config=config))
     return events
+
+
+#: A configuration file's text: room for YAML's comments and layout around an event's worth.
+MAX_FILE_BYTES = 8 * MAX_MESSAGE_BYTES
 
 
 _WRAPPER = ("model", "config")

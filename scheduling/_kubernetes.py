@@ -387,31 +387,35 @@ def yaml_documents(text: str, where: str) -> list[Any]:
     except yaml.YAMLError as exc:
         said = " ".join(str(exc).replace('"<unicode string>"', where).split())
         raise ConfigError(f"{where} is not YAML: {cut_text(said, 400)}") from None
-    if _unbounded(documents):
-        raise ConfigError(f"{where} nests deeper than {MAX_DEPTH} levels, expands to more than {_MAX_VALUES:,} values through aliases, or holds itself")
+    beyond = _unbounded(documents)
+    if beyond:
+        raise ConfigError(f"{where} {beyond}")
     return documents
 
 
 _MAX_VALUES = 100_000  # far more than a configuration file holds; aliases can multiply a few lines
 
 
-def _unbounded(value: Any) -> bool:
-    """Whether `value` nests deeper than events may, expands past `_MAX_VALUES` or holds
-    itself; walked without recursion."""
+def _unbounded(value: Any) -> str | None:
+    """How `value` is beyond what a configuration holds (nesting deeper than events may, more
+    than `_MAX_VALUES` values, aliases included, or holding itself), or None; walked without
+    recursion."""
     stack = [(value, 0, frozenset[int]())]
     visits = 0
     while stack:
         item, depth, above = stack.pop()
         visits += 1
         if visits > _MAX_VALUES:
-            return True
+            return f"holds more than {_MAX_VALUES:,} values, counting what its aliases repeat (a configuration holds far fewer)"
         if not isinstance(item, dict | list):
             continue
-        if depth >= MAX_DEPTH or id(item) in above:
-            return True
+        if depth >= MAX_DEPTH:
+            return f"nests deeper than {MAX_DEPTH} levels"
+        if id(item) in above:
+            return "holds itself (an alias to what contains it)"
         children = item.values() if isinstance(item, dict) else item
         stack.extend((child, depth + 1, above | {id(item)}) for child in children)
-    return False
+    return None
 
 
 # -- values ------------------------------------------------------------------------------

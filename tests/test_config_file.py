@@ -110,3 +110,13 @@ def test_a_multi_document_file_gives_the_objects_as_one_list(tmp_path: Path) -> 
     text = "model: volcano\n---\n{apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {name: q}}\n---\n{actions: 'allocate, reclaim'}\n"
     [event] = config_events(write(tmp_path, text), now=5)
     assert event.config == [{"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "q"}}, {"actions": "allocate, reclaim"}]
+
+
+def test_a_configuration_file_has_the_bounds_of_a_shims_config_applied(tmp_path: Path) -> None:
+    """A file parsed for minutes on the daemon's only thread: its configuration is held to the
+    1 MiB a shim's config.applied may have, and its text to 8 MiB."""
+    queues = ",".join(f"{{name: q{i:06}, resources: {{guaranteed: {{vcore: 1, memory: 1Gi, nvidia.com/gpu: 1}}}}}}" for i in range(12_000))
+    with pytest.raises(UsageError, match=r"queues.yaml: the configuration is [\d,]+ bytes as JSON; the limit is 1,048,576 bytes, as for a shim's config.applied"):
+        config_events(write(tmp_path, f"queues: [{{name: root, queues: [{queues}]}}]\n"), now=5)
+    with pytest.raises(UsageError, match=r"queues.yaml: [\d,]+ bytes; a configuration file is at most 8,388,608 bytes"):
+        config_events(write(tmp_path, "# " + "x" * (9 << 20) + "\nqueues: []\n"), now=5)
