@@ -140,7 +140,10 @@ def _walk(value: Any, shape: Any, path: str, whole: Shape, kind: str, problems: 
         elif isinstance(inner, Gone):
             problems.append(f"{shown_path(here)}: {inner.hint}")
         elif inner is None:
-            problems.append(_unknown(str(key), here, path, shape, whole))
+            problem = _unknown(str(key), here, path, shape, whole)
+            if problem.endswith(")") and " has: " in problem and any(" has: " in earlier and earlier.endswith(problem[problem.rindex(" ("):]) for earlier in problems):
+                problem = problem[: problem.rindex(" (")]  # what this place has, said once
+            problems.append(problem)
         else:
             _walk(entry, inner, here, whole, kind, problems, notes)
         if len(problems) > _SHOWN_PROBLEMS:

@@ -15,6 +15,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import anyio
@@ -487,3 +488,34 @@ def test_a_rejection_notice_cut_short_by_a_stop_is_sent_after_the_restart(nats_s
     assert (notice["event_id"], notice["stream_seq"]) == ("b-1", 1)
     assert count(db, "dead_letters") == 1, "the redelivered event is recognised, not rejected twice"
     assert restarted.stop() == 0
+
+
+def test_a_configuration_of_sixty_thousand_unknown_fields_delays_nothing(nats_server: EmbeddedNats, daemon_factory) -> None:
+    """A 769 KB Volcano Queue of 60,000 unknown fields held the daemon's only thread for 27-54 s
+    (a warning per field, checked against a list), then again at every start."""
+    daemon = daemon_factory("--nats-url", nats_server.url).start()
+    queue = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "q"}, "spec": {f"f{i}": 0 for i in range(60_000)}}
+    hostile = event("config.applied", "hostile", model="volcano", config=[queue])
+    probe = [event("node.upserted", "n1", node="n1", capacity={"vcore": 1}), event("task.submitted", "probe", task="probe", app="a", queue="root.default", resources={"vcore": 1})]
+    started = time.monotonic()
+    anyio.run(publish, nats_server.url, [hostile, *probe])
+    [decision] = daemon.decisions(1)
+    assert decision["task"] == "probe" and time.monotonic() - started < 10
+    db = daemon.state_dir / "preemptd.db"
+    assert reasons(db) == [
+        "configuration refused, the previous one stays: Queue q: unknown field spec.f0 (spec has: weight, capability, deserved, guarantee, reclaimable, "
+        "priority, parent, affinity, type, extendClusters, dequeueStrategy); " + "; ".join(f"unknown field spec.f{i}" for i in range(1, 10)) + "; and 1 more"
+    ]
+    assert daemon.stop() == 0
+
+
+def test_a_run_config_whose_field_is_an_alias_chain_is_one_line_and_starts_nothing(tmp_path: Path) -> None:
+    """574 bytes of YAML aliases took 3.6 GB of memory, then a SIGSEGV, and left the embedded
+    nats-server running."""
+    chain = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 10)}]\n" for i in range(8))
+    config = tmp_path / "queues.yaml"
+    config.write_text("queues: [{name: a}]\n" + chain)
+    result = preemptd("run", "--config", str(config), "--state-dir", str(tmp_path / "state"))
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [f"preemptd: {config} holds more than 100,000 values, counting what its aliases repeat (a configuration holds far fewer)"]
+    assert not (tmp_path / "state").exists()
