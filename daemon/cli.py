@@ -116,7 +116,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
         metrics_addr=listen_address(args.metrics_addr) if args.metrics_addr else None,
         partitions=args.partitions,
         **({"max_partitions": args.max_partitions} if args.max_partitions is not None else {}),
-        **({"lease_expiry": _duration(args.lease_expiry, "--lease-expiry")} if args.lease_expiry is not None else {}),
+        **({"lease_expiry": _lease_expiry(args.lease_expiry)} if args.lease_expiry is not None else {}),
     )
     secured = [option for option in ("nats_creds", "nats_tls_ca", "nats_tls_cert", "nats_tls_key") if getattr(args, option)]
     if secured and not settings.nats_url:
@@ -135,6 +135,15 @@ async def cmd_run(args: argparse.Namespace) -> int:
             raise UsageError(f"--config {settings.config} configures partition {', '.join(others)}, which this daemon does not read (--partitions {','.join(settings.partitions)})")
     await run(settings)
     return 0
+
+
+def _lease_expiry(text: str) -> int:
+    """`--lease-expiry`: at least three renewals (a writer renews every second), or a standby
+    would end the sessions of a writer that is only slow."""
+    milliseconds = _duration(text, "--lease-expiry")
+    if milliseconds < 3000:
+        raise UsageError(f"--lease-expiry {text}: at least 3s (a writer renews its lease every second)")
+    return milliseconds
 
 
 def _duration(text: str, option: str) -> int:

@@ -38,6 +38,7 @@ CONNECT_TIMEOUT = 2.0  # a daemon that is not there is reported fast
 _PARTITION = re.compile(PARTITION_PATTERN)
 _SUBJECT_WORD = re.compile(r"[^\s*>.]+")
 _SHOWN_PROBLEMS = 20
+_MAX_EVENT_VALUES = 20_000_000  # a file of a million events; aliases multiplying a few lines stop here
 
 
 # -- publish ---------------------------------------------------------------------------------
@@ -227,7 +228,7 @@ def _events(text: str, source: str) -> list[Any]:
             json_error = next(filter(None, (_json_line_error(number, line) for number, line in lines)))
     events: list[Any] = []
     try:
-        for document in yaml_documents(text, "stdin" if source == "-" else source):
+        for document in yaml_documents(text, "stdin" if source == "-" else source, max_values=_MAX_EVENT_VALUES):
             events += document if isinstance(document, list) else [document]
     except ConfigError as exc:
         raise UsageError(f"{source}: {json_error}" if json_error else str(exc)) from None

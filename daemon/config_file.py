@@ -14,9 +14,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from preemptd.events import MAX_MESSAGE_BYTES, ConfigApplied, ConfigError, closest, cut_text, encode
+from preemptd.events import MAX_MESSAGE_BYTES, ConfigApplied, ConfigError, closest, encode, shown
 from preemptd.projections import ClusterState, LogRecord, Rejected
-from preemptd.scheduling import DEFAULT_MODEL, apply, claiming, describe, flat_objects, model_named, yaml_documents
+from preemptd.scheduling import DEFAULT_MODEL, apply, claiming, describe, flat_objects, is_object, model_named, yaml_documents
 
 from .errors import UsageError
 from .history import to_row
@@ -25,9 +25,6 @@ from .store import Batch, Store
 
 __all__ = ["apply_config_file", "changed", "config_events", "model_and_config"]
 
-
-def shown(value: Any) -> str:
-    return cut_text(repr(value), 80)
 
 
 def config_events(path: Path, now: int) -> list[ConfigApplied]:
@@ -44,6 +41,9 @@ def config_events(path: Path, now: int) -> list[ConfigApplied]:
     except ConfigError as exc:  # it names the file
         raise UsageError(str(exc)) from None
     try:
+        for item in flat_objects(documents):
+            if isinstance(item, dict) and isinstance(item.get("metadata"), dict):
+                item["metadata"].pop("managedFields", None)  # the server's bookkeeping, often most of a `kubectl get -o yaml` object
         name, config = model_and_config(documents)
         model = model_named(name)
     except ConfigError as exc:
@@ -57,11 +57,13 @@ def config_events(path: Path, now: int) -> list[ConfigApplied]:
     except ConfigError as exc:
         raise UsageError(f"{path}: {exc}") from None
     for partition in partitions:
+        where = f"partition {partition}: " if len(partitions) > 1 or partition != "default" else ""
         try:
             model.parse_config(config, partition)
         except ConfigError as exc:
-            where = f"partition {partition}: " if len(partitions) > 1 or partition != "default" else ""
             raise UsageError(f"{path}: {where}{exc}") from None
+        except Exception as exc:  # a model's bug: said in one line, as the daemon's fold says it
+            raise UsageError(f"{path}: {where}the {model.name} model failed to read it ({type(exc).__name__}: {exc}); please report it") from None
         events.append(ConfigApplied(id=f"config-file-{partition}-{now}", ts=now, partition=partition, model=model.name, config=config))
     return events
 
@@ -120,10 +122,6 @@ def _owner(objects: list[Any]) -> str | None:
         if owner is not None:
             counts[owner] = counts.get(owner, 0) + 1
     return max(sorted(counts), key=counts.__getitem__) if counts else None
-
-
-def is_object(item: Any) -> bool:
-    return isinstance(item, dict) and ("kind" in item or "apiVersion" in item)
 
 
 def _did_you_mean(key: str, known: tuple[str, ...]) -> str:

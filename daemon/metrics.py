@@ -11,6 +11,8 @@ the daemon is changing.
 from __future__ import annotations
 
 import collections
+import heapq
+import logging
 import socket
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -29,6 +31,7 @@ from preemptd.scheduling import model_named
 
 from .errors import UsageError
 from .ingest import DEAD_LETTER_KINDS
+from .logs import log
 
 __all__ = ["READY_LAG", "Health", "Metrics", "MetricsServer", "Reading", "listen_address", "reading"]
 
@@ -88,7 +91,7 @@ def _busiest(state: ClusterState, limit: int) -> set[tuple[str, str]]:
             held = max((amount / capacity[r] for r, amount in queue.allocated.items() if capacity.get(r)), default=0.0)
             asked = max((amount / capacity[r] for r, amount in queue.pending.items() if capacity.get(r)), default=0.0)
             ranked.append((-held, -asked, name, path))
-    return {(name, path) for _, _, name, path in sorted(ranked)[:limit]}
+    return {(name, path) for _, _, name, path in heapq.nsmallest(limit, ranked)}
 
 
 def _queue_rows(name: str, partition: PartitionState, shown: set[tuple[str, str]]) -> Iterator[tuple[str, str, str, str, float]]:
@@ -221,6 +224,7 @@ class _ReadingCollector(Collector):
 #: a time (a new one closes the oldest still silent), and a scrape is rendered one at a time, off
 #: the server's loop, so that `/healthz` answers while a large `/metrics` is written.
 REQUEST_SECONDS = 5.0
+SEND_SECONDS = 10.0
 CONNECTIONS = 64
 _MAX_HEAD = 8192
 
@@ -258,7 +262,12 @@ class MetricsServer:
         idle: dict[int, anyio.CancelScope] = {}  # connections still waiting for their request, oldest first
         async with anyio.create_task_group() as tg:
             while True:
-                stream = await listener.accept()
+                try:
+                    stream = await listener.accept()
+                except OSError as exc:  # out of descriptors, say: the server waits, it does not die
+                    log("the metrics server cannot accept a connection; trying again", logging.WARNING, error=str(exc))
+                    await anyio.sleep(1)
+                    continue
                 if self._open >= CONNECTIONS:
                     if not idle:  # every one is being answered: this one waits for none
                         await stream.aclose()
@@ -273,17 +282,20 @@ class MetricsServer:
                 with anyio.move_on_after(REQUEST_SECONDS) as waiting:
                     idle[id(waiting)] = waiting
                     try:
-                        path = await _request_path(stream)
+                        request = await _request_line(stream)
                     finally:
                         idle.pop(id(waiting), None)
-                if waiting.cancel_called or path is None:
+                if waiting.cancel_called or request is None:
                     return
-                with anyio.move_on_after(60):
-                    status, body, kind = await self._respond(path, rendering)
-                    head = f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-                    await stream.send(head.encode() + body)
+                method, path = request
+                status, body, kind = await self._respond(path, rendering)
+                head = f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+                with anyio.move_on_after(SEND_SECONDS):  # a client that does not read loses its answer
+                    await stream.send(head.encode() + (body if method == "GET" else b""))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             pass  # the client went away
+        except Exception as exc:  # a bug of ours must not end the server
+            log("the metrics server failed to answer (please report it)", logging.ERROR, error=f"{type(exc).__name__}: {exc}")
         finally:
             self._open -= 1
 
@@ -300,9 +312,9 @@ class MetricsServer:
         return "404 Not Found", b"not found: /metrics, /healthz and /readyz are served\n", text
 
 
-async def _request_path(stream: anyio.abc.SocketStream) -> str | None:
-    """The path of the request's first line, once its head has arrived; None if it is not HTTP
-    or is larger than a scrape's."""
+async def _request_line(stream: anyio.abc.SocketStream) -> tuple[str, str] | None:
+    """The method and path of the request's first line, once its head has arrived; None if it
+    is not HTTP or is larger than a scrape's."""
     head = b""
     while b"\r\n\r\n" not in head and b"\n\n" not in head:
         try:
@@ -314,7 +326,7 @@ async def _request_path(stream: anyio.abc.SocketStream) -> str | None:
     parts = head.split(b"\r\n", 1)[0].split()
     if len(parts) < 2 or parts[0] not in (b"GET", b"HEAD"):
         return None
-    return parts[1].split(b"?", 1)[0].decode("latin-1")
+    return parts[0].decode(), parts[1].split(b"?", 1)[0].decode("latin-1")
 
 
 def _family(host: str) -> socket.AddressFamily:

@@ -106,7 +106,7 @@ def config_change(record: LogRecord) -> str:
     try:
         notes = apply(state, LogRecord(record.seq, record.received, event))
     except Rejected as exc:
-        return "\n".join([*lines, f"  refused by this version: {exc.reason}"])
+        return printable_lines("\n".join([*lines, f"  refused by this version: {exc.reason}"]))
     lines.append(f"  runs: {describe(state.partitions[event.partition])}")
     lines += [f"  note: {note}" for note in notes]
     return printable_lines("\n".join(lines))

@@ -168,6 +168,7 @@ async def _stop_on_signal(scope: anyio.CancelScope, *, task_status=anyio.TASK_ST
     for again in (signal.SIGINT, signal.SIGTERM):  # the receiver gave SIGINT back to KeyboardInterrupt
         signal.signal(again, _stopping_already)
     log("stopping", signal=signal.Signals(signum).name)
+    Store.stopping = True  # a shielded write waiting for a locked log gives up
     scope.cancel()
 
 
@@ -310,7 +311,7 @@ class Daemon:
         health, metrics = self.observed.health, self.observed.metrics
         said = 0.0
         while True:
-            busy = self.store.busy_since
+            busy = min(self.store.busy.values(), default=None)  # the oldest transaction still running
             if busy is not None and time.monotonic() - busy >= SAY_WAITING_EVERY and time.monotonic() - said >= SAY_WAITING_EVERY:
                 said = time.monotonic()
                 log("the log has not answered for a while: a lock held elsewhere, or a frozen disk?", logging.WARNING, seconds=round(time.monotonic() - busy))

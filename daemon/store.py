@@ -194,12 +194,14 @@ def _check_schema(connection: sa.Connection, target: str, *, writable: bool) -> 
 class Store:
     """The log database of one daemon (the single writer)."""
 
+    stopping = False  # set when the daemon stops: a wait for a locked log ends
+
     def __init__(self, engine: AsyncEngine, log_id: str, target: str) -> None:
         self._engine = engine
         self.log_id = log_id
         self._target = target
         self.lease_pid: int | None = None  # a PostgreSQL log's writer: the backend that holds its lease (see `WriterLease`)
-        self.busy_since: float | None = None  # when the running transaction began (time.monotonic())
+        self.busy: dict[object, float] = {}  # when each running transaction began (time.monotonic())
 
     @classmethod
     async def open(cls, target: str, *, synchronous: str = "FULL", create: bool = True) -> Store:
@@ -244,20 +246,24 @@ class Store:
         its connection in a task of its own, which outlives the event loop and holds up the
         program's exit (a stop during start-up hung so). A SQLite log locked by another process
         is waited for (saying so every few seconds), not a failure: nothing is acknowledged
-        until it is written. `busy_since` says since when a transaction runs, for a watchdog."""
+        until it is written; a stop (`Store.stopping`) ends the wait. `busy` holds when each
+        running transaction began, for a watchdog."""
         said = 0.0
         while True:
             try:
                 with anyio.CancelScope(shield=True):
-                    self.busy_since = time.monotonic()
+                    token = object()
+                    self.busy[token] = time.monotonic()
                     try:
                         async with self._engine.begin() as conn:
                             return await work(conn, *args)
                     finally:
-                        self.busy_since = None
+                        del self.busy[token]
             except (SQLAlchemyError, OSError) as exc:
                 if not _locked(exc):
                     raise _failure(exc, self._target, "log database error at") from exc
+            if Store.stopping:  # the daemon's writes are shielded from its cancellation: the wait ends here
+                raise StoreError(f"stopping while another process holds the lock of the log at {self._target}: nothing more was written, and what was not is read again at the next start")
             if time.monotonic() - said >= SAY_WAITING_EVERY:
                 said = time.monotonic()
                 log("waiting for the log: another process holds its lock", logging.WARNING, db=self._target)
@@ -421,7 +427,8 @@ class WriterLease:
             while not await _scalar(connection, sa.select(sa.func.pg_try_advisory_lock(cls._KEY))):
                 holder = await _lease_holder(connection, cls._KEY)
                 if holder is not None and holder.silent > expiry:
-                    await _end_session(connection, holder, shown, expiry)
+                    await _end_sessions(connection, holder, shown, expiry)
+                    await anyio.sleep(poll)  # its backends take a moment to go
                     continue
                 if not told:
                     waiting(holder.name if holder is not None else "another daemon")
@@ -486,12 +493,15 @@ async def _lease_holder(connection: AsyncConnection, key: int) -> _Holder | None
     return None if row is None else _Holder(row[0] or "another daemon", row[1], float(row[2] or 0))
 
 
-async def _end_session(connection: AsyncConnection, holder: _Holder, shown: str, expiry: float) -> None:
-    """End the session of a writer that stopped renewing its lease: its lock goes with it, and
-    its fenced writes fail from then on."""
-    log("the writer's lease expired: ending its session", logging.WARNING, holder=holder.name, silent_seconds=round(holder.silent, 1), expiry_seconds=expiry, db=shown)
-    if not await _scalar(connection, sa.select(sa.func.pg_terminate_backend(holder.pid))):
-        raise StoreError(f"the writer's lease on the log at {shown} expired ({holder.name}, silent {holder.silent:.0f} s), but its session could not be ended: grant this user pg_signal_backend")
+async def _end_sessions(connection: AsyncConnection, holder: _Holder, shown: str, expiry: float) -> None:
+    """End every session of a writer that stopped renewing its lease (all its connections say
+    its name): the lock goes with the lease's, and a write it began before it froze cannot
+    commit after the standby takes over."""
+    log("the writer's lease expired: ending its sessions", logging.WARNING, holder=holder.name, silent_seconds=round(holder.silent, 1), expiry_seconds=expiry, db=shown)
+    query = sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = :name AND datname = current_database() AND pid <> pg_backend_pid()")
+    ended = [row[0] for row in (await connection.execute(query, {"name": holder.name})).all()]
+    if ended and not any(ended):  # none could be ended: the right is missing (a backend already gone is found again next time)
+        raise StoreError(f"the writer's lease on the log at {shown} expired ({holder.name}, silent {holder.silent:.0f} s), but its sessions could not be ended: grant this user pg_signal_backend")
 
 
 def shown_url(target: str) -> str:

@@ -59,6 +59,8 @@ def _as_decimal(text: str) -> Decimal:
     if match["binary"]:
         return number * _BINARY[match["binary"]]
     if match["exponent"] is not None:
+        if not number:  # zero, whatever its exponent
+            return number
         if len(match["exponent"].lstrip("+-").lstrip("0")) > 4:  # 1e10000 and beyond: out of range whatever the digits (the decimal module would overflow)
             beyond = "above the limit, 2^60 in its unit" if not match["exponent"].startswith("-") else "finer than any unit"
             raise QuantityError(f"{cut_text(repr(text), 40)} is {beyond}")

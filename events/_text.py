@@ -2,9 +2,28 @@
 
 from __future__ import annotations
 
-__all__ = ["cut_text"]
+import reprlib
+from typing import Any
+
+__all__ = ["cut_text", "shown"]
 
 
 def cut_text(text: str, chars: int) -> str:
     """`text` in at most `chars` characters, saying how many it left out."""
     return text if len(text) <= chars else f"{text[:chars]}... ({len(text) - chars:,} more characters)"
+
+
+def shown(value: Any) -> str:
+    """A value a refusal quotes, cut short: what a shim sent may be of any size (the repr is
+    bounded as it is made, not after: a value may hold millions of items)."""
+    return cut_text(_SHORT_REPR.repr(value), 80)
+
+
+def _short_repr() -> reprlib.Repr:
+    bounded = reprlib.Repr()  # Python 3.11's takes no settings as arguments
+    bounded.maxlevel, bounded.maxlist, bounded.maxtuple, bounded.maxdict, bounded.maxset = 3, 6, 6, 6, 6
+    bounded.maxstring, bounded.maxother, bounded.maxlong = 80, 80, 40
+    return bounded
+
+
+_SHORT_REPR = _short_repr()

@@ -11,12 +11,13 @@ and WorkloadPriorityClass objects, in a configuration of any model, define prior
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from preemptd.events import INT32, MAX_DEPTH, ConfigError, closest, cut_text
+from preemptd.events import INT32, MAX_DEPTH, ConfigError, closest, cut_text, shown
 from preemptd.projections import PriorityClass
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "choice",
     "embedded_yaml",
     "flat_objects",
+    "is_object",
     "yaml_documents",
     "integer",
     "kubernetes_objects",
@@ -126,6 +128,9 @@ def _walk(value: Any, shape: Any, path: str, whole: Shape, kind: str, problems: 
             problems.append(f"{path} must be a list, got {_type(value)}")
             return
         for index, entry in enumerate(value):
+            if entry is None and isinstance(shape[0], dict):  # a field may be null (left out); an item of a list of objects may not
+                problems.append(f"{path}[{index}] must be a mapping, got null")
+                continue
             _walk(entry, shape[0], f"{path}[{index}]", whole, kind, problems, notes)
         return
     if not isinstance(value, dict):
@@ -333,10 +338,15 @@ PRIORITY_KINDS = {
 CONFIG_MAP = Kind("", {"v1": object_shape(data=ANY, binaryData=ANY, immutable=ANY)}, ObjectReader.config_map)
 
 
+def is_object(item: Any) -> bool:
+    """Whether `item` is a Kubernetes object (rather than, say, a `queues.yaml` document)."""
+    return isinstance(item, dict) and ("kind" in item or "apiVersion" in item)
+
+
 def kubernetes_objects(document: Any, model: str, kinds: str) -> list[Any]:
     """The objects of `document` (a list of objects, lists of them or `kind: List`s; a List; one
     object); `model` and the `kinds` it expects name them in the refusal."""
-    if isinstance(document, dict) and ("kind" in document or "apiVersion" in document):
+    if is_object(document):
         document = [document]
     if not isinstance(document, list):
         raise ConfigError(f"a {model} configuration is a list of {kinds}")
@@ -376,7 +386,7 @@ def embedded_yaml(text: Any, where: str) -> Any:
     return documents[0] if documents else None
 
 
-def yaml_documents(text: str, where: str) -> list[Any]:
+def yaml_documents(text: str, where: str, max_values: int | None = None) -> list[Any]:
     """The YAML documents of `text` (`where` names it in errors), empty ones left out, read by
     PyYAML's pure-Python loader: a shim may send anything, and text nested too deep ends there
     in a RecursionError (libyaml, under msgspec.yaml, crashes the process); nesting deeper than
@@ -384,13 +394,13 @@ def yaml_documents(text: str, where: str) -> list[Any]:
     import yaml  # here: only configuration files and ConfigMaps need it, and every command would load it
 
     try:
-        documents = [document for document in yaml.load_all(text, Loader=yaml.SafeLoader) if document is not None]  # noqa: S506 (plain values only)
+        documents = [document for document in yaml.load_all(text, Loader=_json_loader()) if document is not None]  # noqa: S506 (JSON's values only)
     except RecursionError:
         raise ConfigError(f"{where} nests deeper than {MAX_DEPTH} levels") from None
     except yaml.YAMLError as exc:
         said = " ".join(str(exc).replace('"<unicode string>"', where).split())
         raise ConfigError(f"{where} is not YAML: {cut_text(said, 400)}") from None
-    beyond = _unbounded(documents)
+    beyond = _unbounded(documents, max_values or _MAX_VALUES)
     if beyond:
         raise ConfigError(f"{where} {beyond}")
     return documents
@@ -399,7 +409,30 @@ def yaml_documents(text: str, where: str) -> list[Any]:
 _MAX_VALUES = 100_000  # far more than a configuration file holds; aliases can multiply a few lines
 
 
-def _unbounded(value: Any) -> str | None:
+@functools.cache
+def _json_loader() -> type:
+    """PyYAML's safe loader, making JSON's values only: a date stays the text it is, and the
+    tags that make other Python values (sets, pairs, ordered maps, binary, timestamps) are
+    refused, so that nothing the walk that bounds a document does not see reaches a reader."""
+    import yaml
+
+    class JsonLoader(yaml.SafeLoader):
+        pass
+
+    timestamp = "tag:yaml.org,2002:timestamp"
+    JsonLoader.yaml_implicit_resolvers = {
+        first: [(tag, pattern) for tag, pattern in resolvers if tag != timestamp] for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+
+    def refuse(loader: yaml.SafeLoader, node: yaml.Node) -> None:
+        raise yaml.constructor.ConstructorError(None, None, f"{node.tag} makes no JSON value: quote it, or write a list or a mapping", node.start_mark)
+
+    for name in ("timestamp", "set", "omap", "pairs", "binary"):
+        JsonLoader.add_constructor(f"tag:yaml.org,2002:{name}", refuse)
+    return JsonLoader
+
+
+def _unbounded(value: Any, limit: int = _MAX_VALUES) -> str | None:
     """How `value` is beyond what a configuration holds (nesting deeper than events may, more
     than `_MAX_VALUES` values, aliases included, or holding itself), or None; walked without
     recursion."""
@@ -408,8 +441,8 @@ def _unbounded(value: Any) -> str | None:
     while stack:
         item, depth, above = stack.pop()
         visits += 1
-        if visits > _MAX_VALUES:
-            return f"holds more than {_MAX_VALUES:,} values, counting what its aliases repeat (a configuration holds far fewer)"
+        if visits > limit:
+            return f"holds more than {limit:,} values, counting what its aliases repeat"
         if not isinstance(item, dict | list):
             continue
         if depth >= MAX_DEPTH:
@@ -478,8 +511,4 @@ def integer(value: Any, where: str, *, required: bool = False, default: int = 0)
         raise ConfigError(f"{where} must be a 32-bit integer, got {shown(value)}" if value is not None else f"{where} is required")
     return value
 
-
-def shown(value: Any) -> str:
-    """A value a refusal quotes, cut short: what a shim sent may be of any size."""
-    return cut_text(repr(value), 80)
 

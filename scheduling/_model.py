@@ -68,11 +68,10 @@ BLOCKED_TEXT_PER_CYCLE = 4_000_000
 def bounded(lines: tuple[str, ...]) -> tuple[str, ...]:
     """`lines`, at most `MAX_LINES` of at most `MAX_LINE` characters, saying what was left out.
     Bounding what is bounded already changes nothing."""
-    if len(lines) <= MAX_LINES and all(len(line) <= MAX_LINE for line in lines):
-        return lines
+    if len(lines) <= MAX_LINES:
+        return lines if all(len(line) <= MAX_LINE for line in lines) else tuple(cut_text(line, MAX_LINE) for line in lines)
     kept = tuple(cut_text(line, MAX_LINE) for line in lines[: MAX_LINES - 1])
-    rest = len(lines) - len(kept)
-    return (*kept, cut_text(lines[-1], MAX_LINE)) if rest == 1 else (*kept, f"... and {rest:,} more lines")
+    return (*kept, f"... and {len(lines) - len(kept):,} more lines")
 
 
 class Cycle:

@@ -293,3 +293,12 @@ def test_state_shows_what_each_model_guarantees_a_queue(tmp_path: Path) -> None:
         assert preemptd("simulate", str(ROOT / "examples" / f"{example}.yaml"), "--quiet", "--db", str(db)).returncode == 0
         state = preemptd("state", "--db", str(db))
         assert re.search(row, state.stdout, re.M), state.stdout
+
+
+def test_publish_reads_a_large_yaml_file_of_events(tmp_path: Path) -> None:
+    """The bound on a YAML document's values (aliases counted) is a configuration's; a file of
+    events may be far larger."""
+    events = tmp_path / "many.yaml"
+    events.write_text("".join(f"- {{type: node.upserted, node: n{i}, capacity: {{vcore: 4, memory: 8Gi}}}}\n" for i in range(15_000)))
+    result = preemptd("publish", str(events), "--nats-url", "nats://127.0.0.1:1")
+    assert result.returncode == 2 and "cannot connect to NATS" in result.stderr, result.stderr

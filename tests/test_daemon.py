@@ -508,3 +508,17 @@ def test_a_log_locked_by_another_process_is_waited_for_and_said_not_a_crash(nats
     wait_for(lambda: count(db, "log where type = 'node.upserted'") == 1, what="the event written once the lock is gone")
     assert "Traceback" not in daemon.log_text()
     assert daemon.stop() == 0
+    before = len(daemon.log_text())  # the second daemon's log follows the first's in the same file
+    again = daemon_factory("--nats-url", nats_server.url, state_dir=daemon.state_dir).start()
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        anyio.run(publish, nats_server.url, [event("node.upserted", "n2", node="n2", capacity={"vcore": 1})])
+        wait_for(lambda: "waiting for the log: another process holds its lock" in again.log_text()[before:], timeout=30, what="the second wait said")
+        again.process.send_signal(signal.SIGTERM)
+        assert again.process.wait(30) != 0, "a stop ends the wait: the daemon does not hang on the lock"
+        assert "stopping while another process holds the lock of the log" in again.log_text()[before:]
+    finally:
+        holder.execute("COMMIT")
+        holder.close()
+    assert count(db, "log where type = 'node.upserted'") == 1, "nothing more written; the event comes again at the next start"

@@ -342,6 +342,7 @@ def test_a_decision_beyond_the_budget_is_cut_saying_what_it_left_out_and_where_t
 
 @pytest.mark.parametrize("value", ["1e1000000", "1E+999999999", "1e-999999", "0." + "0" * 100_000 + "1", "1" + "0" * 100_000])
 def test_a_quantity_out_of_any_range_is_a_refusal_never_an_arithmetic_error(value: str) -> None:
+    assert ev.parse_quantity("memory", "0e999999") == 0, "zero is zero, whatever its exponent"
     """The decimal module's Overflow escaped the parser: an internal dead letter, a rebuild of the
     state from the log for each such message, a traceback from run --config."""
     with pytest.raises(ev.QuantityError, match="memory: .*(out of range|the limit|finer than)"):

@@ -408,12 +408,16 @@ def test_a_huge_rejected_message_gets_its_notice_and_so_does_the_next(nats_serve
     assert len(notices.stdout.splitlines()[0]) < 8192
 
 
-def test_publish_refuses_a_yaml_value_json_cannot_carry(tmp_path: Path) -> None:
+def test_publish_reads_yaml_as_json_values_and_refuses_what_json_cannot_carry(tmp_path: Path) -> None:
+    """A YAML date stays the text it is (a `ts` must be milliseconds); a set or a binary is refused."""
     events = tmp_path / "events.yaml"
     events.write_text("- {type: node.upserted, node: n1, capacity: {vcore: 1}, ts: 2024-01-01}\n")
     refused = preemptd("publish", str(events), "--nats-url", "nats://127.0.0.1:1")
     assert refused.returncode == 2
-    assert refused.stderr == "preemptd: event 1 has a value JSON cannot carry (Object of type date is not JSON serializable): quote it\n"
+    assert "node.upserted: Expected `int`, got `str` - at `$.ts`" in refused.stderr
+    events.write_text("- {type: node.upserted, node: n1, capacity: !!set {vcore}}\n")
+    refused = preemptd("publish", str(events), "--nats-url", "nats://127.0.0.1:1")
+    assert refused.returncode == 2 and "tag:yaml.org,2002:set makes no JSON value: quote it, or write a list or a mapping" in refused.stderr
 
 
 def test_tail_shows_a_forged_decision_as_such_and_goes_on(nats_server: EmbeddedNats) -> None:
@@ -517,5 +521,5 @@ def test_a_run_config_whose_field_is_an_alias_chain_is_one_line_and_starts_nothi
     config.write_text("queues: [{name: a}]\n" + chain)
     result = preemptd("run", "--config", str(config), "--state-dir", str(tmp_path / "state"))
     assert result.returncode == 2
-    assert result.stderr.splitlines() == [f"preemptd: {config} holds more than 100,000 values, counting what its aliases repeat (a configuration holds far fewer)"]
+    assert result.stderr.splitlines() == [f"preemptd: {config} holds more than 100,000 values, counting what its aliases repeat"]
     assert not (tmp_path / "state").exists()

@@ -202,6 +202,8 @@ def group(**cpu: object) -> list[dict]:
         ([cluster_queue({"cohortName": "c", "resourceGroups": group(nominalQuota=1, lendingLimit=2)})], "lendingLimit: must be less than or equal to the nominalQuota"),
         ([cluster_queue({"resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": 1}]}]}]})], "must list the coveredResources ['cpu', 'memory'] in that order"),
         ([cluster_queue({"resourceGroups": [*group(nominalQuota=1), *group(nominalQuota=2)]})], "resource cpu is in more than one resource group"),
+        ([cluster_queue({"resourceGroups": [{"coveredResources": ["cpu", "cpu"], "flavors": []}]})], "spec.resourceGroups[0].coveredResources lists cpu twice"),
+        ([cluster_queue({"resourceGroups": [None]})], "ClusterQueue q: spec.resourceGroups[0] must be a mapping, got null"),
         ([cluster_queue({"resourceGroups": [{"coveredResources": "cpu", "flavors": []}]})], "coveredResources must be a list of resource names"),
         ([cluster_queue({"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"resources": [{"name": "cpu", "nominalQuota": 1}]}]}]})], "flavors[0].name is required"),
         ([cluster_queue({"resourceGroups": group(nominalQuota="lots")})], "resources[0].nominalQuota:"),

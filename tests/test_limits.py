@@ -156,3 +156,13 @@ def test_a_decision_about_thousands_of_flavors_is_bounded_and_not_made_again_eac
     assert all(len(d.reasons) <= 100 and all(len(line) <= 1000 for line in d.reasons) for d in blocked)
     assert blocked[0].reasons[-1].startswith("... and ") and blocked[0].reasons[-1].endswith(" more lines")
     assert max(len(json.dumps(list(d.reasons))) for d in blocked) < 110_000
+
+
+def test_bounded_lines_say_what_they_left_out_and_nothing_more() -> None:
+    from preemptd.scheduling import bounded
+
+    assert bounded(("short",)) == ("short",)
+    assert bounded(("x" * 1500,)) == ("x" * 1000 + "... (500 more characters)",), "one long line is cut, no line added"
+    many = bounded(tuple(f"line {i}" for i in range(250)))
+    assert len(many) == 100 and many[-1] == "... and 151 more lines" and many[98] == "line 98"
+    assert bounded(many) == many, "bounding what is bounded changes nothing"

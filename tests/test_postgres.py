@@ -154,6 +154,6 @@ def test_a_standby_ends_the_session_of_a_frozen_writer_which_then_writes_nothing
     assert "stopping: the writer's lease is lost" in writer.log_text()
     assert "Traceback" not in writer.log_text()
     assert scalar(postgres_log, "select count(*) from log") == rows, "the resumed writer wrote nothing"
-    assert "the writer's lease expired: ending its session" in standby.log_text()
+    assert "the writer's lease expired: ending its sessions" in standby.log_text()
     assert 1 <= took_over < 15, f"the standby took over after {took_over:.1f}s (the lease counts from the writer's last renewal)"
     assert standby.stop() == 0

@@ -443,6 +443,9 @@ def _resource_group(group: dict[str, Any], index: int, where: str, has_cohort: b
     if not isinstance(covered, list) or not all(isinstance(name, str) and name for name in covered):
         raise ConfigError(f"{where}: {path}.coveredResources must be a list of resource names")
     covered = tuple(covered)
+    twice = sorted(name for name, times in Counter(covered).items() if times > 1)
+    if twice:
+        raise ConfigError(f"{where}: {path}.coveredResources lists {twice[0]} twice")
     flavors = []
     for number, flavor in enumerate(group.get("flavors") or ()):
         resources = flavor.get("resources") or []

@@ -95,8 +95,9 @@ class _Session:
         self.starving_voters = _starving_voters(self.conf.tiers)
         gang = next((plugin for tier in self.conf.tiers for plugin in tier if plugin.name == "gang"), None)
         self.gang_ready = gang is not None and gang.enabled("enableJobReady")  # nothing votes: every job is ready
-        shares = {job: drf_share(held, p.capacity) for job, held in self.nodes.job_held.items()}  # drf's, as the session starts
-        self.job_key = job_key(job_orders(self.conf), shares)
+        orders = job_orders(self.conf)
+        shares = {job: drf_share(held, p.capacity) for job, held in self.nodes.job_held.items()} if "drf" in orders else {}  # as the session starts
+        self.job_key = job_key(orders, shares)
         self.admitted: set[str] = set()  # jobs let in this session
         self.settled: set[str] = set()  # tasks placed or pipelined this session
         self.gone: set[str] = set()  # victims evicted this session
@@ -264,36 +265,31 @@ class _Session:
                 self._within_job(job, mine)
 
     def _reclaim(self) -> None:
-        running: dict[str | None, dict[str, list[Task]]] = {}  # sorted once a queue may reclaim
+        in_victim_order: list[list[Task]] = []  # sorted once, when a queue first may reclaim
+        running: dict[str | None, dict[str, list[Task]]] = {}  # by node, in each reclaimer's order
 
         def serve(queue: str, job: Job) -> None:
             if self.quotas.overused(queue):
                 self._note(self._waiting(job), f"reclaim: queue {queue} holds what it deserves ({self.quotas.name}): it reclaims nothing")
                 return
+            if not in_victim_order:
+                in_victim_order.append(sorted((t for t in self.tasks.values() if t.running), key=self._victim_key()))
             kin = queue if self.quotas.hierarchy else None  # under hierarchy, the victim order is the reclaimer's own
             if kin not in running:
-                running[kin] = self._running_by_node(kin)
+                running[kin] = _by_node(in_victim_order[0] if kin is None else self._nearest_first(kin, in_victim_order[0]))
             self._for_gang(job, "reclaim", running[kin], lambda t: self._reclaimable(t, queue), "reclaimable")
 
         self._in_turns(self._starving_jobs(), serve)
 
+    def _nearest_first(self, reclaimer: str, tasks: list[Task]) -> list[Task]:
+        """`tasks` (in victim order), the reclaimer's nearest relatives' first (capacity's victim
+        queue order under hierarchy); a stable sort keeps victim order among relatives alike."""
+        kinship = functools.cache(functools.partial(self.quotas.kinship, reclaimer))
+        return sorted(tasks, key=lambda task: kinship(task.queue))
+
     def _victim_key(self) -> Callable[[Task], tuple]:
         """Victim order, as the shares are now."""
         return victim_key(self.config.queues, {q: self.quotas.share(q) for q in self.config.queues}, self.jobs, self.job_key)
-
-    def _running_by_node(self, reclaimer: str | None = None) -> dict[str, list[Task]]:
-        """The running tasks by node, in victim order; for a `reclaimer` queue under hierarchy,
-        its nearest relatives' first (capacity's victim queue order)."""
-        victim = self._victim_key()
-        kinship = functools.cache(functools.partial(self.quotas.kinship, reclaimer)) if reclaimer is not None else lambda queue: 0
-
-        def key(task: Task) -> tuple:
-            return (kinship(task.queue), victim(task))
-
-        by_node: dict[str, list[Task]] = {}
-        for task in sorted((t for t in self.tasks.values() if t.running), key=key):
-            by_node.setdefault(task.node or "", []).append(task)
-        return by_node
 
     def _running(self, queues: set[str]) -> dict[str, dict[str, list[Task]]]:
         """The running tasks of `queues`, by queue and node, in victim order."""
@@ -498,6 +494,14 @@ class _Session:
             if task_id not in self.settled:
                 task = self.tasks[task_id]
                 self.cycle.block(self.p.tasks[task_id], app=task.job, queue=task.queue, reasons=tuple(why), explanation=self.details.get(task_id, ()))
+
+
+def _by_node(tasks: Iterable[Task]) -> dict[str, list[Task]]:
+    """`tasks` by node, each node's in their order."""
+    by_node: dict[str, list[Task]] = {}
+    for task in tasks:
+        by_node.setdefault(task.node or "", []).append(task)
+    return by_node
 
 
 def _starving_voters(tiers: tuple) -> tuple[bool, bool]:

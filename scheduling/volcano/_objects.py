@@ -147,7 +147,7 @@ class _Reader(ObjectReader):
             if queue.parent is not None and queue.parent not in queues:
                 near = closest(queue.parent, queues)
                 raise ConfigError(f"Queue {queue.name}: its parent queue {queue.parent} does not exist" + (f" (did you mean {near}?)" if near else ""))
-            _no_cycle(queue, queues)
+        _depths(queues)
         if self.scheduler is None:
             self.notes.add(
                 "no scheduler configuration (volcano-scheduler.conf or its ConfigMap): Volcano's default applies, "
@@ -324,12 +324,27 @@ def claims(item: Any) -> bool:
     return _Reader.claims(item) or (isinstance(item, dict) and "kind" not in item and bool({"actions", "tiers"} & set(item)))
 
 
-def _no_cycle(queue: Queue, queues: dict[str, Queue]) -> None:
-    seen = [queue.name]
-    while (parent := queues[seen[-1]].parent) is not None:
-        if parent in seen:
-            raise ConfigError(f"Queue {queue.name}: its parents make a cycle: {' -> '.join([*seen, parent])}")
-        seen.append(parent)
+def _depths(queues: dict[str, Queue]) -> dict[str, int]:
+    """Each queue's depth below root; `ConfigError` for a cycle of parents or a tree deeper than
+    events may nest. Each queue is walked up once (the depths found are kept)."""
+    depth: dict[str, int] = {}
+    for name in queues:
+        path: list[str] = []
+        on_path: set[str] = set()
+        node: str | None = name
+        while node is not None and node not in depth:
+            if node in on_path:
+                cycle = path[path.index(node) :]
+                raise ConfigError(f"Queue {cycle[0]}: its parents make a cycle: {' -> '.join([*cycle, node])}")
+            path.append(node)
+            on_path.add(node)
+            node = queues[node].parent
+        below = -1 if node is None else depth[node]
+        for step, queue in enumerate(reversed(path), 1):
+            depth[queue] = below + step
+            if depth[queue] > MAX_DEPTH:
+                raise ConfigError(f"Queue {queue}: {depth[queue]} levels below root; the limit is {MAX_DEPTH}")
+    return depth
 
 
 def _resources(value: Any, where: str) -> Resources | None:

@@ -13,6 +13,7 @@ README.md beside this file describes the model for users, and where it departs f
 
 from preemptd.projections import PartitionState
 
+from .._explain import listing
 from .._model import Model, counted
 from ._config import (
     DEFAULT_PREEMPTION_DELAY_MS as DEFAULT_PREEMPTION_DELAY_MS,
@@ -41,12 +42,8 @@ def describe(partition: PartitionState) -> str:
     for policy in ("fence", "disabled"):
         queues = [path for path, queue in partition.queues.items() if queue.props.preemption_policy == policy]
         if queues:
-            line += f"; preemption.policy {policy}: {_listed(queues)}"
+            line += f"; preemption.policy {policy}: {listing(queues)}"
     return line
-
-
-def _listed(names: list[str], shown: int = 5) -> str:
-    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 MODEL = Model(

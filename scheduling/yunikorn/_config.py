@@ -26,7 +26,7 @@ import msgspec
 from preemptd.events import ConfigError, DurationError, QuantityError, Resources, closest, format_human, parse_duration
 from preemptd.projections import ParsedConfig, PriorityClass, QueueConfig
 
-from .._kubernetes import CONFIG_MAP, PRIORITY_KINDS, ObjectReader
+from .._kubernetes import CONFIG_MAP, PRIORITY_KINDS, ObjectReader, is_object
 
 __all__ = [
     "DEFAULT_PREEMPTION_DELAY_MS",
@@ -90,7 +90,7 @@ def parse_config(raw: Any, partition: str) -> ParsedConfig:
 
 def is_objects(raw: Any) -> bool:
     """Whether `raw` is Kubernetes objects rather than a `queues.yaml` document."""
-    return isinstance(raw, list) or (isinstance(raw, dict) and ("kind" in raw or "apiVersion" in raw))
+    return isinstance(raw, list) or is_object(raw)
 
 
 class _Objects(ObjectReader):
