@@ -10,6 +10,7 @@ from the registry it was given (`scheduling` gives it the registry of every mode
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import assert_never
 
@@ -77,9 +78,15 @@ class Projection:
     `default` is the model of a partition before any `config.applied`, and of one that names
     no model."""
 
+    #: How many parsed configurations are kept, by content: a shim that sends its configuration
+    #: again (at each of its starts, say) and a start that folds the log past a snapshot read
+    #: each one once. Parsing is pure, so the cache changes no result.
+    PARSED_KEPT = 8
+
     def __init__(self, models: Mapping[str, ModelFold], default: str) -> None:
         self.models = models
         self.default = default
+        self._parsed: OrderedDict[tuple[str, str, bytes], ParsedConfig | ConfigError] = OrderedDict()
 
     def fold(self, records: Iterable[LogRecord], state: ClusterState | None = None) -> ClusterState:
         """Apply every record in order; records that were rejected live in dead letters, not here."""
@@ -174,7 +181,7 @@ class Projection:
     def _give_back(self, p: PartitionState) -> None:
         """Make the model's parts of a restored partition the model's own again."""
         model = self.model(p.model)
-        parsed = model.parse_config(p.applied_config(), p.name)
+        parsed = self.parsed(model, p.document, p.name)
         queues = list(parsed.root.walk())
         if [queue.path for queue in queues] != list(p.queues):
             raise SnapshotError(f"partition {p.name}: its configuration no longer gives the queues it holds")
@@ -183,13 +190,32 @@ class Projection:
         p.settings, p.aliases, p.defined_classes, p.words = parsed.settings, parsed.aliases, parsed.priority_classes, parsed.words
         p.model_state = msgspec.convert(p.model_state, model.state_type) if model.state_type else None
 
+    def parsed(self, model: ModelFold, document: bytes, partition: str) -> ParsedConfig:
+        """`model`'s reading of the configuration `document` (JSON bytes) for `partition`, parsed
+        once per content among the last `PARSED_KEPT`. Raises `ConfigError` as the model does."""
+        key = (model.name, partition, hashlib.sha256(document).digest())
+        found = self._parsed.get(key)
+        if found is None:
+            try:
+                found = model.parse_config(msgspec.json.decode(document), partition)
+            except ConfigError as exc:
+                found = exc
+            self._parsed[key] = found
+            if len(self._parsed) > self.PARSED_KEPT:
+                self._parsed.popitem(last=False)
+        else:
+            self._parsed.move_to_end(key)
+        if isinstance(found, ConfigError):
+            raise found.with_traceback(None)  # the same refusal, without the tracebacks of earlier raises
+        return found
+
     def _config_applied(self, p: PartitionState, event: ConfigApplied) -> tuple[str, ...]:
         try:
             model = self.model(event.model)
         except ConfigError as exc:
             raise Rejected(str(exc)) from None
         try:
-            parsed = model.parse_config(event.config, p.name)
+            parsed = self.parsed(model, encode(event.config), p.name)
         except ConfigError as exc:
             raise Rejected(f"configuration refused, the previous one stays: {exc}") from None
         except Exception as exc:  # a model's bug: reading changed nothing yet, so no state to rebuild
