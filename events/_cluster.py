@@ -58,6 +58,7 @@ Annotations = Annotated[
 ]
 
 
+# Subclasses say `frozen=True` again: msgspec inherits it, type checkers do not.
 class Event(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag_field="type", forbid_unknown_fields=True):
     """Fields every event carries. A field the contract does not define is refused, never
     dropped: a shim's own data goes in `annotations`."""
@@ -68,7 +69,7 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag_f
     annotations: Annotations = {}
 
 
-class ConfigApplied(Event, tag="config.applied", kw_only=True):
+class ConfigApplied(Event, tag="config.applied", frozen=True, kw_only=True):
     """The whole queue configuration of a partition, in the chosen model's own shape (each
     model's documentation describes it: an object, or a list of objects for a model that takes
     them so, such as Kueue's). Without `model`, the default model's; a model this version does
@@ -78,7 +79,7 @@ class ConfigApplied(Event, tag="config.applied", kw_only=True):
     config: dict[str, Any] | list[Any]
 
 
-class PriorityClassUpserted(Event, tag="priorityclass.upserted", kw_only=True):
+class PriorityClassUpserted(Event, tag="priorityclass.upserted", frozen=True, kw_only=True):
     """A Kubernetes PriorityClass, with YuniKorn's allow-preemption annotation."""
 
     name: Name
@@ -87,13 +88,13 @@ class PriorityClassUpserted(Event, tag="priorityclass.upserted", kw_only=True):
     allow_preemption: bool = True
 
 
-class PriorityClassDeleted(Event, tag="priorityclass.deleted", kw_only=True):
+class PriorityClassDeleted(Event, tag="priorityclass.deleted", frozen=True, kw_only=True):
     """A PriorityClass is gone; tasks keep the values they were given."""
 
     name: Name
 
 
-class NodeUpserted(Event, tag="node.upserted", kw_only=True):
+class NodeUpserted(Event, tag="node.upserted", frozen=True, kw_only=True):
     """A node and what it can hold. Upserting an existing node changes its capacity or labels."""
 
     node: Name
@@ -102,7 +103,7 @@ class NodeUpserted(Event, tag="node.upserted", kw_only=True):
     schedulable: bool = True
 
 
-class NodeRemoved(Event, tag="node.removed", kw_only=True):
+class NodeRemoved(Event, tag="node.removed", frozen=True, kw_only=True):
     """A node left the cluster; the tasks on it are released."""
 
     node: Name
@@ -111,7 +112,7 @@ class NodeRemoved(Event, tag="node.removed", kw_only=True):
 Namespace = Annotated[str, msgspec.Meta(min_length=1, max_length=253, description="the Kubernetes namespace (Volcano's conformance never evicts kube-system's pods)")]
 
 
-class AppSubmitted(Event, tag="app.submitted", kw_only=True):
+class AppSubmitted(Event, tag="app.submitted", frozen=True, kw_only=True):
     """An application (job, workload) in a leaf queue."""
 
     app: Name
@@ -125,13 +126,13 @@ class AppSubmitted(Event, tag="app.submitted", kw_only=True):
     ) = None
 
 
-class AppFinished(Event, tag="app.finished", kw_only=True):
+class AppFinished(Event, tag="app.finished", frozen=True, kw_only=True):
     """An application is done; its remaining tasks are released."""
 
     app: Name
 
 
-class _TaskSpec(Event, kw_only=True):
+class _TaskSpec(Event, frozen=True, kw_only=True):
     """What describes a task besides its name, its application and its resources."""
 
     queue: Name | None = None
@@ -146,7 +147,7 @@ class _TaskSpec(Event, kw_only=True):
     preemptable: bool | None = None
 
 
-class TaskSubmitted(_TaskSpec, tag="task.submitted", kw_only=True):
+class TaskSubmitted(_TaskSpec, tag="task.submitted", frozen=True, kw_only=True):
     """A pending ask (pod).
 
     `queue` may be given instead of an `app.submitted`: the application is then created in that
@@ -158,7 +159,7 @@ class TaskSubmitted(_TaskSpec, tag="task.submitted", kw_only=True):
     resources: Resources
 
 
-class TaskBound(_TaskSpec, tag="task.bound", kw_only=True):
+class TaskBound(_TaskSpec, tag="task.bound", frozen=True, kw_only=True):
     """A task runs on `node`. For a task preemptd has not seen, the `task.submitted` fields
     (at least `app` and `resources`) describe it."""
 
@@ -168,14 +169,14 @@ class TaskBound(_TaskSpec, tag="task.bound", kw_only=True):
     resources: Resources | None = None
 
 
-class TaskReleased(Event, tag="task.released", kw_only=True):
+class TaskReleased(Event, tag="task.released", frozen=True, kw_only=True):
     """A task no longer holds resources."""
 
     task: Name
     reason: ReleaseReason = "completed"
 
 
-class Tick(Event, tag="clock.ticked", kw_only=True):
+class Tick(Event, tag="clock.ticked", frozen=True, kw_only=True):
     """The daemon's clock, recorded in the log: a scheduling cycle ran at `ts`.
 
     Written by the daemon only; a shim that publishes one gets a dead letter.

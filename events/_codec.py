@@ -51,8 +51,15 @@ class DecodeError(PreemptdError, ValueError):
         self.event_id = event_id
 
 
+def _tag(member: type[msgspec.Struct]) -> str:
+    """An event type's `type`: always a string here (msgspec also allows integer tags)."""
+    tag = member.__struct_config__.tag
+    assert isinstance(tag, str), member
+    return tag
+
+
 def _tags(union: Any) -> tuple[str, ...]:
-    return tuple(member.__struct_config__.tag for member in union.__args__)
+    return tuple(_tag(member) for member in union.__args__)
 
 
 CLUSTER_EVENT_TYPES = _tags(ClusterEvent)
@@ -74,9 +81,10 @@ def _enc_hook(obj: Any) -> Any:
     raise NotImplementedError(f"cannot encode {type(obj).__name__}")
 
 
-_cluster_decoder = msgspec.json.Decoder(ClusterEvent, dec_hook=_dec_hook)
-_log_decoder = msgspec.json.Decoder(LogEvent, dec_hook=_dec_hook)
-_decision_decoder = msgspec.json.Decoder(DecisionEvent, dec_hook=_dec_hook)
+# Annotated: msgspec's stubs type a decoder of a union (not a class) as decoding to Any.
+_cluster_decoder: msgspec.json.Decoder[ClusterEvent] = msgspec.json.Decoder(ClusterEvent, dec_hook=_dec_hook)
+_log_decoder: msgspec.json.Decoder[LogEvent] = msgspec.json.Decoder(LogEvent, dec_hook=_dec_hook)
+_decision_decoder: msgspec.json.Decoder[DecisionEvent] = msgspec.json.Decoder(DecisionEvent, dec_hook=_dec_hook)
 _encoder = msgspec.json.Encoder(enc_hook=_enc_hook)
 
 
@@ -97,8 +105,8 @@ def _explain(exc: msgspec.DecodeError, raw: bytes, expected: tuple[str, ...]) ->
         document = msgspec.json.decode(raw)
     except msgspec.DecodeError as malformed:
         return DecodeError(f"malformed JSON: {malformed}")
-    except UnicodeDecodeError as exc:
-        return _not_utf8(exc)
+    except UnicodeDecodeError as undecodable:
+        return _not_utf8(undecodable)
     if not isinstance(document, dict):
         return DecodeError(f"expected a JSON object with a `type` field, got a JSON {type(document).__name__}")
     event_id = document["id"] if isinstance(document.get("id"), str) else None
@@ -140,10 +148,10 @@ def _unknown_field(event_type: str, name: str, at: str | None) -> str:
     return f"unknown field `{shown}`{where} ({listed}a shim's own data goes in `annotations`)"
 
 
-_TYPES: dict[str, type] = {member.__struct_config__.tag: member for member in (*ClusterEvent.__args__, Tick)}
+_TYPES: dict[str, type[msgspec.Struct]] = {_tag(member): member for member in (*ClusterEvent.__args__, Tick)}
 
 
-def field_meant(error: str, root: type) -> str:
+def field_meant(error: str, root: type[msgspec.Struct]) -> str:
     """msgspec's refusal of an unknown field of `root` (a Struct, perhaps nested in others:
     `Object contains unknown field `confg` - at `$.shim``), with the field meant, if one is."""
     unknown = _UNKNOWN_FIELD.match(error)
@@ -153,9 +161,9 @@ def field_meant(error: str, root: type) -> str:
     for step in (unknown[2] or "").lstrip(".").split("."):
         if step:
             inner = typing.get_type_hints(struct).get(step)
-            struct = inner if isinstance(inner, type) and issubclass(inner, msgspec.Struct) else None
-            if struct is None:
+            if not (isinstance(inner, type) and issubclass(inner, msgspec.Struct)):
                 return error
+            struct = inner
     near = closest(unknown[1], [f.encode_name for f in msgspec.structs.fields(struct)])
     return f"{error} (did you mean `{near}`?)" if near else error
 
@@ -200,9 +208,9 @@ def decode_log_event(raw: bytes) -> LogEvent:
     except msgspec.ValidationError as exc:
         if _UNKNOWN_FIELD.match(str(exc)):
             return _log_decoder.decode(_known_fields_only(raw))
-        raise _explain(exc, raw, (*CLUSTER_EVENT_TYPES, Tick.__struct_config__.tag, *DECISION_TYPES)) from None
+        raise _explain(exc, raw, (*CLUSTER_EVENT_TYPES, _tag(Tick), *DECISION_TYPES)) from None
     except msgspec.DecodeError as exc:
-        raise _explain(exc, raw, (*CLUSTER_EVENT_TYPES, Tick.__struct_config__.tag, *DECISION_TYPES)) from None
+        raise _explain(exc, raw, (*CLUSTER_EVENT_TYPES, _tag(Tick), *DECISION_TYPES)) from None
 
 
 def _known_fields_only(raw: bytes) -> bytes:

@@ -27,6 +27,7 @@ __all__ = [
 ]
 
 
+# Subclasses say `frozen=True` again: msgspec inherits it, type checkers do not.
 class Decision(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag_field="type"):
     """Fields every decision carries. `id` is derived from the log: `<log>:<cycle>.<n>`."""
 
@@ -37,7 +38,7 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, ta
     explanation: tuple[str, ...] = ()
 
 
-class Allocated(Decision, tag="decision.allocated", kw_only=True):
+class Allocated(Decision, tag="decision.allocated", frozen=True, kw_only=True):
     """Bind `task` to `node`."""
 
     task: Name
@@ -59,7 +60,7 @@ class Victim(msgspec.Struct, frozen=True, kw_only=True):
     why: str = ""
 
 
-class Preempted(Decision, tag="decision.preempted", kw_only=True):
+class Preempted(Decision, tag="decision.preempted", frozen=True, kw_only=True):
     """Evict `victims`; `node` is reserved for `preemptor`, which is allocated there once they
     are gone. `grace_period` (milliseconds) is a hint for the shim; `null` means its default."""
 
@@ -74,7 +75,7 @@ class Preempted(Decision, tag="decision.preempted", kw_only=True):
     grace_period: int | None = None
 
 
-class Admitted(Decision, tag="decision.admitted", kw_only=True):
+class Admitted(Decision, tag="decision.admitted", frozen=True, kw_only=True):
     """Quota-level models: the application may start. `flavors` names the flavor of each
     resource it was admitted with (Kueue's ResourceFlavors)."""
 
@@ -83,7 +84,7 @@ class Admitted(Decision, tag="decision.admitted", kw_only=True):
     flavors: dict[str, str] = {}
 
 
-class Evicted(Decision, tag="decision.evicted", kw_only=True):
+class Evicted(Decision, tag="decision.evicted", frozen=True, kw_only=True):
     """Quota-level models: the application must stop, to make room for `preemptor` (an
     application); `message` says why in a sentence."""
 
@@ -96,7 +97,7 @@ class Evicted(Decision, tag="decision.evicted", kw_only=True):
     message: str = ""
 
 
-class Unreserved(Decision, tag="decision.unreserved", kw_only=True):
+class Unreserved(Decision, tag="decision.unreserved", frozen=True, kw_only=True):
     """A node reservation was dropped; the task is pending again."""
 
     task: Name
@@ -104,7 +105,7 @@ class Unreserved(Decision, tag="decision.unreserved", kw_only=True):
     reason: str
 
 
-class Blocked(Decision, tag="decision.blocked", kw_only=True):
+class Blocked(Decision, tag="decision.blocked", frozen=True, kw_only=True):
     """Preemption was considered for `task` and refused; emitted when the reasons change."""
 
     task: Name
