@@ -36,8 +36,9 @@ from pathlib import Path
 
 import anyio
 
-from preemptd.daemon.embedded import EmbeddedNats
-from preemptd.daemon.nats_source import CLUSTER_STREAM, Bus, Outbound, cluster_subject
+from preemptd.daemon.bus import Bus
+from preemptd.daemon.bus.embedded import EmbeddedNats
+from preemptd.daemon.records import CLUSTER_STREAM, Outbound, cluster_subject
 from preemptd.events import decode_cluster_event
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,9 +84,9 @@ async def publish_messages(url: str, messages: list[Outbound]) -> None:
     """Publish `messages` to the cluster stream (made if need be), a thousand at a time."""
     bus = await Bus.connect(url)
     try:
-        await bus.ensure_streams()
+        await bus.streams.ensure()
         for start in range(0, len(messages), 1000):
-            await bus.publish(messages[start : start + 1000])
+            await bus.publisher.publish(messages[start : start + 1000])
     finally:
         await bus.close()
 

@@ -44,8 +44,8 @@ import nats
 from _figures import percentiles
 from ingest import publish_messages
 
-from preemptd.daemon.embedded import EmbeddedNats
-from preemptd.daemon.nats_source import Outbound, cluster_subject
+from preemptd.daemon.bus.embedded import EmbeddedNats
+from preemptd.daemon.records import Outbound, cluster_subject
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = {"partitions": [{"name": "default", "queues": [{"name": "root", "queues": [{"name": "default"}]}]}]}

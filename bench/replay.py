@@ -31,8 +31,8 @@ from pathlib import Path
 import anyio
 
 from preemptd import events as ev
-from preemptd.daemon.history import outbox_rows, to_row
-from preemptd.daemon.store import Batch, Store
+from preemptd.daemon.log.store import Store
+from preemptd.daemon.records import Batch, outbox_rows, to_row
 from preemptd.projections import ClusterState, LogRecord
 from preemptd.scheduling import Cadence, Pacer, apply, run_cycle, tick_record
 

@@ -19,9 +19,9 @@ from preemptd.projections import ClusterState, LogRecord, Rejected
 from preemptd.scheduling import DEFAULT_MODEL, apply, claiming, describe, flat_objects, is_object, model_named, yaml_documents
 
 from .errors import UsageError
-from .history import to_row
-from .logs import log
-from .store import Batch, Store
+from .log.store import Store
+from .operations.logs import log
+from .records import Batch, to_row
 
 __all__ = ["apply_config_file", "changed", "config_events", "model_and_config"]
 

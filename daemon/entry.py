@@ -9,18 +9,11 @@ from __future__ import annotations
 import signal
 import sys
 
-#: SIGTERMs received before the command handles them.
-early_stops: list[int] = []
+from .early import early_stops, version
 
 
 def _record(signum: int, frame: object) -> None:
     early_stops.append(signum)
-
-
-def version() -> str:
-    from importlib.metadata import version
-
-    return f"preemptd {version('preemptd')}"
 
 
 def main() -> int:

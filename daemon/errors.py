@@ -1,5 +1,5 @@
 """The daemon's exceptions, under preemptd's root (`PreemptdError`, where the whole tree is
-drawn). Driver errors are translated at the seams (`store`, `nats_source`) so that callers
+drawn). Driver errors are translated at the seams (`log`, `bus`) so that callers
 handle ours only."""
 
 from __future__ import annotations

@@ -17,9 +17,7 @@ from preemptd.events import ClusterEvent, ConfigApplied, DecodeError, decode_clu
 from preemptd.projections import ClusterState, LogRecord, Rejected
 from preemptd.scheduling import apply, describe, is_daemon_id
 
-from .history import to_row
-from .nats_source import Inbound, cluster_subject, subject_partition
-from .store import DeadLetter, LogRow
+from .records import DeadLetter, Inbound, LogRow, cluster_subject, subject_partition, to_row
 
 __all__ = ["DEAD_LETTER_KINDS", "MAX_PARTITIONS", "Continuation", "Decoded", "Ingested", "Position", "continuing", "dead_letter", "decode", "fold"]
 

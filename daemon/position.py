@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import logging
 
+from .bus import Bus, Reader
 from .errors import UsageError
-from .logs import log
-from .nats_source import CLUSTER_STREAM, CONSUMER, Bus, Reader
-from .store import Batch, Store
+from .log.store import Store
+from .operations.logs import log
+from .records import CLUSTER_STREAM, CONSUMER, Batch
 
 __all__ = ["start_position"]
 
@@ -34,7 +35,7 @@ async def start_position(store: Store, bus: Bus, partitions: tuple[str, ...] | N
     """The cluster stream's name in the log (`source`) and how far this log has read it, for
     a daemon that reads `partitions` (None: all). Refuses another set of partitions than the
     log read before from the same stream, and partitions another running daemon reads."""
-    created, end = await bus.cluster_stream()
+    created, end = await bus.streams.cluster_stream()
     source = _source(created, partitions)
     positions = await store.tracking_positions()
     same_stream = [_partitions_of(name) for name in positions if name.split("/", 1)[0] == f"{CLUSTER_STREAM}@{created}" and name != source]
@@ -49,12 +50,12 @@ async def start_position(store: Store, bus: Bus, partitions: tuple[str, ...] | N
         position = positions[source]
     elif set(positions) == {_LEGACY_TRACKING} and positions[_LEGACY_TRACKING] <= end:
         position = positions[_LEGACY_TRACKING]  # a log from before positions were per stream
-        await bus.remove_consumer(CONSUMER)  # and its consumer, named before consumers were per log
+        await bus.streams.remove_consumer(CONSUMER)  # and its consumer, named before consumers were per log
     else:
         position = 0
         if positions:
             log("this log has not read this cluster stream before (another NATS, or a recreated stream): reading it from its start", logging.WARNING, stream_created=created, stream_end=end)
-    _check_claims(await bus.readers(), f"{CONSUMER}-{store.log_id}", partitions)
+    _check_claims(await bus.streams.readers(), f"{CONSUMER}-{store.log_id}", partitions)
     if source not in positions:
         await store.commit(Batch(tracking=(source, position)))
     return source, position

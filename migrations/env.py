@@ -1,6 +1,6 @@
 """Alembic environment: the caller passes an open connection in `config.attributes`.
 
-preemptd runs migrations from its own code (`daemon.store`), on the async engine's connection,
+preemptd runs migrations from its own code (`daemon.log.store`), on the async engine's connection,
 so there is no alembic.ini and no URL here.
 """
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from preemptd.daemon.embedded import EmbeddedNats
+from preemptd.daemon.bus.embedded import EmbeddedNats
 from preemptd.events import decode_cluster_event
 from preemptd.projections import ClusterState, LogRecord, PartitionState
 from preemptd.scheduling import apply

@@ -13,7 +13,7 @@ from pathlib import Path
 import nkeys
 import trustme
 
-from preemptd.daemon.embedded import EmbeddedNats
+from preemptd.daemon.bus.embedded import EmbeddedNats
 
 USER, PASSWORD = "shim", "s3cret-pa55"
 

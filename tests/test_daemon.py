@@ -23,16 +23,11 @@ import anyio
 import pytest
 from conftest import ROOT, preemptd
 
-from preemptd.daemon.embedded import EmbeddedNats
+from preemptd.daemon.bus import Bus
+from preemptd.daemon.bus.embedded import EmbeddedNats
+from preemptd.daemon.bus.streams import creation_stamp
 from preemptd.daemon.errors import BusError
-from preemptd.daemon.nats_source import (
-    DECISION_STREAM,
-    REJECTED_STREAM,
-    Bus,
-    Outbound,
-    cluster_subject,
-    creation_stamp,
-)
+from preemptd.daemon.records import DECISION_STREAM, REJECTED_STREAM, Outbound, cluster_subject
 
 pytestmark = pytest.mark.slow
 
@@ -64,12 +59,12 @@ def event(kind: str, event_id: str, msg_id: str | None = None, **fields: object)
 async def publish(url: str, messages: list[Outbound], *, retry: bool = False) -> None:
     bus = await connect(url, retry=retry)
     try:
-        await bus.ensure_streams()
+        await bus.streams.ensure()
         for start in range(0, len(messages), 500):
             chunk = messages[start : start + 500]
             while True:
                 try:
-                    await bus.publish(chunk)
+                    await bus.publisher.publish(chunk)
                     break
                 except BusError:
                     if not retry:
@@ -94,7 +89,7 @@ async def connect(url: str, *, retry: bool) -> Bus:
 async def read(url: str, stream: str, subject: str) -> list[tuple[bytes, dict[str, str]]]:
     bus = await Bus.connect(url)
     try:
-        return await bus.read_stream(stream, subject)
+        return await bus.streams.read_stream(stream, subject)
     finally:
         await bus.close()
 

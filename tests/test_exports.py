@@ -87,7 +87,7 @@ def test_the_pure_layers_import_no_io_clock_or_randomness_and_nothing_above_them
         ("import pathlib", "preemptd.projections._state"),
         ("import logging", "preemptd.scheduling._engine"),
         ("import anyio.abc", "preemptd.scheduling._engine"),
-        ("from preemptd.daemon.store import Store", "preemptd.scheduling._engine"),
+        ("from preemptd.daemon.log.store import Store", "preemptd.scheduling._engine"),
         ("from preemptd import daemon", "preemptd.scheduling._engine"),
         ("from ...daemon import store", "preemptd.scheduling.yunikorn._cycle"),
         ("from ... import daemon", "preemptd.scheduling.yunikorn._cycle"),

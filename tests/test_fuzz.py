@@ -18,7 +18,7 @@ import re
 from typing import Any
 
 from preemptd.daemon.ingest import decode, fold
-from preemptd.daemon.nats_source import Inbound
+from preemptd.daemon.records import Inbound
 from preemptd.events import MAX_QUANTITY, MAX_TIMESTAMP
 from preemptd.projections import ClusterState
 from preemptd.scheduling import restore, run_cycle, snapshot, tick_record

@@ -23,8 +23,8 @@ import pytest
 from conftest import preemptd
 from test_daemon import count, event, publish, read, wait_for
 
-from preemptd.daemon.embedded import EmbeddedNats
-from preemptd.daemon.nats_source import DECISION_STREAM, Outbound, cluster_subject
+from preemptd.daemon.bus.embedded import EmbeddedNats
+from preemptd.daemon.records import DECISION_STREAM, Outbound, cluster_subject
 
 pytestmark = pytest.mark.slow
 
@@ -284,7 +284,7 @@ NEW_USER_EVENTS = "\n".join(
 def test_publish_checks_the_events_first_and_sends_nothing_if_one_is_invalid(nats_server: EmbeddedNats) -> None:
     """It printed "published 3 events" for events the daemon would reject, and `tail` showed
     nothing: a new user never learnt of the misspelt field."""
-    from preemptd.daemon.nats_source import CLUSTER_STREAM
+    from preemptd.daemon.records import CLUSTER_STREAM
 
     refused = preemptd("publish", "-", "--nats-url", nats_server.url, input=NEW_USER_EVENTS)
     assert refused.returncode == 2
@@ -377,7 +377,7 @@ def test_an_interrupted_publish_says_how_many_it_sent_and_runs_again_without_dup
 
 
 def _stream_messages(url: str) -> int:
-    from preemptd.daemon.nats_source import CLUSTER_STREAM
+    from preemptd.daemon.records import CLUSTER_STREAM
 
     async def messages() -> int:
         import nats
@@ -437,7 +437,7 @@ def test_tail_shows_a_forged_decision_as_such_and_goes_on(nats_server: EmbeddedN
 def test_between_cycles_the_daemon_reads_only_what_waited_when_the_cycle_ended() -> None:
     """Events that arrived during a cycle are read before the next partition's cycle, but only
     those: reading until nothing waited let a steady flow of events hold every cycle off."""
-    from preemptd.daemon.runtime import Daemon
+    from preemptd.daemon.actors import Daemon
 
     class Reader:
         def __init__(self, tx) -> None:
@@ -477,7 +477,7 @@ def test_a_rejection_notice_cut_short_by_a_stop_is_sent_after_the_restart(nats_s
     """Notices were sent at most once, before the acknowledgement: when NATS did not take them
     and the daemon stopped, the redelivered event was acknowledged without them, and
     `publish --wait` would have called a dead letter accepted."""
-    from preemptd.daemon.nats_source import REJECTED_STREAM
+    from preemptd.daemon.records import REJECTED_STREAM
 
     daemon = daemon_factory("--nats-url", nats_server.url).start()
     db = daemon.state_dir / "preemptd.db"

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from preemptd.daemon.ingest import Position, continuing, decode, fold
-from preemptd.daemon.nats_source import Inbound
+from preemptd.daemon.records import Inbound
 from preemptd.projections import ClusterState
 from preemptd.scheduling import apply, snapshot
 

@@ -19,11 +19,12 @@ from conftest import ROOT, preemptd
 from prometheus_client.parser import text_string_to_metric_families
 from test_daemon import count, event, publish, read, wait_for
 
-from preemptd.daemon.embedded import EmbeddedNats, free_port
+from preemptd.daemon.bus import Reader
+from preemptd.daemon.bus.embedded import EmbeddedNats, free_port
 from preemptd.daemon.errors import UsageError
-from preemptd.daemon.metrics import READY_LAG, Health, listen_address, reading
-from preemptd.daemon.nats_source import DECISION_STREAM, Outbound, Reader, cluster_subject
+from preemptd.daemon.operations.metrics import READY_LAG, Health, listen_address, reading
 from preemptd.daemon.position import _check_claims
+from preemptd.daemon.records import DECISION_STREAM, Outbound, cluster_subject
 
 
 def get(url: str) -> tuple[int, str]:
@@ -224,7 +225,7 @@ def test_a_configuration_for_a_partition_the_daemon_does_not_read_is_refused(tmp
 def test_the_queue_gauges_show_what_each_model_guarantees_a_queue() -> None:
     import msgspec
 
-    from preemptd.daemon.metrics import reading
+    from preemptd.daemon.operations.metrics import reading
     from preemptd.events import Scenario
     from preemptd.scheduling import simulate
 
@@ -240,7 +241,7 @@ def test_the_per_queue_gauges_name_the_busiest_queues_and_sum_the_rest() -> None
     partition, and sum each partition's others as queue `(other)`."""
     from builders import config, fold_events, node, task
 
-    from preemptd.daemon.metrics import OTHER, QUEUE_SERIES
+    from preemptd.daemon.operations.metrics import OTHER, QUEUE_SERIES
 
     leaves = [{"name": f"q{i:04}", "resources": {"guaranteed": {"vcore": 1}}} for i in range(2000)]
     busy = [task(f"t{i}", f"a{i}", f"root.q{i:04}") for i in range(1990, 2000)]

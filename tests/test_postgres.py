@@ -16,8 +16,8 @@ import pytest
 from conftest import postgres, preemptd
 from test_daemon import event, publish, read, wait_for
 
-from preemptd.daemon.embedded import EmbeddedNats
-from preemptd.daemon.nats_source import DECISION_STREAM, Outbound
+from preemptd.daemon.bus.embedded import EmbeddedNats
+from preemptd.daemon.records import DECISION_STREAM, Outbound
 
 pytestmark = pytest.mark.slow
 

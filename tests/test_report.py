@@ -15,7 +15,7 @@ import pytest
 import yaml
 from conftest import ROOT, preemptd
 
-from preemptd.daemon import report
+from preemptd.daemon.cli import report
 from preemptd.events import Scenario, to_builtins
 from preemptd.scheduling import model_named, simulate
 

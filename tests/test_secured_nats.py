@@ -13,9 +13,9 @@ import pytest
 from conftest import preemptd
 from secured_nats import PASSWORD, USER, operator_server, tls_files, tls_password_server
 
-from preemptd.daemon.embedded import EmbeddedNats, free_port
+from preemptd.daemon.bus import NatsAccess, redacted, servers
+from preemptd.daemon.bus.embedded import EmbeddedNats, free_port
 from preemptd.daemon.errors import BusError
-from preemptd.daemon.nats_source import NatsAccess, redacted, servers
 
 pytestmark = pytest.mark.slow
 

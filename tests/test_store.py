@@ -13,10 +13,12 @@ import pytest
 from conftest import ROOT, postgres
 
 from preemptd import migrations
-from preemptd.daemon import store as store_module
 from preemptd.daemon.errors import StoreError
-from preemptd.daemon.history import load_state, to_row
-from preemptd.daemon.store import Batch, DeadLetter, LogRow, OutboxRow, Store, WriterLease
+from preemptd.daemon.log import store as store_module
+from preemptd.daemon.log.history import load_state
+from preemptd.daemon.log.lease import WriterLease
+from preemptd.daemon.log.store import Store
+from preemptd.daemon.records import Batch, DeadLetter, LogRow, OutboxRow, to_row
 from preemptd.events import Scenario
 from preemptd.projections import ClusterState
 from preemptd.scheduling import fold, simulate, snapshot
@@ -202,7 +204,8 @@ async def test_a_stop_while_the_log_is_folded_at_start_keeps_what_was_folded_in_
     """Stopped midway through the start-up fold, the daemon saves a snapshot of what it folded
     (the log is read a page at a time and each page folded whole), so the next start goes on
     from there instead of folding everything again."""
-    from preemptd.daemon import history, runtime
+    from preemptd.daemon import runtime
+    from preemptd.daemon.log import history
     from preemptd.events import NodeUpserted, Resources, encode
 
     store = await Store.open(log_target)
@@ -231,7 +234,7 @@ async def test_a_stop_while_the_log_is_folded_at_start_keeps_what_was_folded_in_
 
 def test_a_snapshot_is_due_every_so_many_records_and_half_a_minute_after_the_last_while_the_log_grows() -> None:
     """A crash folds at most `--snapshot-every` records, or what 30 s brought, at the next start."""
-    from preemptd.daemon.runtime import snapshot_due
+    from preemptd.daemon.actors import snapshot_due
 
     assert snapshot_due(grown=100_000, elapsed_ms=0, every=100_000)
     assert not snapshot_due(grown=99_999, elapsed_ms=29_999, every=100_000)

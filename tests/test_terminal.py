@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import preemptd
 
-from preemptd.daemon import render
-from preemptd.daemon.logs import _logfmt_value
+from preemptd.daemon.cli import render
+from preemptd.daemon.operations.logs import _logfmt_value
 from preemptd.events import Allocated, Resources
 
 HOSTILE = "\x1b]0;owned\x07\x1b[2J\u202etxt.exe\u2066\u200b\u2028\x9b31m\x7f"
@@ -77,7 +77,7 @@ def test_json_output_stays_exact(hostile_log: Path) -> None:
 
 
 def test_a_dead_letter_shows_what_was_sent_escaped() -> None:
-    from preemptd.daemon.store import DeadLetter
+    from preemptd.daemon.records import DeadLetter
 
     dead = DeadLetter(received=0, subject=f"preemptd.cluster.x{HOSTILE}.task", reason=f"unknown task {HOSTILE!r}", raw=HOSTILE.encode() + b"\xff", event_id=HOSTILE)
     text = render.dead_letter(dead)
@@ -97,7 +97,7 @@ def test_a_dead_letter_shows_what_was_sent_escaped() -> None:
 def test_tail_rejected_shows_any_notice_escaped_and_survives_forged_ones(data: bytes) -> None:
     """Anyone who may publish may publish on preemptd.rejected.*: `tail --rejected` and
     `publish --wait` read whatever comes."""
-    from preemptd.daemon.client import _rejection
+    from preemptd.daemon.cli.client import _rejection
 
     text = _rejection(data)
     assert not any(ch in text for ch in "\x1b\x07\u202e\u2066\u200b\u2028\x9b\x7f")

@@ -4,46 +4,19 @@ from the newest snapshot plus the log after it, and write a simulated history as
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import anyio
 
-from preemptd.events import Decision, decode_log_event, encode
+from preemptd.events import decode_log_event
 from preemptd.projections import ClusterState, LogRecord, Rejected, SnapshotError
 from preemptd.scheduling import apply, restore, snapshot
 
-from .clock import wall_ms
-from .logs import log
-from .nats_source import decision_subject
-from .store import LogRow, OutboxRow, Store
+from ..clock import wall_ms
+from ..operations.logs import log
+from .store import Store
 
-__all__ = ["fold_log", "load_state", "outbox_rows", "records", "restored", "save_snapshot", "to_record", "to_row"]
-
-
-def to_record(row: LogRow) -> LogRecord:
-    return LogRecord(row.seq, row.received, decode_log_event(row.payload))
-
-
-def to_row(record: LogRecord, payload: bytes | None = None, stream_seq: int | None = None) -> LogRow:
-    event = record.event
-    return LogRow(
-        seq=record.seq,
-        event_id=event.id,
-        type=event.__struct_config__.tag,
-        partition=event.partition,
-        ts=event.ts,
-        received=record.received,
-        payload=payload if payload is not None else encode(event),
-        stream_seq=stream_seq,
-    )
-
-
-def outbox_rows(records: Iterable[LogRecord]) -> list[OutboxRow]:
-    return [
-        OutboxRow(r.seq, r.event.id, decision_subject(r.event.partition, r.event.__struct_config__.tag))
-        for r in records
-        if isinstance(r.event, Decision)
-    ]
+__all__ = ["fold_log", "load_state", "records", "restored", "save_snapshot"]
 
 
 async def records(store: Store, after: int = 0, until: int | None = None) -> AsyncIterator[Iterator[LogRecord]]:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import UsageError
+from ..errors import UsageError
 
 __all__ = ["single_writer"]
 

@@ -18,13 +18,13 @@ from tqdm import tqdm
 from preemptd.events import to_builtins
 from preemptd.scheduling import ReplayReport, Timeline, Window, compare
 
-from .errors import UsageError
-from .history import records
-from .store import Store
+from ..errors import UsageError
+from ..log.history import records
+from ..log.store import Store
 
 __all__ = ["build", "page", "page_data", "what_if", "window", "with_comparison"]
 
-_ASSETS = resources.files("preemptd.daemon") / "report_page"
+_ASSETS = resources.files("preemptd.daemon.cli") / "report_page"
 _MAX_DEAD_LETTERS = 10_000  # marked on the timeline; `preemptd dead-letters` lists them all
 
 

@@ -19,7 +19,7 @@ from preemptd.projections import ClusterState, LogRecord, PartitionState, Reject
 from preemptd.scheduling import Change, Divergence, ReplayReport, apply, describe, model_named
 
 if TYPE_CHECKING:  # the store brings SQLAlchemy, which commands that only print need not load
-    from .store import DeadLetter
+    from ..records import DeadLetter
 
 __all__ = ["clock", "config_change", "count", "dead_letter", "explanation", "printable", "printable_lines", "queue_table", "replay_summary", "summary"]
 

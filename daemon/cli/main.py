@@ -41,14 +41,14 @@ from preemptd.events import (
 from preemptd.projections import partition_view
 from preemptd.scheduling import DEFAULT_MODEL, MODELS, Replayer, ScenarioError, check, simulate
 
+from ..early import early_stops, version
+from ..errors import UsageError
+from ..operations.logs import configure
 from . import render
-from .entry import early_stops, version
-from .errors import UsageError
-from .logs import configure
 
 if TYPE_CHECKING:
-    from .nats_source import NatsAccess
-    from .store import Store
+    from ..bus import NatsAccess
+    from ..log.store import Store
 
 # The database (SQLAlchemy, Alembic), NATS, anyio and tqdm are imported by the commands that use
 # them: `--help`, `--version` and `schema` start in a tenth of the time.
@@ -69,7 +69,7 @@ def _db(args: argparse.Namespace) -> str:
 def _nats_access(args: argparse.Namespace) -> NatsAccess:
     """Credentials and TLS files from the options, else from the environment (secrets such as
     passwords and tokens only from there, or in the URL: never on a command line others see)."""
-    from .nats_source import NatsAccess
+    from ..bus import NatsAccess
 
     env = os.environ.get
     return NatsAccess(
@@ -97,9 +97,9 @@ def _nats_url(args: argparse.Namespace) -> str:
 
 
 async def cmd_run(args: argparse.Namespace) -> int:
-    from .config_file import config_events
-    from .metrics import listen_address
-    from .runtime import Settings, run
+    from ..config_file import config_events
+    from ..operations.metrics import listen_address
+    from ..runtime import Settings, run
 
     settings = Settings(
         state_dir=_state_dir(args),
@@ -122,8 +122,8 @@ async def cmd_run(args: argparse.Namespace) -> int:
     if secured and not settings.nats_url:
         raise UsageError(f"--{secured[0].replace('_', '-')} is for a NATS server of your own (--nats-url); the bundled one is on loopback, without TLS or credentials")
     if settings.nats_access.creds:  # before anything starts
-        from .errors import BusError
-        from .nats_source import check_credentials
+        from ..bus import check_credentials
+        from ..errors import BusError
 
         try:
             check_credentials(settings.nats_access.creds)
@@ -229,7 +229,7 @@ def _check(args: argparse.Namespace, scenario: Scenario, result) -> int:
 
 
 async def _fresh_store(target: str) -> Store:
-    from .store import Store, shown_url
+    from ..log.store import Store, shown_url
 
     store = await Store.open(target)
     if await store.last_seq():
@@ -239,8 +239,7 @@ async def _fresh_store(target: str) -> Store:
 
 
 async def _write_log(store: Store, log_records) -> None:
-    from .history import outbox_rows, to_row
-    from .store import Batch
+    from ..records import Batch, outbox_rows, to_row
 
     for start in range(0, len(log_records), 5000):
         chunk = log_records[start : start + 5000]
@@ -252,9 +251,9 @@ async def cmd_replay(args: argparse.Namespace) -> int:
 
     from preemptd.scheduling import Timeline
 
-    from .history import records
+    from ..log.history import records
+    from ..log.store import Store, shown_url
     from .report import what_if
-    from .store import Store, shown_url
 
     if args.report and not args.config:
         raise UsageError("--report shows what another configuration changes: give it with --config")
@@ -288,14 +287,14 @@ async def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _replay_configs(path: Path) -> dict[str, tuple[str, dict[str, Any]]]:
-    from .config_file import config_events
+    from ..config_file import config_events
 
     return {event.partition: (event.model, event.config) for event in config_events(path, 0)}
 
 
 async def cmd_explain(args: argparse.Namespace) -> int:
-    from .history import to_record
-    from .store import Store, shown_url
+    from ..log.store import Store, shown_url
+    from ..records import to_record
 
     store = await Store.open(_db(args), create=False)
     try:
@@ -318,7 +317,7 @@ async def cmd_explain(args: argparse.Namespace) -> int:
 async def _decisions_about_task(store: Store, task: str) -> list:
     """Every decision naming `task`, and those of its application as a whole (Kueue admits and
     evicts a workload, not its pods): a pod's story, or a workload's, from either name."""
-    from .history import to_record
+    from ..records import to_record
 
     rows = await store.decisions_about(task)
     submitted = [to_record(row).event for row in await store.submissions_naming(task)]
@@ -330,8 +329,8 @@ async def _decisions_about_task(store: Store, task: str) -> list:
 
 
 async def cmd_state(args: argparse.Namespace) -> int:
-    from .history import load_state
-    from .store import Store
+    from ..log.history import load_state
+    from ..log.store import Store
 
     store = await Store.open(_db(args), create=False)
     try:
@@ -355,7 +354,7 @@ async def cmd_state(args: argparse.Namespace) -> int:
 
 
 async def cmd_dead_letters(args: argparse.Namespace) -> int:
-    from .store import Store
+    from ..log.store import Store
 
     store = await Store.open(_db(args), create=False)
     try:
@@ -374,8 +373,8 @@ async def cmd_dead_letters(args: argparse.Namespace) -> int:
 
 
 async def cmd_report(args: argparse.Namespace) -> int:
+    from ..log.store import shown_url
     from .report import window, with_comparison
-    from .store import shown_url
 
     span = window(args.since, args.until)
     data = await _report_data(_db(args), args, span)
@@ -398,8 +397,8 @@ def _write_report(output: Path, data: dict[str, Any]) -> None:
 
 
 async def _report_data(target: str, args: argparse.Namespace, span) -> dict[str, Any]:
+    from ..log.store import Store, shown_url
     from .report import build
-    from .store import Store, shown_url
 
     store = await Store.open(target, create=False)
     try:
@@ -417,7 +416,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 async def cmd_db_upgrade(args: argparse.Namespace) -> int:
-    from .store import Store, shown_url
+    from ..log.store import Store, shown_url
 
     store = await Store.open(_db(args))
     try:
@@ -698,6 +697,3 @@ def _first(group: BaseExceptionGroup) -> BaseException:
 def _is_async(func) -> bool:
     return inspect.iscoroutinefunction(func)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

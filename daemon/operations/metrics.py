@@ -29,8 +29,8 @@ from preemptd.events import DecisionEvent, base_unit
 from preemptd.projections import ClusterState, PartitionState
 from preemptd.scheduling import model_named
 
-from .errors import UsageError
-from .ingest import DEAD_LETTER_KINDS
+from ..errors import UsageError
+from ..ingest import DEAD_LETTER_KINDS
 from .logs import log
 
 __all__ = ["READY_LAG", "Health", "Metrics", "MetricsServer", "Reading", "listen_address", "reading"]

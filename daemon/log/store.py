@@ -1,4 +1,4 @@
-"""The log database: the only module that talks to SQLAlchemy.
+"""The log's tables and what the daemon and the commands ask of them.
 
 One ordered log holds cluster events, ticks and decisions, each with its global sequence number
 (`seq`, assigned by the single writer), unique event id, type, partition, the shim's `ts`, the
@@ -12,17 +12,10 @@ the hot paths run compiled statements through the driver. Driver errors become `
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import shlex
-import socket
 import time
-import urllib.parse
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
 import anyio
@@ -31,14 +24,16 @@ import msgspec
 import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
-from sqlalchemy.pool import NullPool
 
 from preemptd import migrations
 
-from .errors import StoreError
-from .logs import log
+from ..errors import StoreError
+from ..operations.logs import log
+from ..records import Batch, DeadLetter, LogRow, OutboxRow
+from .database import SAY_WAITING_EVERY, database_url, engine_options, failure, locked, read_only_url, scalar, shown_url, sqlite_exists, tune_sqlite
+from .lease import fenced
 
-__all__ = ["SAY_WAITING_EVERY", "Batch", "DeadLetter", "LogRow", "OutboxRow", "Store", "WriterLease", "database_url", "shown_url"]
+__all__ = ["Store"]
 
 _metadata = sa.MetaData()
 _meta = sa.Table("meta", _metadata, sa.Column("key", sa.String(64), primary_key=True), sa.Column("value", sa.Text))
@@ -102,65 +97,6 @@ _tracking = sa.Table(
 )
 
 
-@dataclass(slots=True)  # not frozen: one is made per record on the hot path, and frozen costs 5x to make; never changed
-class LogRow:
-    seq: int
-    event_id: str
-    type: str
-    partition: str
-    ts: int
-    received: int
-    payload: bytes
-    stream_seq: int | None = None
-
-
-@dataclass(frozen=True)
-class DeadLetter:
-    received: int
-    subject: str
-    reason: str
-    raw: bytes
-    stream_seq: int | None = None
-    partition: str | None = None
-    event_type: str | None = None
-    event_id: str | None = None
-    kind: str = "invalid"  # why, in a word (a metrics label, see `ingest.DEAD_LETTER_KINDS`); not stored
-
-    def stored(self) -> dict[str, object]:
-        """The fields the log keeps."""
-        return {key: value for key, value in self.__dict__.items() if key != "kind"}
-
-
-@dataclass(slots=True)  # made per decision, like LogRow; never changed
-class OutboxRow:
-    seq: int
-    decision_id: str
-    subject: str
-    payload: bytes = b""
-
-
-@dataclass
-class Batch:
-    """What one transaction writes."""
-
-    rows: list[LogRow] = field(default_factory=list)
-    dead: list[DeadLetter] = field(default_factory=list)
-    outbox: list[OutboxRow] = field(default_factory=list)
-    tracking: tuple[str, int] | None = None
-
-
-_ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg", "postgres": "postgresql+asyncpg"}
-
-
-def database_url(target: str) -> str:
-    """A SQLAlchemy URL for `target`, which may already be one or be a file path. A URL without
-    an async driver gets the usual one (`sqlite://` -> `sqlite+aiosqlite://`)."""
-    if "://" not in target:
-        return f"sqlite+aiosqlite:///{Path(target).expanduser().resolve()}"
-    scheme, rest = target.split("://", 1)
-    return f"{_ASYNC_DRIVERS.get(scheme, scheme)}://{rest}"
-
-
 def _upgrade(connection: sa.Connection, target: str) -> None:
     if _check_schema(connection, target, writable=True) != migrations.HEAD:
         from alembic import command
@@ -210,17 +146,17 @@ class Store:
         url = database_url(target)
         target = shown_url(target)  # as errors name it
         if url.startswith("sqlite") and not create:
-            if not _sqlite_exists(url):
+            if not sqlite_exists(url):
                 raise StoreError(f"no preemptd log at {target}: run `preemptd run` or `preemptd simulate --db` first")
-            url = _read_only(url)
+            url = read_only_url(url)
         try:
-            engine = create_async_engine(url, **_engine_options(url, writing=create))
+            engine = create_async_engine(url, **engine_options(url, writing=create))
         except ValueError as exc:  # a port that is not a number
             raise StoreError(f"cannot use the database URL {target}: {exc}") from None
         except (SQLAlchemyError, ImportError) as exc:
             raise StoreError(f"cannot use the database URL {target}: {exc} (preemptd needs an async driver, e.g. sqlite+aiosqlite:///FILE)") from None
         if url.startswith("sqlite") and create:
-            _tune_sqlite(engine, synchronous)
+            tune_sqlite(engine, synchronous)
         try:
             with anyio.CancelScope(shield=True):  # as every transaction: see `_run`
                 async with engine.begin() as conn:
@@ -234,7 +170,7 @@ class Store:
             raise
         except (SQLAlchemyError, OSError) as exc:  # OSError: a server that is not there
             await engine.dispose()
-            raise _failure(exc, target, "cannot open the log at") from None
+            raise failure(exc, target, "cannot open the log at") from None
         return cls(engine, log_id, target)
 
     async def close(self) -> None:
@@ -260,8 +196,8 @@ class Store:
                     finally:
                         del self.busy[token]
             except (SQLAlchemyError, OSError) as exc:
-                if not _locked(exc):
-                    raise _failure(exc, self._target, "log database error at") from exc
+                if not locked(exc):
+                    raise failure(exc, self._target, "log database error at") from exc
             if Store.stopping:  # the daemon's writes are shielded from its cancellation: the wait ends here
                 raise StoreError(f"stopping while another process holds the lock of the log at {self._target}: nothing more was written, and what was not is read again at the next start")
             if time.monotonic() - said >= SAY_WAITING_EVERY:
@@ -276,7 +212,7 @@ class Store:
         lost it (a standby ended its session) writes nothing more, even before it notices."""
         if self.lease_pid is None:
             return await self._run(work, *args)
-        return await self._run(_fenced, work, self.lease_pid, *args)
+        return await self._run(fenced, work, self.lease_pid, *args)
 
     async def commit(self, batch: Batch) -> None:
         """Write a batch in one transaction."""
@@ -301,7 +237,7 @@ class Store:
     # -- reading --
 
     async def last_seq(self) -> int:
-        return await self._run(_scalar, sa.select(sa.func.coalesce(sa.func.max(_log.c.seq), 0)))
+        return await self._run(scalar, sa.select(sa.func.coalesce(sa.func.max(_log.c.seq), 0)))
 
     async def tracking_positions(self) -> dict[str, int]:
         """Every source's position (`tracking` per source)."""
@@ -309,7 +245,7 @@ class Store:
         return dict(rows)
 
     async def tracking(self, source: str) -> int:
-        return await self._run(_scalar, sa.select(sa.func.coalesce(sa.func.max(_tracking.c.position), 0)).where(_tracking.c.source == source))
+        return await self._run(scalar, sa.select(sa.func.coalesce(sa.func.max(_tracking.c.position), 0)).where(_tracking.c.source == source))
 
     async def known_event_ids(self, event_ids: Iterable[str]) -> dict[str, int]:
         """The log positions of those of `event_ids` that are already in the log."""
@@ -326,7 +262,7 @@ class Store:
 
     async def latest_snapshot_seq(self) -> int:
         """The log position of the newest snapshot (0 without one), without reading it."""
-        return await self._run(_scalar, sa.select(sa.func.coalesce(sa.func.max(_snapshots.c.seq), 0)))
+        return await self._run(scalar, sa.select(sa.func.coalesce(sa.func.max(_snapshots.c.seq), 0)))
 
     async def find(self, event_id: str) -> LogRow | None:
         rows = await self._run(_select_rows, sa.select(_log).where(_log.c.event_id == event_id))
@@ -392,198 +328,6 @@ def _as_text(payload: sa.ColumnElement, dialect: str) -> sa.ColumnElement:
     return sa.func.convert_from(payload, "UTF8") if dialect == "postgresql" else sa.cast(payload, sa.Text)
 
 
-#: A writer renews its lease every second (its lease connection checks the lock, which PostgreSQL
-#: records as the connection's last query); a standby ends the session of a writer silent for
-#: longer than this, so that a hung or frozen writer holds the log up for this long at most.
-LEASE_SECONDS = 15.0
-
-
-class WriterLease:
-    """The right to write a PostgreSQL log, for a daemon and a standby on the same log: a
-    session advisory lock, taken on a connection of its own and held while the daemon runs.
-    PostgreSQL lets go of it the moment that connection ends, a writer killed with SIGKILL
-    included, so a standby polling for it takes over within its poll. A writer that loses it
-    must stop: `check` says so. (A SQLite log is one machine's: a lock file does, see `lock`.)"""
-
-    _KEY = int.from_bytes(b"preemptd", "big") >> 1  # one lease per database: a log is a database
-
-    def __init__(self, engine: AsyncEngine, connection: AsyncConnection, target: str, pid: int) -> None:
-        self._engine, self._connection, self._target = engine, connection, target
-        self.pid = pid  # the PostgreSQL backend of the connection that holds it
-
-    @classmethod
-    async def wait(cls, target: str, waiting: Callable[[str], None], poll: float = 0.5, expiry: float = LEASE_SECONDS) -> WriterLease:
-        """Take the lease, waiting while another daemon holds it (`waiting` is told who, once);
-        a holder silent for longer than `expiry` seconds has its session ended."""
-        url, shown = database_url(target), shown_url(target)
-        try:
-            engine = create_async_engine(url, poolclass=NullPool, **_engine_options(url, writing=True))
-        except (SQLAlchemyError, ImportError, ValueError) as exc:
-            raise StoreError(f"cannot use the database URL {shown}: {exc}") from None
-        try:
-            with anyio.CancelScope(shield=True):
-                connection = await (await engine.connect()).execution_options(isolation_level="AUTOCOMMIT")
-            told = False
-            while not await _scalar(connection, sa.select(sa.func.pg_try_advisory_lock(cls._KEY))):
-                holder = await _lease_holder(connection, cls._KEY)
-                if holder is not None and holder.silent > expiry:
-                    await _end_sessions(connection, holder, shown, expiry)
-                    await anyio.sleep(poll)  # its backends take a moment to go
-                    continue
-                if not told:
-                    waiting(holder.name if holder is not None else "another daemon")
-                    told = True
-                await anyio.sleep(poll)
-        except (SQLAlchemyError, OSError) as exc:
-            with anyio.CancelScope(shield=True):
-                await engine.dispose()
-            raise _failure(exc, shown, "cannot take the writer's lease on the log at") from None
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await engine.dispose()
-            raise
-        return cls(engine, connection, shown, await _scalar(connection, sa.select(sa.func.pg_backend_pid())))
-
-    async def check(self) -> None:
-        """`StoreError` unless the lease is still held (its connection still open)."""
-        try:
-            with anyio.CancelScope(shield=True), anyio.fail_after(10):
-                held = await _scalar(self._connection, sa.text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted"))
-        except (SQLAlchemyError, OSError, TimeoutError) as exc:
-            raise StoreError(f"lost the writer's lease on the log at {self._target} ({_failure(exc, self._target, 'its connection failed at')})") from None
-        if not held:
-            raise StoreError(f"lost the writer's lease on the log at {self._target}")
-
-    async def release(self) -> None:
-        with anyio.CancelScope(shield=True):
-            with contextlib.suppress(SQLAlchemyError, OSError):  # a connection that ended already
-                await self._connection.close()  # its end releases the lock
-            await self._engine.dispose()
-
-
-_HOLDS_LEASE = sa.text(
-    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = :high AND objid = :low AND objsubid = 1 AND pid = :pid"
-)
-
-
-async def _fenced(conn: AsyncConnection, work, pid: int, *args):
-    """`work`, in a transaction that first checks that the lease's connection (backend `pid`)
-    still holds it."""
-    key = WriterLease._KEY
-    if not await _scalar(conn, _HOLDS_LEASE.bindparams(high=key >> 32, low=key & 0xFFFFFFFF, pid=pid)):
-        raise StoreError("the writer's lease on the log is lost (its connection ended): this daemon writes no more")
-    return await work(conn, *args)
-
-
-@dataclass(frozen=True)
-class _Holder:
-    name: str  # the `application_name` of its connection: preemptd's pid and host
-    pid: int  # its PostgreSQL backend
-    silent: float  # seconds since its connection's last query
-
-
-async def _lease_holder(connection: AsyncConnection, key: int) -> _Holder | None:
-    """Who holds the lease, and how long its connection has been silent."""
-    query = sa.text(
-        "SELECT a.application_name, l.pid, extract(epoch FROM now() - greatest(a.query_start, a.backend_start)) "
-        "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-        "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = :high AND l.objid = :low"
-    )
-    row = (await connection.execute(query, {"high": key >> 32, "low": key & 0xFFFFFFFF})).first()
-    return None if row is None else _Holder(row[0] or "another daemon", row[1], float(row[2] or 0))
-
-
-async def _end_sessions(connection: AsyncConnection, holder: _Holder, shown: str, expiry: float) -> None:
-    """End every session of a writer that stopped renewing its lease (all its connections say
-    its name): the lock goes with the lease's, and a write it began before it froze cannot
-    commit after the standby takes over."""
-    log("the writer's lease expired: ending its sessions", logging.WARNING, holder=holder.name, silent_seconds=round(holder.silent, 1), expiry_seconds=expiry, db=shown)
-    query = sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = :name AND datname = current_database() AND pid <> pg_backend_pid()")
-    ended = [row[0] for row in (await connection.execute(query, {"name": holder.name})).all()]
-    if ended and not any(ended):  # none could be ended: the right is missing (a backend already gone is found again next time)
-        raise StoreError(f"the writer's lease on the log at {shown} expired ({holder.name}, silent {holder.silent:.0f} s), but its sessions could not be ended: grant this user pg_signal_backend")
-
-
-def shown_url(target: str) -> str:
-    """`target` as logs and errors show it: a URL's password replaced by `***`."""
-    if "://" not in target:
-        return target
-    try:
-        url = sa.make_url(target)
-        if "password" in url.query:  # asyncpg takes one there too
-            url = url.update_query_dict({"password": "***"})
-        return url.render_as_string(hide_password=True)
-    except (SQLAlchemyError, ValueError):
-        return target.split("://", 1)[0] + "://…"  # not a URL SQLAlchemy reads: show no more than its kind
-
-
-def _failure(exc: BaseException, target: str, doing: str) -> StoreError:
-    """One line a user can act on, instead of SQLAlchemy's dump of the statement."""
-    cause = getattr(exc, "orig", None) or exc
-    said = " ".join(str(getattr(cause, "strerror", None) or cause).split())
-    if getattr(cause, "sqlite_errorname", None) == "SQLITE_CORRUPT":
-        file = shlex.quote(target.split(":///", 1)[-1])
-        return StoreError(f"the log {file} is damaged ({said}): check it with `sqlite3 {file} 'pragma integrity_check'`")
-    if _session_ended(cause, said):
-        return StoreError(f"{doing} {target}: the database ended the session (terminated by an administrator or a standby, or the server restarted or failed over)")
-    if getattr(cause, "sqlstate", None) == "3D000":  # invalid_catalog_name: the database does not exist
-        database = urllib.parse.urlsplit(target).path.lstrip("/") or "postgres"
-        return StoreError(f"{doing} {target}: {said}; create it first, for example `createdb {shlex.quote(database)}` or `psql -c 'CREATE DATABASE \"{database}\"'` on the server, and preemptd makes its tables")
-    return StoreError(f"{doing} {target}: {said}")
-
-
-#: How often a wait on the log (a lock held elsewhere, a frozen disk) is said.
-SAY_WAITING_EVERY = 5.0
-
-
-def _locked(exc: BaseException) -> bool:
-    """SQLite's `database is locked`: another process holds the log's lock beyond the busy timeout."""
-    cause = getattr(exc, "orig", None) or exc
-    return getattr(cause, "sqlite_errorname", None) == "SQLITE_BUSY" or "database is locked" in str(cause)
-
-
-def _session_ended(cause: BaseException, said: str) -> bool:
-    """asyncpg's ways of saying that the server ended the connection under it (sqlstate 57P01:
-    terminated by an administrator; `cannot switch to state 15` when it happens mid-query)."""
-    return getattr(cause, "sqlstate", None) in ("57P01", "57P02", "57P03") or any(
-        words in said for words in ("cannot switch to state", "connection is closed", "connection was closed in the middle of operation")
-    )
-
-
-def _engine_options(url: str, *, writing: bool) -> dict[str, Any]:
-    """PostgreSQL connections say whose they are (`pg_stat_activity`), and those of the commands
-    that only read a log cannot write (SQLite files are opened read-only instead)."""
-    if not url.startswith("postgresql"):
-        return {}
-    settings = {"application_name": f"preemptd pid {os.getpid()} on {socket.gethostname()}"[:63]}
-    if not writing:
-        settings["default_transaction_read_only"] = "on"
-    return {"connect_args": {"server_settings": settings}}
-
-
-def _read_only(url: str) -> str:
-    """The same SQLite file, opened read-only: reading a log never changes it."""
-    path = url.split(":///", 1)[1] if ":///" in url else ":memory:"
-    if path == ":memory:" or "?" in path:
-        return url  # an in-memory log, or a URL that already says how to open it
-    return f"sqlite+aiosqlite:///file:{urllib.parse.quote(path)}?mode=ro&uri=true"
-
-
-def _sqlite_exists(url: str) -> bool:
-    path = url.split(":///", 1)[-1]
-    return path == ":memory:" or Path(path).exists()
-
-
-def _tune_sqlite(engine: AsyncEngine, synchronous: str) -> None:
-    @sa.event.listens_for(engine.sync_engine, "connect")
-    def _pragmas(dbapi_connection, _record) -> None:
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute(f"PRAGMA synchronous={synchronous}")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.close()
-
-
 async def _ensure_log_id(conn: AsyncConnection, *, create: bool = True) -> str:
     """Each log gets a random name once; decision ids carry it, so two logs never collide."""
     existing = (await conn.execute(sa.select(_meta.c.value).where(_meta.c.key == "log_id"))).scalar()
@@ -596,10 +340,6 @@ async def _ensure_log_id(conn: AsyncConnection, *, create: bool = True) -> str:
 
 async def _all(conn: AsyncConnection, query) -> list[tuple]:
     return [tuple(row) for row in (await conn.execute(query)).all()]
-
-
-async def _scalar(conn: AsyncConnection, query) -> int:
-    return (await conn.execute(query)).scalar_one()
 
 
 async def _write_batch(conn: AsyncConnection, batch: Batch) -> None:

@@ -25,8 +25,8 @@ from typing import IO
 
 import anyio
 
-from .errors import EmbeddedNatsError
-from .logs import log
+from ..errors import EmbeddedNatsError
+from ..operations.logs import log
 
 __all__ = ["EmbeddedNats", "find_nats_server", "free_port", "keep_running", "port_is_free"]
 

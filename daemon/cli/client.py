@@ -26,11 +26,12 @@ import msgspec
 from preemptd.events import PARTITION_PATTERN, ConfigError, DecodeError, decode_cluster_event, decode_decision
 from preemptd.scheduling import yaml_documents
 
+from ..bus import Bus, NatsAccess, Reader, ReadThrough
+from ..clock import wall_ms
+from ..errors import UsageError
+from ..log.outbox import Notice
+from ..records import REJECTED_STREAM, Outbound, Stored, cluster_subject, rejected_subject, subject_partition
 from . import render
-from .clock import wall_ms
-from .errors import UsageError
-from .nats_source import REJECTED_STREAM, Bus, NatsAccess, Outbound, Reader, ReadThrough, Stored, cluster_subject, rejected_subject, subject_partition
-from .outbox import Notice
 
 __all__ = ["publish", "tail"]
 
@@ -77,14 +78,14 @@ async def publish(url: str, source: str, *, access: NatsAccess | None = None, ch
     bus = await Bus.connect(url, access=access, connect_timeout=CONNECT_TIMEOUT)
     sent: list[Stored] = []
     try:
-        await bus.ensure_streams()
-        running = _running(await bus.readers(), messages) if wait is not None else set()
+        await bus.streams.ensure()
+        running = _running(await bus.streams.readers(), messages) if wait is not None else set()
         if not running:
             await _publish_all(bus, messages, sent)
             verdicts = [Verdict(n, e, "duplicate" if s.duplicate else "sent") for n, (e, s) in enumerate(zip(events, sent), 1)]
         else:
-            before = await bus.last_sequence(REJECTED_STREAM)
-            async with bus.follow(rejected_subject(">"), after=before) as notices:
+            before = await bus.streams.last_sequence(REJECTED_STREAM)
+            async with bus.streams.follow(rejected_subject(">"), after=before) as notices:
                 await _publish_all(bus, messages, sent)
                 verdicts = await _verdicts(bus, notices, before, events, messages, sent, wait or 0.0, running)
     finally:
@@ -129,7 +130,7 @@ def _refuse_invalid(messages: list[Outbound]) -> None:
 async def _publish_all(bus: Bus, messages: list[Outbound], sent: list[Stored]) -> None:
     """Publish `messages` in batches, adding where each went to `sent` as it goes."""
     for start in range(0, len(messages), 1000):
-        sent += await bus.publish(messages[start : start + 1000])
+        sent += await bus.publisher.publish(messages[start : start + 1000])
 
 
 async def _verdicts(
@@ -144,11 +145,11 @@ async def _verdicts(
     read = ReadThrough(())
     with anyio.move_on_after(wait):
         while True:
-            read = await bus.read_through()
+            read = await bus.streams.read_through()
             if all(read.read(partitions[seq], seq) for seq in awaited):
                 break
             await anyio.sleep(0.1)
-    last = await bus.last_sequence(REJECTED_STREAM)
+    last = await bus.streams.last_sequence(REJECTED_STREAM)
     complete = last <= before  # no notice since the subscription: none to read
     if not complete:
         with anyio.move_on_after(10.0):  # they are in the stream already: only delivery takes time
@@ -281,9 +282,9 @@ async def tail(url: str, *, access: NatsAccess | None = None, partition: str, re
     bus = await Bus.connect(url, access=access, connect_timeout=CONNECT_TIMEOUT)
     seen = 0
     try:
-        await bus.ensure_streams()
+        await bus.streams.ensure()
         with anyio.move_on_after(timeout or math.inf):
-            async with bus.follow(subject, after=after) as messages:
+            async with bus.streams.follow(subject, after=after) as messages:
                 async for _, data in messages:
                     print(data.decode(errors="replace") if as_json else show(data), flush=True)
                     seen += 1

@@ -1,6 +1,6 @@
-"""The outbox publisher: decisions committed to the log reach the decision stream exactly once.
+"""The outbox: decisions committed to the log reach the decision stream exactly once.
 
-Decisions go to the outbox in the transaction of the tick that made them. The publisher sends
+Decisions go to the outbox in the transaction of the tick that made them. `Outbox` sends
 what is unpublished (at start too) with `Nats-Msg-Id` set to the decision id, and marks in the
 log what JetStream acknowledged. A decision sent again after a crash carries the same id, so
 JetStream's de-duplication window drops it. Rejection notices of dead letters are sent once, at
@@ -22,13 +22,14 @@ import msgspec
 
 from preemptd.events import MAX_TIMESTAMP, cut_text, decode_decision, encode_within
 
-from .clock import wall_ms
-from .errors import BusError
-from .logs import log
-from .nats_source import Bus, Outbound, rejected_subject
-from .store import DeadLetter, OutboxRow, Store
+from ..bus import Bus, Publisher
+from ..clock import wall_ms
+from ..errors import BusError
+from ..operations.logs import log
+from ..records import DeadLetter, Outbound, OutboxRow, rejected_subject
+from .store import Store
 
-__all__ = ["Notice", "Publisher", "notice", "publish_rejections", "publish_unacknowledged_rejections"]
+__all__ = ["Notice", "Outbox", "notice", "publish_rejections", "publish_unacknowledged_rejections"]
 
 _PUBLISH_GRACE = 5.0  # seconds a batch of decisions in flight may hold up a stop
 _BATCH = 1000  # small enough that a stop never waits long for the batch in flight
@@ -37,11 +38,11 @@ _NOTICE_FIELD = 1024  # characters of each text in a rejection notice
 _HEADERS = 512  # bytes kept for the headers (Nats-Msg-Id) within the server's max_payload
 
 
-class Publisher:
+class Outbox:
     """Publishes the outbox until cancelled; `wake()` after committing new decisions."""
 
-    def __init__(self, store: Store, bus: Bus) -> None:
-        self.store, self.bus = store, bus
+    def __init__(self, store: Store, publisher: Publisher) -> None:
+        self.store, self.publisher = store, publisher
         self._woken = anyio.Event()
 
     def wake(self) -> None:
@@ -70,9 +71,9 @@ class Publisher:
         stop waits for the batch in flight: decisions on the stream but unmarked in the outbox
         would be sent again after a restart, perhaps after JetStream's de-duplication window."""
         with anyio.move_on_after(_PUBLISH_GRACE, shield=True):
-            sendable, too_big = _fit(rows, self.bus.max_payload - _HEADERS)
+            sendable, too_big = _fit(rows, self.publisher.max_payload - _HEADERS)
             try:
-                outcomes = await self.bus.publish_each([Outbound(row.subject, data, row.decision_id) for row, data in sendable])
+                outcomes = await self.publisher.publish_each([Outbound(row.subject, data, row.decision_id) for row, data in sendable])
             except BusError as exc:
                 return str(exc)
             now = wall_ms()
@@ -112,19 +113,19 @@ def _fit(rows: list[OutboxRow], max_bytes: int) -> tuple[list[tuple[OutboxRow, b
     return sendable, too_big
 
 
-async def publish_rejections(bus: Bus, dead: list[DeadLetter]) -> None:
+async def publish_rejections(publisher: Publisher, dead: list[DeadLetter]) -> None:
     """Tell shims about their rejected input, on `preemptd.rejected.<partition>`, before the
     events are acknowledged (`publish --wait` takes an acknowledged event without a notice as
     accepted). Tried until NATS answers: a stop meanwhile leaves the events unacknowledged, and
     they and their notices come again. A notice JetStream refuses is logged and passed over."""
     notices = [Outbound(rejected_subject(d.partition or "unknown"), notice(d)) for d in dead]
-    fitting = [n for n in notices if len(n.data) <= bus.max_payload - _HEADERS]
+    fitting = [n for n in notices if len(n.data) <= publisher.max_payload - _HEADERS]
     if len(fitting) < len(notices):  # a server set far below its default of 1 MiB
         log("rejection notices beyond the server's max_payload are passed over", logging.WARNING, notices=len(notices) - len(fitting))
     delay = 1.0
     while fitting:
         try:
-            refusals = await bus.publish_each(fitting)
+            refusals = await publisher.publish_each(fitting)
         except BusError as exc:
             log("could not publish rejection notices; trying again", logging.WARNING, error=str(exc), seconds=delay)
             await anyio.sleep(delay)
@@ -140,13 +141,13 @@ async def publish_unacknowledged_rejections(store: Store, bus: Bus, consumer: st
     acknowledged (a stop came between), which the consumer, placed after the log's position,
     will not deliver again. Each is checked against the stream, so that a dead letter of
     another stream with the same sequence number is never announced."""
-    acknowledged = await bus.acknowledged(consumer)
+    acknowledged = await bus.streams.acknowledged(consumer)
     if acknowledged is None or acknowledged >= position:
         return
-    dead = [d for d in await store.dead_letters_between(acknowledged, position) if d.stream_seq and await bus.cluster_message(d.stream_seq) == d.raw]
+    dead = [d for d in await store.dead_letters_between(acknowledged, position) if d.stream_seq and await bus.streams.cluster_message(d.stream_seq) == d.raw]
     if dead:
         log("publishing the rejection notices a stop cut short", notices=len(dead))
-        await publish_rejections(bus, dead)
+        await publish_rejections(bus.publisher, dead)
 
 
 class Notice(msgspec.Struct, kw_only=True):

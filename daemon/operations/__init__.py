@@ -1,0 +1,2 @@
+"""What an operator watches: the daemon's logs (`logs`) and its metrics, `/healthz` and
+`/readyz` (`metrics`)."""
