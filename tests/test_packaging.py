@@ -49,6 +49,7 @@ def test_every_package_of_the_repository_is_in_the_wheel(wheel: Path) -> None:
     shipped = set(zipfile.ZipFile(wheel).namelist())
     assert sorted(p for p in packages if f"preemptd/{p}/__init__.py" not in shipped) == []
     assert "preemptd/migrations/script.py.mako" in shipped
+    assert "preemptd/daemon/cli/report_page/report.js" in shipped, "the report's assets travel with the command that writes it"
 
 
 @pytest.mark.slow
