@@ -301,3 +301,22 @@ async def test_a_writer_that_lost_its_lease_writes_nothing_more_and_the_standby_
     finally:
         await store.close()
         await lease.release()
+
+
+async def test_a_log_that_cannot_be_written_is_one_line_that_says_what_to_look_at(tmp_path: Path) -> None:
+    """A read-only filesystem under the log (here: the file opened read-only, as SQLite sees
+    both) stops a writer with a line naming the cause, and what happens to the rest; a disk that
+    fails (SQLITE_IOERR) and a full one are worded the same way."""
+    target = str(tmp_path / "log.db")
+    store = await Store.open(target)
+    await store.commit(Batch(rows=[row(1)]))
+    await store.close()
+    reader = await Store.open(target, create=False)
+    try:
+        with pytest.raises(StoreError) as refused:
+            await reader.commit(Batch(rows=[row(2)]))
+    finally:
+        await reader.close()
+    said = str(refused.value)
+    assert said.startswith(f"log database error at {target}: attempt to write a readonly database: the log cannot be written (a read-only filesystem")
+    assert said.endswith("what was not committed is read again from NATS at the next start") and "\n" not in said

@@ -45,6 +45,17 @@ def shown_url(target: str) -> str:
         return target.split("://", 1)[0] + "://…"  # not a URL SQLAlchemy reads: show no more than its kind
 
 
+#: Errors of the disk or the server under the log (SQLite's primary result codes, PostgreSQL's
+#: SQLSTATEs), with what to look at.
+_DISK_TROUBLE = {
+    "SQLITE_IOERR": "the disk under the log failed, or its filesystem turned read-only (see `dmesg` and `mount`)",
+    "SQLITE_READONLY": "the log cannot be written (a read-only filesystem, or the file's permissions)",
+    "SQLITE_FULL": "the disk is full: free some space",
+    "53100": "the database server's disk is full",
+    "25006": "the database is read-only (a standby, after a failover?)",
+}
+
+
 def failure(exc: BaseException, target: str, doing: str) -> StoreError:
     """One line a user can act on, instead of SQLAlchemy's dump of the statement."""
     cause = getattr(exc, "orig", None) or exc
@@ -54,6 +65,9 @@ def failure(exc: BaseException, target: str, doing: str) -> StoreError:
         return StoreError(f"the log {file} is damaged ({said}): check it with `sqlite3 {file} 'pragma integrity_check'`")
     if _session_ended(cause, said):
         return StoreError(f"{doing} {target}: the database ended the session (terminated by an administrator or a standby, or the server restarted or failed over)")
+    trouble = _DISK_TROUBLE.get("_".join(str(getattr(cause, "sqlite_errorname", "")).split("_")[:2])) or _DISK_TROUBLE.get(getattr(cause, "sqlstate", None) or "")
+    if trouble is not None:
+        return StoreError(f"{doing} {target}: {said}: {trouble}; what was not committed is read again from NATS at the next start")
     if getattr(cause, "sqlstate", None) == "3D000":  # invalid_catalog_name: the database does not exist
         database = urllib.parse.urlsplit(target).path.lstrip("/") or "postgres"
         return StoreError(f"{doing} {target}: {said}; create it first, for example `createdb {shlex.quote(database)}` or `psql -c 'CREATE DATABASE \"{database}\"'` on the server, and preemptd makes its tables")
