@@ -27,7 +27,7 @@ import anyio
 from anyio.abc import ObjectSendStream
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from preemptd.events import DecisionEvent
+from preemptd.events import DecisionEvent, Preempted
 from preemptd.projections import ClusterState
 from preemptd.scheduling import Cadence, Pacer, run_cycle, tick_record
 
@@ -146,6 +146,7 @@ class Daemon:
             except BusError:
                 health.lag = None
             if metrics is not None:
+                waiting: int | None
                 try:
                     waiting = await self.store.waiting_decisions()
                 except StoreError:  # the log's trouble shows where the daemon writes it; the gauge waits
@@ -289,6 +290,6 @@ def _log_cycle(partition: str, seq: int, decisions: list[DecisionEvent], *, pend
     level = logging.INFO if decisions else logging.DEBUG
     log("cycle", level, partition=partition, seq=seq, decisions=len(decisions), **counts, pending=pending, took_ms=took_ms)
     for decision in decisions:
-        if decision.__struct_config__.tag == "decision.preempted":
+        if isinstance(decision, Preempted):
             victims = ",".join(v.task for v in decision.victims)
             log("preempted", id=decision.id, preemptor=decision.preemptor, node=decision.node, victims=victims)

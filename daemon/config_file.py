@@ -132,7 +132,7 @@ def _did_you_mean(key: str, known: tuple[str, ...]) -> str:
 def changed(state: ClusterState, event: ConfigApplied) -> bool:
     """`event` would configure its partition otherwise than the configuration in force."""
     current = state.partitions.get(event.partition)
-    model = model_named(event.model)
+    model = model_named(event.model or None)
     if current is None or current.model != model.name:
         return True
     wanted, applied = (model.parse_config(document, event.partition) for document in (event.config, current.applied_config()))

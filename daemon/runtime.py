@@ -103,8 +103,8 @@ def _observed(settings: Settings) -> Iterator[Observed]:
     if settings.metrics_addr is None:
         yield Observed()
         return
-    observed = Observed(Metrics())
-    with MetricsServer(settings.metrics_addr, observed.metrics, observed.health) as server:
+    observed = Observed(metrics := Metrics())
+    with MetricsServer(settings.metrics_addr, metrics, observed.health) as server:
         log("serving metrics", url=f"{server.url}/metrics", health=f"{server.url}/healthz", ready=f"{server.url}/readyz")
         yield observed
 

@@ -77,10 +77,10 @@ class Bus:
         connecting = nc.connect(
             servers(url),
             name=name,
-            connect_timeout=connect_timeout,
+            connect_timeout=connect_timeout,  # type: ignore[arg-type]  # nats-py's types say int; it takes seconds as floats
             allow_reconnect=True,
             max_reconnect_attempts=-1,
-            reconnect_time_wait=0.5,
+            reconnect_time_wait=0.5,  # type: ignore[arg-type]  # the same
             error_cb=noted,
             disconnected_cb=disconnected,
             reconnected_cb=reconnected,

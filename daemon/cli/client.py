@@ -99,9 +99,16 @@ async def publish(url: str, source: str, *, access: NatsAccess | None = None, ch
     return 1 if any(verdict.failed for verdict in verdicts) else 0
 
 
+def _partition(message: Outbound) -> str:
+    """The partition of a message `publish` made: each is on its partition's cluster subject."""
+    partition = subject_partition(message.subject)
+    assert partition is not None, message.subject
+    return partition
+
+
 def _running(readers: list[Reader], messages: list[Outbound]) -> set[str]:
     """The partitions of `messages` that a running daemon reads."""
-    partitions = {subject_partition(message.subject) for message in messages}
+    partitions = {_partition(message) for message in messages}
     return {partition for partition in partitions if any(reader.active and reader.reads(partition) for reader in readers)}
 
 
@@ -139,7 +146,7 @@ async def _verdicts(
     """Wait until a running daemon has read every new event of the partitions in `running`,
     then gather the rejection notices published since `before` (a daemon publishes them before
     it acknowledges the events)."""
-    partitions = {where.seq: subject_partition(message.subject) for message, where in zip(messages, stored)}
+    partitions = {where.seq: _partition(message) for message, where in zip(messages, stored)}
     awaited = {s.seq for s in stored if not s.duplicate and partitions[s.seq] in running}
     rejections: dict[int, Notice] = {}
     read = ReadThrough(())
@@ -201,7 +208,7 @@ def _publish_summary(verdicts: list[Verdict], messages: list[Outbound], running:
     tally = ", ".join(f"{number} {outcome}" for outcome, number in sorted(outcomes.items(), key=lambda item: _ORDER.index(item[0])))
     if tally and (waited or outcomes.get("duplicate")):
         line += f": {tally}"
-    idle = sorted({subject_partition(m.subject) for m in messages} - running) if waited else []
+    idle = sorted({_partition(m) for m in messages} - running) if waited else []
     if idle:
         line += f" (no daemon is running for partition {', '.join(idle)}: the events wait in the stream, and `preemptd tail --rejected` shows any rejection once one runs)"
     if outcomes.get("duplicate"):

@@ -28,10 +28,16 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from preemptd.events import (
     PARTITION_PATTERN,
+    Admitted,
     DurationError,
+    Evicted,
     PreemptdError,
     Scenario,
+    TaskBound,
+    TaskSubmitted,
     closest,
+    decode_decision,
+    decode_log_event,
     encode,
     field_meant,
     json_schema,
@@ -49,6 +55,7 @@ from . import render
 if TYPE_CHECKING:
     from ..bus import NatsAccess
     from ..log.store import Store
+    from ..records import LogRow
 
 # The database (SQLAlchemy, Alembic), NATS, anyio and tqdm are imported by the commands that use
 # them: `--help`, `--version` and `schema` start in a tenth of the time.
@@ -298,32 +305,31 @@ async def cmd_explain(args: argparse.Namespace) -> int:
 
     store = await Store.open(_db(args), create=False)
     try:
-        rows = await _decisions_about_task(store, args.decision) if args.task else [await store.find(args.decision)]
+        found = await _decisions_about_task(store, args.decision) if args.task else [await store.find(args.decision)]
     finally:
         await store.close()
-    if not args.task and rows[0] is not None and rows[0].type == "config.applied":
+    rows = [row for row in found if row is not None]
+    if not args.task and rows and rows[0].type == "config.applied":
         print(render.config_change(to_record(rows[0])))
         return 0
-    rows = [row for row in rows if row is not None and row.type.startswith("decision.")]
+    rows = [row for row in rows if row.type.startswith("decision.")]
     if not rows:
         what = "no decision mentions task" if args.task else "no decision with id"
         raise UsageError(f"{what} {args.decision!r} in {shown_url(_db(args))}")
     for row in rows:
-        decision = to_record(row).event
+        decision = decode_decision(row.payload)
         print(json.dumps(to_builtins(decision)) if args.json else render.explanation(decision, row.seq))
     return 0
 
 
-async def _decisions_about_task(store: Store, task: str) -> list:
+async def _decisions_about_task(store: Store, task: str) -> list[LogRow]:
     """Every decision naming `task`, and those of its application as a whole (Kueue admits and
     evicts a workload, not its pods): a pod's story, or a workload's, from either name."""
-    from ..records import to_record
-
     rows = await store.decisions_about(task)
-    submitted = [to_record(row).event for row in await store.submissions_naming(task)]
-    app = next((event.app for event in submitted if event.task == task and event.app), None)
+    submitted = [decode_log_event(row.payload) for row in await store.submissions_naming(task)]
+    app = next((event.app for event in submitted if isinstance(event, TaskSubmitted | TaskBound) and event.task == task and event.app), None)
     if app is not None and app != task:
-        whole = [row for row in await store.decisions_about(app) if row.type in ("decision.admitted", "decision.evicted") and to_record(row).event.app == app]
+        whole = [row for row in await store.decisions_about(app) if isinstance(decision := decode_decision(row.payload), Admitted | Evicted) and decision.app == app]
         rows = sorted({row.seq: row for row in [*rows, *whole]}.values(), key=lambda row: row.seq)
     return rows
 

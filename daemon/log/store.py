@@ -16,7 +16,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.lowlevel
@@ -407,7 +407,7 @@ async def _known_ids(conn: AsyncConnection, ids: list[str]) -> dict[str, int]:
             query = sa.select(_log.c.event_id, _log.c.seq).where(_log.c.event_id.in_(chunk))
             _KNOWN[key] = str(query.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True}))
         result = await conn.exec_driver_sql(_KNOWN[key], tuple(chunk))
-        found.update({event_id: seq for event_id, seq in result})
+        found.update(cast(list[tuple[str, int]], result.all()))  # a driver-level statement's rows carry no types
     return found
 
 
@@ -460,7 +460,7 @@ async def _page(conn: AsyncConnection, after: int, until: int | None, limit: int
     result = await conn.exec_driver_sql(str(compiled), parameters)
     rows = result.cursor.fetchall()  # the driver's tuples, as fetched: not wrapped in Row objects
     result.close()
-    return rows
+    return cast(list[tuple[int, int, bytes]], rows)
 
 
 async def _select_rows(conn: AsyncConnection, query) -> list[LogRow]:

@@ -25,8 +25,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from preemptd.events import DecisionEvent, base_unit
-from preemptd.projections import ClusterState, PartitionState
+from preemptd.events import Admitted, Allocated, DecisionEvent, Preempted, base_unit
+from preemptd.projections import AppState, ClusterState, PartitionState, TaskState
 from preemptd.scheduling import model_named
 
 from ..errors import UsageError
@@ -180,16 +180,16 @@ class Metrics:
 def _submitted_at(partition: PartitionState, decision: DecisionEvent) -> int | None:
     """When what `decision` places, admits or preempts for was submitted (received), if it is
     such a decision."""
-    kind = decision.__struct_config__.tag
-    if kind == "decision.allocated":
-        task = partition.tasks.get(decision.task)
-    elif kind == "decision.preempted":
-        task = partition.tasks.get(decision.preemptor)
-    elif kind == "decision.admitted":
-        task = partition.apps.get(decision.app)
-    else:
-        return None
-    return task.submitted_at if task is not None else None
+    match decision:
+        case Allocated():
+            placed: TaskState | AppState | None = partition.tasks.get(decision.task)
+        case Preempted():
+            placed = partition.tasks.get(decision.preemptor)
+        case Admitted():
+            placed = partition.apps.get(decision.app)
+        case _:
+            return None
+    return placed.submitted_at if placed is not None else None
 
 
 class _ReadingCollector(Collector):
