@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from typing import assert_never
+from typing import Any, assert_never, cast
 
 import msgspec
 
@@ -100,7 +100,7 @@ class Projection:
         event = record.event
         p = state.partitions.get(event.partition)
         fresh = p is None
-        if fresh:
+        if p is None:
             p = self.new_partition(event.partition)
         warnings: tuple[str, ...] = ()
         match event:  # the most frequent first: each case is an isinstance check
@@ -165,7 +165,9 @@ class Projection:
 
     def snapshot(self, state: ClusterState) -> bytes:
         """The whole state as bytes, for `restore`."""
-        return encode_snapshot(state, self.layout)
+        # A bytearray (bytes() would copy tens of MB), written by the store as bytes are; cast
+        # while the daemon's store is typed for bytes only.
+        return cast(bytes, encode_snapshot(state, self.layout))
 
     def restore(self, data: bytes) -> ClusterState:
         """The state a snapshot holds; each model's parts are rebuilt from the configuration
@@ -249,7 +251,7 @@ def build_queues(root: QueueConfig) -> dict[str, QueueState]:
     return queues
 
 
-def _configure(p: PartitionState, model: ModelFold, document: dict | list, parsed: ParsedConfig) -> None:
+def _configure(p: PartitionState, model: ModelFold, document: dict[str, Any] | list[Any], parsed: ParsedConfig) -> None:
     """Give the partition `model` configured by `document`; its tasks are counted again in the
     new queue tree. Raises `Rejected` (changing nothing) if a queue in use would go."""
     queues = build_queues(parsed.root)
@@ -355,8 +357,6 @@ def _task_bound(p: PartitionState, event: TaskBound, record: LogRecord) -> None:
     node = _node(p, event.node)
     task = p.tasks.get(event.task)
     if task is None:
-        if event.app is None or event.resources is None:
-            raise Rejected(f"task.bound for unknown task {event.task!r} must carry `app` and `resources` to describe it")
         task, app = _new_task(p, event, record)
         task.status, task.node, task.bound_at = "running", node.name, record.received
         _add_task(p, task, app)
@@ -373,7 +373,9 @@ def _task_bound(p: PartitionState, event: TaskBound, record: LogRecord) -> None:
 def _new_task(p: PartitionState, event: TaskSubmitted | TaskBound, record: LogRecord) -> tuple[TaskState, AppState]:
     if event.task in p.tasks:
         raise Rejected(f"task {event.task!r} already exists ({p.tasks[event.task].status} in {p.tasks[event.task].queue})")
-    app = _app_for(p, event, record)
+    if event.app is None or event.resources is None:  # a task.bound may leave them out, for a task preemptd has seen
+        raise Rejected(f"task.bound for unknown task {event.task!r} must carry `app` and `resources` to describe it")
+    app = _app_for(p, event, event.app, record)
     root = p.queues[p.queues[app.queue].lineage[-1]]
     _check_total(
         event.resources.amounts,
@@ -406,14 +408,14 @@ def _new_task(p: PartitionState, event: TaskSubmitted | TaskBound, record: LogRe
     return task, app
 
 
-def _app_for(p: PartitionState, event: TaskSubmitted | TaskBound, record: LogRecord) -> AppState:
-    """The task's application; a task naming a queue creates its application there."""
-    app = p.apps.get(event.app)
+def _app_for(p: PartitionState, event: TaskSubmitted | TaskBound, app_id: str, record: LogRecord) -> AppState:
+    """The task's application, `app_id`; a task naming a queue creates its application there."""
+    app = p.apps.get(app_id)
     if app is None:
         if event.queue is None:
-            raise Rejected(f"unknown {p.words.application} {event.app!r}: publish app.submitted first, or set `queue` on the task")
+            raise Rejected(f"unknown {p.words.application} {app_id!r}: publish app.submitted first, or set `queue` on the task")
         queue = _leaf(p, event.queue)
-        return AppState(id=event.app, queue=queue.path, submitted_at=record.received, seq=record.seq)
+        return AppState(id=app_id, queue=queue.path, submitted_at=record.received, seq=record.seq)
     if event.queue is not None and p.aliases.get(event.queue, event.queue) != app.queue:
         raise Rejected(f"task {event.task!r} names queue {event.queue} but its {p.words.application} {app.id!r} is in {app.queue}")
     return app
@@ -594,6 +596,7 @@ def _drop_reservation(p: PartitionState, task: TaskState) -> None:
 
 def _count_reservation(p: PartitionState, task: TaskState, sign: int) -> None:
     """Add or take away a reservation's share of its node's and its queues' aggregates."""
+    assert task.reserved_node is not None, task.id  # callers count reserved tasks only
     node = p.nodes[task.reserved_node]
     change = add if sign > 0 else subtract
     change(node.reserved, task.resources)

@@ -73,9 +73,15 @@ class ModelFold(Protocol):
       model; raises `Rejected` for decisions the model does not make.
     - `state_type`: a msgspec Struct holding what the model keeps per partition besides its
       configuration (made empty when a partition takes the model, kept in snapshots), or None.
+
+    Read-only properties, so that a frozen dataclass (`scheduling.Model`) is one.
     """
 
-    name: str
-    parse_config: Callable[[Any, str], ParsedConfig]
-    fold_decision: Callable[[PartitionState, DecisionEvent], None]
-    state_type: type[msgspec.Struct] | None
+    @property
+    def name(self) -> str: ...
+    @property
+    def parse_config(self) -> Callable[[Any, str], ParsedConfig]: ...
+    @property
+    def fold_decision(self) -> Callable[[PartitionState, DecisionEvent], None]: ...
+    @property
+    def state_type(self) -> type[msgspec.Struct] | None: ...

@@ -173,7 +173,8 @@ class PartitionState(msgspec.Struct, kw_only=True):
 
     def applied_config(self) -> dict[str, Any] | list[Any]:
         """The configuration in force, as the `config` of the `config.applied` that set it."""
-        return msgspec.json.decode(self.document)
+        config: dict[str, Any] | list[Any] = msgspec.json.decode(self.document)  # encoded from such a `config`
+        return config
 
 
 class ClusterState(msgspec.Struct, kw_only=True):
