@@ -8,7 +8,7 @@ is exactly what folding the stored records gives on a replay.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from preemptd.events import DecisionEvent, Tick
 from preemptd.projections import ClusterState, LogRecord
@@ -31,7 +31,8 @@ class CycleRecords(NamedTuple):
 
     @property
     def decisions(self) -> list[DecisionEvent]:
-        return [record.event for record in self.decided]
+        # What `Cycle.emit` recorded: decisions, though a LogRecord's type does not say which event it holds.
+        return [cast(DecisionEvent, record.event) for record in self.decided]
 
 
 def tick_record(state: ClusterState, now: int, partition: str) -> LogRecord:

@@ -12,14 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
-from preemptd.events import Blocked, Decision, DecisionEvent, cut_text
+from preemptd.events import Blocked, DecisionEvent, cut_text
 from preemptd.projections import ClusterState, LogRecord, ParsedConfig, PartitionState, Rejected, TaskState, refuse_decision
 
 __all__ = ["BLOCKED_PER_CYCLE", "Cycle", "Model", "bounded", "counted", "decision_id", "describe_queues", "one_partition"]
+
+D = TypeVar("D", bound=DecisionEvent)  # the type of decision `Cycle.emit` is asked to make
 
 
 def decision_id(log_id: str, cycle: int, index: int) -> str:
@@ -98,7 +100,7 @@ class Cycle:
         self.emit(Blocked, task=task.id, app=app, queue=queue, reasons=reasons, explanation=explanation)
         return True
 
-    def emit(self, kind: type[Decision], **fields: Any) -> Decision:
+    def emit(self, kind: type[D], **fields: Any) -> D:
         """Make a decision of type `kind`, fold it into the state and record it (its
         explanation and reasons `bounded`)."""
         for name in ("explanation", "reasons"):

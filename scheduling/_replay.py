@@ -22,7 +22,7 @@ from preemptd.projections import ClusterState, LogRecord, Rejected
 from ._engine import run_cycle
 from ._registry import apply
 
-__all__ = ["Change", "Divergence", "ReplayReport", "Replayer", "builtins_key", "decision_key", "replay"]
+__all__ = ["Change", "DecisionKey", "Divergence", "ReplayReport", "Replayer", "builtins_key", "decision_key", "replay"]
 
 
 @dataclass(frozen=True)
@@ -63,12 +63,16 @@ class ReplayReport:
     rejected: list[tuple[int, str]] = field(default_factory=list)
 
 
-def decision_key(decision: Decision) -> tuple:
+#: A decision as `builtins_key` gives it: (field, repr of its value) pairs, sorted.
+DecisionKey = tuple[tuple[str, str], ...]
+
+
+def decision_key(decision: Decision) -> DecisionKey:
     """What a decision does, without its id, time or words: for comparing two histories."""
     return builtins_key(to_builtins(decision))
 
 
-def builtins_key(decision: dict[str, Any], ignored: tuple[str, ...] = ()) -> tuple:
+def builtins_key(decision: dict[str, Any], ignored: tuple[str, ...] = ()) -> DecisionKey:
     """`decision_key` of a decision as JSON values, leaving out `ignored` fields too."""
     data = dict(decision)
     for name in ("id", "ts", "cycle", "explanation", *ignored):
@@ -126,7 +130,7 @@ class Replayer:
             if self.what_if:
                 self.stored.append(event)
                 return True
-            return self._stored(record)
+            return self._stored(record.seq, event)
         if not self._close_cycle(record.seq):
             return False
         if isinstance(event, Tick):
@@ -165,10 +169,10 @@ class Replayer:
         self.report.new_decisions += len(decisions)
         self.expected.extend(decisions)
 
-    def _stored(self, record: LogRecord) -> bool:
+    def _stored(self, seq: int, stored: Decision) -> bool:
         recomputed = self.expected.popleft() if self.expected else None
-        if recomputed != record.event:
-            self.report.divergence = Divergence(record.seq, record.event.cycle, record.event, recomputed)
+        if recomputed != stored:
+            self.report.divergence = Divergence(seq, stored.cycle, stored, recomputed)
             return False
         self.report.reproduced += 1
         return True

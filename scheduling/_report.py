@@ -8,15 +8,15 @@ partition, fewer in a large tree, and at the end), decisions are all kept. Times
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from preemptd.events import ConfigApplied, Decision, base_unit, to_builtins
+from preemptd.events import Allocated, ConfigApplied, Decision, base_unit, to_builtins
 from preemptd.projections import ClusterState, LogRecord, PartitionState, Rejected
 
 from ._registry import apply, describe, model_named
-from ._replay import builtins_key
+from ._replay import DecisionKey, builtins_key
 
 __all__ = ["Timeline", "Window", "compare"]
 
@@ -80,7 +80,8 @@ class Timeline:
     def step(self, record: LogRecord) -> None:
         event = record.event
         part = self.state.partitions.get(event.partition)
-        before = part.tasks.get(_subject(event)) if part is not None and isinstance(event, Decision) else None
+        subject = _subject(event) if part is not None and isinstance(event, Decision) else None
+        before = part.tasks.get(subject) if part is not None and subject is not None else None
         submitted = before.submitted_at if before is not None else None
         refused = None
         try:
@@ -94,7 +95,7 @@ class Timeline:
         partition = self._partition(event.partition)
         if isinstance(event, Decision):
             partition.decisions.append(_decision(record, submitted))
-            if event.__struct_config__.tag == "decision.allocated" and submitted is not None:
+            if isinstance(event, Allocated) and submitted is not None:
                 partition.waits.append({"task": event.task, "queue": event.queue, "seconds": (record.received - submitted) / 1000, "id": event.id})
         elif isinstance(event, ConfigApplied):
             said = f"configuration refused by this version: {refused}" if refused else f"configuration applied: {describe(self.state.partitions[event.partition])}"
@@ -142,8 +143,8 @@ class Timeline:
         t = record.received / 1000
         if partition.times and partition.times[-1] == t:  # one point per moment: the last state at it
             partition.times.pop()
-            for queue in partition.queues.values():
-                for amounts in queue["series"].values():
+            for entry in partition.queues.values():
+                for amounts in entry["series"].values():
                     for values in amounts.values():
                         values.pop()
         index = len(partition.times)
@@ -161,8 +162,10 @@ class Timeline:
             for resource in resources:
                 series = entry["series"].setdefault(resource, {amount: [None] * index for amount in _AMOUNTS})
                 for amount, held in zip(_AMOUNTS, (queue.allocated, queue.pending, guaranteed, most), strict=True):
-                    line = held is not None and (resource in held or amount in ("allocated", "pending"))  # no guarantee, no max: no line
-                    series[amount].append(base_unit(resource, held.get(resource, 0)) if line else None)
+                    if held is not None and (resource in held or amount in ("allocated", "pending")):
+                        series[amount].append(base_unit(resource, held.get(resource, 0)))
+                    else:
+                        series[amount].append(None)  # no guarantee, no max: no line
         for entry in partition.queues.values():  # queues gone, and resources a queue never had: no value here
             for series in entry["series"].values():
                 for values in series.values():
@@ -211,13 +214,13 @@ def _resources(view: PartitionState) -> list[str]:
     return sorted(names)
 
 
-def _subject(event: Any) -> str | None:
+def _subject(event: Decision) -> str | None:
     """The task a decision places or preempts for."""
     return getattr(event, "preemptor", None) or getattr(event, "task", None)
 
 
 def _decision(record: LogRecord, submitted: int | None) -> dict[str, Any]:
-    data = to_builtins(record.event)
+    data: dict[str, Any] = to_builtins(record.event)
     del data["partition"], data["ts"]  # the section's, and `t`
     data.update(seq=record.seq, t=record.received / 1000)
     if submitted is not None:
@@ -231,7 +234,7 @@ def _point(record: LogRecord | None) -> dict[str, Any] | None:
 
 def _under_guarantee(partition: _Partition) -> list[dict[str, Any]]:
     """Per queue, the time it spent below its guarantee in some resource with asks pending."""
-    spent: Counter[str] = Counter()
+    spent: defaultdict[str, float] = defaultdict(float)
     times = partition.times[:-1]  # without the last state's hold (`_hold`): the period ends before it
     for path, queue in partition.queues.items():
         for i in range(len(times) - 1):
@@ -241,9 +244,11 @@ def _under_guarantee(partition: _Partition) -> list[dict[str, Any]]:
     return [{"queue": path, "seconds": round(seconds, 3)} for seconds, path in ranked[:_LONGEST]]
 
 
-def _short(amounts: dict[str, list], i: int) -> bool:
+def _short(amounts: dict[str, list[float | None]], i: int) -> bool:
     guaranteed, allocated, pending = amounts["guaranteed"][i], amounts["allocated"][i], amounts["pending"][i]
-    return bool(guaranteed) and (allocated or 0) < guaranteed and bool(pending)
+    if not guaranteed:
+        return False
+    return (allocated or 0) < guaranteed and bool(pending)
 
 
 def compare(here: dict[str, Any], other: dict[str, Any], other_name: str) -> dict[str, Any]:
@@ -252,13 +257,13 @@ def compare(here: dict[str, Any], other: dict[str, Any], other_name: str) -> dic
     def decisions(data: dict[str, Any]) -> list[dict[str, Any]]:
         return [d for partition in data["partitions"] for d in partition["decisions"]]
 
-    def key(decision: dict[str, Any]) -> tuple:
+    def key(decision: dict[str, Any]) -> DecisionKey:
         return builtins_key(decision, ignored=("seq", "t", "waited"))
 
     mine, theirs = Counter(map(key, decisions(here))), Counter(map(key, decisions(other)))
     only_here, only_other = mine - theirs, theirs - mine
 
-    def pick(data: dict[str, Any], wanted: Counter) -> list[dict[str, Any]]:
+    def pick(data: dict[str, Any], wanted: Counter[DecisionKey]) -> list[dict[str, Any]]:
         out, left = [], Counter(wanted)
         for decision in decisions(data):
             if left[key(decision)] > 0:

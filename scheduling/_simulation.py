@@ -35,7 +35,6 @@ from preemptd.events import (
     TaskBound,
     TaskReleased,
     TaskSubmitted,
-    Tick,
     decode_cluster_event,
     encode,
     parse_duration,
@@ -155,7 +154,7 @@ class _Simulator:
 
     # -- the log --
 
-    def append(self, event: ClusterEvent | Tick) -> bool:
+    def append(self, event: ClusterEvent) -> bool:
         state = self.result.state
         record = LogRecord(state.seq + 1, event.ts, event)
         try:
@@ -200,8 +199,9 @@ class _Simulator:
                 self._release([victim.task], now + self.grace)
         elif isinstance(decision, Admitted):
             node = min((n.name for n in self._partition().nodes.values() if n.schedulable), default=None)
-            for task_id in self._partition().apps[decision.app].tasks if node is not None else ():
-                self._bind(task_id, node, now)
+            if node is not None:
+                for task_id in self._partition().apps[decision.app].tasks:
+                    self._bind(task_id, node, now)
         elif isinstance(decision, Evicted):
             self._release(list(self._partition().apps[decision.app].tasks), now + self.grace)
 

@@ -70,6 +70,7 @@ _STRATEGIES = (("LessThanOrEqualToFinalShare",), ("LessThanInitialShare",), ("Le
 WithinClusterQueue = Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"]
 ReclaimWithinCohort = Literal["Never", "LowerPriority", "Any"]
 BorrowWithinCohort = Literal["Never", "LowerPriority"]
+Fungibility = Literal["MayStopSearch", "TryNextFlavor"]
 
 
 class Quota(msgspec.Struct, frozen=True):
@@ -104,8 +105,8 @@ class ClusterQueue(msgspec.Struct, frozen=True, kw_only=True):
     cohort: str | None = None
     resource_groups: tuple[ResourceGroup, ...] = ()
     preemption: Preemption = Preemption()
-    when_can_borrow: Literal["MayStopSearch", "TryNextFlavor"] = "MayStopSearch"
-    when_can_preempt: Literal["MayStopSearch", "TryNextFlavor"] = "TryNextFlavor"
+    when_can_borrow: Fungibility = "MayStopSearch"
+    when_can_preempt: Fungibility = "TryNextFlavor"
     weight: float = 1.0
     stop_policy: Literal["None", "Hold", "HoldAndDrain"] = "None"
     queueing_strategy: Literal["BestEffortFIFO", "StrictFIFO"] = "BestEffortFIFO"
@@ -173,7 +174,8 @@ class _Reader(ObjectReader):
         return "" if kind == "Configuration" else object_name(item, position)  # a file, often without metadata
 
     def config(self) -> KueueConfig:
-        for owner in [*self.cluster_queues.values(), *self.cohorts.values()]:
+        owners: list[ClusterQueue | Cohort] = [*self.cluster_queues.values(), *self.cohorts.values()]
+        for owner in owners:
             missing = sorted({f.flavor for g in owner.resource_groups for f in g.flavors} - set(self.flavors))
             if missing:
                 kind = "ClusterQueue" if isinstance(owner, ClusterQueue) else "Cohort"
@@ -376,12 +378,13 @@ _Reader.kinds = _KINDS
 claims = _Reader.claims
 
 
-def _fungibility(value: Any, where: str, field: str, old: str, default: str, v1beta1: bool) -> str:
+def _fungibility(value: Any, where: str, field: str, old: str, default: Fungibility, v1beta1: bool) -> Fungibility:
     """A flavorFungibility value; v1beta1 also says `Borrow` / `Preempt` for MayStopSearch."""
     allowed = (default, *({"MayStopSearch", "TryNextFlavor"} - {default}))
     if v1beta1 and value == old:
         return "MayStopSearch"
-    return choice(value, where, f"spec.flavorFungibility.{field}", (*allowed, old) if v1beta1 else allowed)
+    chosen: Fungibility = choice(value, where, f"spec.flavorFungibility.{field}", (*allowed, old) if v1beta1 else allowed)  # `old` was read above
+    return chosen
 
 
 def _fair_sharing_annotation(item: dict[str, Any], parent: str | None, where: str) -> bool:
@@ -389,7 +392,7 @@ def _fair_sharing_annotation(item: dict[str, Any], parent: str | None, where: st
     value = annotations.get(FAIR_SHARING_ANNOTATION) if isinstance(annotations, dict) else None
     if value is None:
         return False
-    if value not in ("true", "false"):
+    if not isinstance(value, str) or value not in ("true", "false"):
         raise ConfigError(f"{where}: annotation {FAIR_SHARING_ANNOTATION} must be \"true\" or \"false\", got {shown(value)}")
     if value == "true" and parent is not None:
         raise ConfigError(f"{where}: annotation {FAIR_SHARING_ANNOTATION} turns fair sharing on for a whole cohort tree: put it on the root cohort, not on one with parent {parent}")
@@ -495,7 +498,8 @@ def _cycles(cohorts: dict[str, Cohort]) -> Iterator[list[str]]:
     """Each cycle in the cohort tree once, from its alphabetically first member."""
     reported: set[str] = set()
     for start in sorted(cohorts):
-        path, node = [], start
+        path: list[str] = []
+        node: str | None = start
         while node is not None and node not in path and node not in reported:
             path.append(node)
             node = cohorts[node].parent if node in cohorts else None

@@ -51,7 +51,8 @@ class Node:
 
     def path(self) -> list[Node]:
         """This node and its ancestors, up to the root."""
-        nodes, node = [], self
+        nodes: list[Node] = []
+        node: Node | None = self
         while node is not None:
             nodes.append(node)
             node = node.parent
@@ -184,7 +185,8 @@ def _in_cycles(config: KueueConfig) -> set[str]:
     """The cohorts whose chain of parents never reaches a root."""
     looping: set[str] = set()
     for start in config.cohorts:
-        seen, name = set(), start
+        seen: set[str] = set()
+        name: str | None = start
         while name is not None and name not in seen:
             seen.add(name)
             cohort = config.cohorts.get(name)

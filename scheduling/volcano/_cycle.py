@@ -45,8 +45,8 @@ from .._model import Cycle
 from ._allocate import allocate_job
 from ._jobs import POD_SLOT, Job, Task, jobs_of
 from ._nodes import Nodes, Statement
-from ._objects import VolcanoConfig
-from ._order import drf_share, job_key, job_orders, queue_key, victim_key
+from ._objects import Plugin, VolcanoConfig
+from ._order import VictimKey, drf_share, job_key, job_orders, queue_key, victim_key
 from ._queues import Quotas, demands_of
 from ._shares import summed
 from ._victims import Room, make_room
@@ -260,7 +260,7 @@ class _Session:
         for queue, jobs in starving:
             mine = running.get(queue, {})
             for job in jobs:
-                self._for_gang(job, "preempt", mine, lambda t, job=job: t.job != job.id, "preemptable")
+                self._for_gang(job, "preempt", mine, functools.partial(_of_another_job, job.id), "preemptable")
             for job in jobs:
                 self._within_job(job, mine)
 
@@ -287,7 +287,7 @@ class _Session:
         kinship = functools.cache(functools.partial(self.quotas.kinship, reclaimer))
         return sorted(tasks, key=lambda task: kinship(task.queue))
 
-    def _victim_key(self) -> Callable[[Task], tuple]:
+    def _victim_key(self) -> VictimKey:
         """Victim order, as the shares are now."""
         return victim_key(self.config.queues, {q: self.quotas.share(q) for q in self.config.queues}, self.jobs, self.job_key)
 
@@ -313,7 +313,7 @@ class _Session:
         """`action` for `job`'s waiting tasks while it starves: each is placed where it fits
         now, else room is made for it; all is kept only if the job then has its gang."""
         statement, evictions = Statement(self.nodes), []
-        failed: dict[tuple, Task] = {}  # tasks alike that found no room since the last change
+        failed: dict[tuple[tuple[tuple[str, int], ...], int], Task] = {}  # tasks alike that found no room since the last change
         for task in self._waiting(job):
             if not self._starving(job):
                 break
@@ -504,7 +504,12 @@ def _by_node(tasks: Iterable[Task]) -> dict[str, list[Task]]:
     return by_node
 
 
-def _starving_voters(tiers: tuple) -> tuple[bool, bool]:
+def _of_another_job(job_id: str, task: Task) -> bool:
+    """A preempt candidate: preempt takes victims of other jobs (of the same queue)."""
+    return task.job != job_id
+
+
+def _starving_voters(tiers: tuple[tuple[Plugin, ...], ...]) -> tuple[bool, bool]:
     """Whether gang and priority vote on JobStarving: those of the first tier with either."""
     for tier in tiers:
         voters = {plugin.name for plugin in tier if plugin.name in ("gang", "priority") and plugin.enabled("enableJobStarving")}

@@ -370,6 +370,6 @@ def _within_capability(queue: Queue, bound: str, where: str) -> None:
 def _flag(value: Any, where: str) -> bool:
     if isinstance(value, bool):
         return value
-    if value in ("true", "false"):  # a string, as an annotation or a hand-written conf gives it
+    if isinstance(value, str) and value in ("true", "false"):  # a string, as an annotation or a hand-written conf gives it
         return value == "true"
     raise ConfigError(f"{where} must be true or false, got {shown(value)}")

@@ -25,6 +25,7 @@ __all__ = ["JOB_ORDERS", "drf_share", "job_key", "job_orders", "queue_key", "vic
 JOB_ORDERS = ("priority", "gang", "drf")
 
 JobKey = Callable[[Job], tuple[Fraction | int, ...]]
+VictimKey = Callable[[Task], tuple[Fraction | int, ...]]
 
 
 def queue_key(queue: Queue, share: Fraction) -> tuple[int, Fraction, str]:
@@ -60,13 +61,13 @@ def drf_share(held: Mapping[str, int], total: Mapping[str, int]) -> Fraction:
     return max((Fraction(held.get(r, 0), amount) for r, amount in total.items() if amount > 0 and r != POD_SLOT), default=Fraction(0))
 
 
-def victim_key(queues: Mapping[str, Queue], shares: Mapping[str, Fraction], jobs: Mapping[str, Job], jobs_key: JobKey) -> Callable[[Task], tuple]:
+def victim_key(queues: Mapping[str, Queue], shares: Mapping[str, Fraction], jobs: Mapping[str, Job], jobs_key: JobKey) -> VictimKey:
     """The sort key of victims: the reverse of the queue, job and task orders (the queue's and
     the job's parts computed once: the key is taken for every running task)."""
     by_queue = {name: (queue.priority, -shares.get(name, Fraction(0))) for name, queue in queues.items()}
     by_job = {job.id: tuple(-part for part in jobs_key(job)) for job in jobs.values()}
 
-    def key(task: Task) -> tuple:
+    def key(task: Task) -> tuple[Fraction | int, ...]:
         return (*by_queue[task.queue], *by_job[task.job], task.priority, -task.seq)
 
     return key

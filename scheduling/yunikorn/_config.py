@@ -151,7 +151,7 @@ def _select_partition(raw: dict[str, Any], partition: str, warnings: list[str]) 
     if names.count(partition) > 1:
         raise ConfigError(f"partition {partition!r} is defined {names.count(partition)} times")
     for body, name in zip(partitions, names):
-        if name == partition:
+        if name == partition and isinstance(body, dict):  # a name is only read from an object
             return body
     raise ConfigError(f"the configuration has no partition named {partition!r} (it has: {', '.join(map(str, names)) or 'none'})")
 
@@ -237,7 +237,7 @@ def _parse_resources(raw: Any, path: str, warnings: list[str]) -> tuple[Resource
 
 def _inheritable(props: QueueProps) -> QueueProps:
     """What children inherit: `preemption.policy: disabled` and `preemption.delay`."""
-    policy = "disabled" if props.preemption_policy == "disabled" else "default"
+    policy: Literal["disabled", "default"] = "disabled" if props.preemption_policy == "disabled" else "default"
     return QueueProps(preemption_policy=policy, preemption_delay=props.preemption_delay)
 
 

@@ -69,6 +69,7 @@ def _land_reservations(cycle: Cycle) -> None:
     p = cycle.partition
     reserved = [p.tasks[task_id] for node in p.nodes.values() for task_id in node.reservations]
     for task in reserved:
+        assert task.reserved_node is not None, task.id  # listed from a node's reservations
         node = p.nodes[task.reserved_node]
         if not node.schedulable:
             reason = f"{node.name} is no longer schedulable; the task is pending again"
@@ -147,7 +148,7 @@ def _preempt(cycle: Cycle) -> None:
     preemption is ranked again, as after an allocation, so equals take turns."""
     p = cycle.partition
     budget = _Budget(p.settings, p.capacity)
-    refusals: dict[tuple, Refusal] = {}
+    refusals: dict[_Situation, Refusal] = {}
     draining = [node for node in p.nodes.values() if node.preempting and frees_unclaimed_room(node)]
     order = QueueOrder(p)
     for task in order:
@@ -166,7 +167,12 @@ def _preempt(cycle: Cycle) -> None:
             cycle.block(task, app=task.app, queue=task.queue, reasons=outcome.reasons, explanation=outcome.details)
 
 
-def _situation(p: PartitionState, task: TaskState, now: int) -> tuple:
+#: The queue, the ask, the priority and policy, the required node, its application (for a
+#: required-node task) and whether its preemption.delay has passed.
+_Situation = tuple[str, tuple[tuple[str, int], ...], int, bool, str | None, str | None, bool]
+
+
+def _situation(p: PartitionState, task: TaskState, now: int) -> _Situation:
     """Tasks in the same situation get the same refusal within a cycle: same queue, ask,
     priority and policy, and on the same side of their preemption.delay."""
     app = task.app if task.required_node else None
@@ -187,18 +193,7 @@ def _plan(p: PartitionState, task: TaskState, now: int, draining: list[NodeState
 
 
 def _emit_preempted(cycle: Cycle, task: TaskState, plan: Plan) -> None:
-    victims = tuple(
-        Victim(
-            task=victim.id,
-            app=victim.app,
-            queue=victim.queue,
-            node=victim.node,
-            priority=victim.priority,
-            resources=Resources(victim.resources),
-            why=plan.whys[victim.id],
-        )
-        for victim in plan.victims
-    )
+    victims = tuple(_victim(victim, plan.whys[victim.id]) for victim in plan.victims)
     cycle.emit(
         Preempted,
         preemptor=task.id,
@@ -211,3 +206,8 @@ def _emit_preempted(cycle: Cycle, task: TaskState, plan: Plan) -> None:
         reason=plan.reason,
         explanation=tuple(plan.explanation),
     )
+
+
+def _victim(task: TaskState, why: str) -> Victim:
+    assert task.node is not None, task.id  # a victim runs on a node
+    return Victim(task=task.id, app=task.app, queue=task.queue, node=task.node, priority=task.priority, resources=Resources(task.resources), why=why)

@@ -60,7 +60,7 @@ class Placement:
     def __init__(self, p: PartitionState) -> None:
         self._p = p
         self._nodes = [p.nodes[name] for name in sorted(p.nodes) if p.nodes[name].schedulable]
-        self._cursor: dict[tuple, int] = {}
+        self._cursor: dict[tuple[tuple[str, int], ...], int] = {}  # by the ask's shape: the first node that may fit it
 
     def find(self, task: TaskState) -> NodeState | None:
         """The node `task` goes to, or None if no node has room for it now."""

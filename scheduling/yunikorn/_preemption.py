@@ -28,7 +28,8 @@ victims already leaving will make the room.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from preemptd.projections import (
     NodeState,
@@ -82,7 +83,7 @@ class _Candidate:
 class _Solution:
     node: NodeState
     victims: list[_Candidate]
-    key: tuple = ()
+    key: tuple[int, int, int, int, int, str] = field(init=False)
 
     def __post_init__(self) -> None:
         # Best first: fewest opted-out victims, fewest originators, fewest victims, lowest top
@@ -132,7 +133,7 @@ def _too_small(node: NodeState, ask: dict[str, int]) -> list[str]:
     return [name for name, amount in ask.items() if amount > node.capacity.get(name, 0)]
 
 
-def _victim_order(candidate: _Candidate) -> tuple:
+def _victim_order(candidate: _Candidate) -> tuple[int, int, int, int, str]:
     """Preferred victims first: ordinary, then originators, then opted out (law 1), lowest
     priority, youngest (started last, then submitted last), then task id as the final tie-break."""
     task = candidate.task
@@ -330,6 +331,7 @@ class _GuaranteeSearch:
             task = self.p.tasks[task_id]
             if task.status != "running":
                 continue  # already leaving
+            assert task.node is not None, task.id  # a running task is on a node
             priority = offset if fenced else task.priority + offset
             reason = self._exclusion(task, priority, ask_priority, lineage)
             if reason:
@@ -598,7 +600,7 @@ def _minimise(chosen: list[_Candidate], need: dict[str, int]) -> list[_Candidate
     return kept
 
 
-def _sum(resource_maps) -> dict[str, int]:
+def _sum(resource_maps: Iterable[Mapping[str, int]]) -> dict[str, int]:
     out: dict[str, int] = {}
     for resources in resource_maps:
         for name, amount in resources.items():
@@ -638,7 +640,7 @@ def plan_for_required_node(p: PartitionState, task: TaskState) -> Plan | Refusal
     """Make room on the one node a DaemonSet task must run on: no delay, fence or guarantee
     checks; never other required-node tasks, tasks of higher priority or its own application;
     opted-out tasks, originators and tasks in queues with preemption disabled last (law 1)."""
-    node = p.nodes.get(task.required_node)
+    node = p.nodes.get(task.required_node) if task.required_node is not None else None
     if node is None or not node.schedulable:
         return Refusal((f"its required node {task.required_node} is not schedulable",))
     ask = positive(task.resources)
@@ -660,7 +662,8 @@ def plan_for_required_node(p: PartitionState, task: TaskState) -> Plan | Refusal
 
 
 def _required_node_candidates(p: PartitionState, task: TaskState, node: NodeState) -> tuple[list[_Candidate], Counter[str]]:
-    pool, excluded = [], Counter()
+    pool: list[_Candidate] = []
+    excluded: Counter[str] = Counter()
     for task_id in node.tasks:
         victim = p.tasks[task_id]
         if victim.status != "running":
