@@ -10,7 +10,7 @@ the stored log or only the new configuration made.
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +22,11 @@ from preemptd.projections import ClusterState, LogRecord, Rejected
 from ._engine import run_cycle
 from ._registry import apply
 
-__all__ = ["Change", "DecisionKey", "Divergence", "ReplayReport", "Replayer", "builtins_key", "decision_key", "replay"]
+__all__ = ["Change", "DecisionKey", "Divergence", "ReplayConfig", "ReplayReport", "Replayer", "builtins_key", "decision_key", "replay"]
+
+#: A what-if configuration of a partition, as a `config.applied` gives it: the model (unset: the
+#: default one) and its `config` (a list of objects for a model that takes them so, as Kueue).
+ReplayConfig = tuple[str | msgspec.UnsetType, dict[str, Any] | list[Any]]
 
 
 @dataclass(frozen=True)
@@ -87,7 +91,7 @@ def replay(
     *,
     log_id: str,
     until: int | None = None,
-    configs: dict[str, tuple[str, dict[str, Any]]] | None = None,
+    configs: Mapping[str, ReplayConfig] | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> ReplayReport:
     """Replay `records` (in log order) up to `until`; see the module docstring."""
@@ -108,7 +112,7 @@ def replay(
 class Replayer:
     """Replay one record at a time (`step`), for callers that read the log in pages."""
 
-    def __init__(self, log_id: str, configs: dict[str, tuple[str, dict[str, Any]]] | None = None) -> None:
+    def __init__(self, log_id: str, configs: Mapping[str, ReplayConfig] | None = None) -> None:
         self.report = ReplayReport(state=ClusterState(log_id=log_id))
         self.configs = configs or {}
         self.expected: deque[Decision] = deque()
