@@ -86,7 +86,7 @@ class Projection:
     def __init__(self, models: Mapping[str, ModelFold], default: str) -> None:
         self.models = models
         self.default = default
-        self._parsed: OrderedDict[tuple[str, str, bytes], ParsedConfig | ConfigError] = OrderedDict()
+        self._parsed: OrderedDict[tuple[object, str, bytes], ParsedConfig | ConfigError] = OrderedDict()
 
     def fold(self, records: Iterable[LogRecord], state: ClusterState | None = None) -> ClusterState:
         """Apply every record in order; records that were rejected live in dead letters, not here."""
@@ -195,7 +195,7 @@ class Projection:
     def parsed(self, model: ModelFold, document: bytes, partition: str) -> ParsedConfig:
         """`model`'s reading of the configuration `document` (JSON bytes) for `partition`, parsed
         once per content among the last `PARSED_KEPT`. Raises `ConfigError` as the model does."""
-        key = (model.name, partition, hashlib.sha256(document).digest())
+        key = (model.parse_config, partition, hashlib.sha256(document).digest())  # the reader itself: a model replaced under its name reads again
         found = self._parsed.get(key)
         if found is None:
             try:
