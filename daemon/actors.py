@@ -27,7 +27,7 @@ import anyio
 from anyio.abc import ObjectSendStream
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from preemptd.events import DecisionEvent, Preempted
+from preemptd.events import DecisionEvent, Preempted, type_of
 from preemptd.projections import ClusterState
 from preemptd.scheduling import Cadence, Pacer, run_cycle, tick_record
 
@@ -285,7 +285,7 @@ def _report(ingested: ingest.Ingested, redelivered: int) -> None:
 def _log_cycle(partition: str, seq: int, decisions: list[DecisionEvent], *, pending: int, took_ms: float) -> None:
     counts: dict[str, int] = {}
     for decision in decisions:
-        kind = decision.__struct_config__.tag.removeprefix("decision.")
+        kind = type_of(decision).removeprefix("decision.")
         counts[kind] = counts.get(kind, 0) + 1
     level = logging.INFO if decisions else logging.DEBUG
     log("cycle", level, partition=partition, seq=seq, decisions=len(decisions), **counts, pending=pending, took_ms=took_ms)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from preemptd.events import ClusterEvent, ConfigApplied, DecodeError, decode_cluster_event
+from preemptd.events import ClusterEvent, ConfigApplied, DecodeError, decode_cluster_event, type_of
 from preemptd.projections import ClusterState, LogRecord, Rejected
 from preemptd.scheduling import apply, describe, is_daemon_id
 
@@ -185,12 +185,12 @@ def fold(decoded: Decoded, known: Mapping[str, int], state: ClusterState, max_pa
 
 def _misplaced(subject: str, event: ClusterEvent) -> str | None:
     """Why `event` does not belong on `subject` (`preemptd.cluster.<partition>.<kind>`), if so."""
-    expected = cluster_subject(event.partition, event.__struct_config__.tag)
+    expected = cluster_subject(event.partition, type_of(event))
     if subject == expected:
         return None
     if subject_partition(subject) != event.partition:
         return f"published on {subject} but the event's partition is {event.partition!r}: publish it on {expected}"
-    return f"published on {subject} but a {event.__struct_config__.tag} event goes on {expected}"
+    return f"published on {subject} but a {type_of(event)} event goes on {expected}"
 
 
 def _describe(exc: BaseException) -> str:
@@ -218,7 +218,7 @@ def dead_letter(
         raw=message.data,
         stream_seq=message.stream_seq,
         partition=event.partition if event is not None else subject_partition(message.subject),
-        event_type=event.__struct_config__.tag if event is not None else event_type,
+        event_type=type_of(event) if event is not None else event_type,
         event_id=event.id if event is not None else event_id,
         kind=kind,
     )

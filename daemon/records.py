@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from preemptd.events import Decision, decode_log_event, encode
+from preemptd.events import Decision, decode_log_event, encode, type_of
 from preemptd.projections import LogRecord
 
 __all__ = [
@@ -151,7 +151,7 @@ def to_row(record: LogRecord, payload: bytes | None = None, stream_seq: int | No
     return LogRow(
         seq=record.seq,
         event_id=event.id,
-        type=event.__struct_config__.tag,
+        type=type_of(event),
         partition=event.partition,
         ts=event.ts,
         received=record.received,
@@ -162,7 +162,7 @@ def to_row(record: LogRecord, payload: bytes | None = None, stream_seq: int | No
 
 def outbox_rows(records: Iterable[LogRecord]) -> list[OutboxRow]:
     return [
-        OutboxRow(r.seq, r.event.id, decision_subject(r.event.partition, r.event.__struct_config__.tag))
+        OutboxRow(r.seq, r.event.id, decision_subject(r.event.partition, type_of(r.event)))
         for r in records
         if isinstance(r.event, Decision)
     ]

@@ -34,6 +34,7 @@ from ._codec import (
     field_meant as field_meant,
     json_schema as json_schema,
     to_builtins as to_builtins,
+    type_of as type_of,
 )
 from ._decisions import (
     Admitted as Admitted,

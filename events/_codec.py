@@ -22,6 +22,7 @@ from ._text import cut_text
 from ._words import closest
 
 __all__ = [
+    "type_of",
     "CLUSTER_EVENT_TYPES",
     "DECISION_TYPES",
     "DecodeError",
@@ -64,6 +65,16 @@ def _tags(union: Any) -> tuple[str, ...]:
 
 CLUSTER_EVENT_TYPES = _tags(ClusterEvent)
 DECISION_TYPES = _tags(DecisionEvent)
+_TYPE_NAMES = {member: _tag(member) for member in (*ClusterEvent.__args__, Tick, *DecisionEvent.__args__)}
+
+
+_BY_TYPE_NAME = {name: member for member, name in _TYPE_NAMES.items()}
+_LOG_TYPES = (*CLUSTER_EVENT_TYPES, _tag(Tick), *DECISION_TYPES)
+
+
+def type_of(event: msgspec.Struct) -> str:
+    """The event's `type` (`task.submitted`, `decision.preempted`, ...)."""
+    return _TYPE_NAMES[type(event)]
 
 
 def _dec_hook(type_: type, obj: Any) -> Any:
@@ -205,17 +216,18 @@ def decode_log_event(raw: bytes) -> LogEvent:
     earlier version took with fields it did not know (it dropped them) is read as it was then."""
     try:
         return _log_decoder.decode(raw)
-    except msgspec.ValidationError as exc:
-        if _UNKNOWN_FIELD.match(str(exc)):
-            return _log_decoder.decode(_known_fields_only(raw))
-        raise _explain(exc, raw, (*CLUSTER_EVENT_TYPES, _tag(Tick), *DECISION_TYPES)) from None
-    except msgspec.DecodeError as exc:
-        raise _explain(exc, raw, (*CLUSTER_EVENT_TYPES, _tag(Tick), *DECISION_TYPES)) from None
+    except msgspec.DecodeError as exc:  # a ValidationError too
+        if isinstance(exc, msgspec.ValidationError) and _UNKNOWN_FIELD.match(str(exc)):
+            try:
+                return _log_decoder.decode(_known_fields_only(raw))
+            except msgspec.DecodeError as again:  # wrong in a field it knows as well
+                raise _explain(again, raw, _LOG_TYPES) from None
+        raise _explain(exc, raw, _LOG_TYPES) from None
 
 
 def _known_fields_only(raw: bytes) -> bytes:
     document = msgspec.json.decode(raw)
-    known = {f.encode_name for f in msgspec.structs.fields(_TYPES[document["type"]])} | {"type"}
+    known = {f.encode_name for f in msgspec.structs.fields(_BY_TYPE_NAME[document["type"]])} | {"type"}
     return msgspec.json.encode({key: value for key, value in document.items() if key in known})
 
 

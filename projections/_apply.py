@@ -41,6 +41,7 @@ from preemptd.events import (
     closest,
     encode,
     format_human,
+    type_of,
 )
 
 from ._models import ModelFold, ParsedConfig, QueueConfig
@@ -70,7 +71,7 @@ class Rejected(PreemptdError):
 
 def refuse_decision(p: PartitionState, decision: DecisionEvent) -> None:
     """`ModelFold.fold_decision` of a model that makes no decision of its own."""
-    raise Rejected(f"{decision.__struct_config__.tag} is not produced by the {p.model} model")
+    raise Rejected(f"{type_of(decision)} is not produced by the {p.model} model")
 
 
 class Projection:

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from preemptd.events import LogEvent
+from preemptd.events import Admitted, Allocated, Blocked, Decision, Evicted, LogEvent, Preempted, Unreserved
 
 __all__ = [
     "AppState",
@@ -175,6 +175,22 @@ class PartitionState(msgspec.Struct, kw_only=True):
         """The configuration in force, as the `config` of the `config.applied` that set it."""
         config: dict[str, Any] | list[Any] = msgspec.json.decode(self.document)  # encoded from such a `config`
         return config
+
+    def submitted_for(self, decision: Decision) -> int | None:
+        """When what `decision` is for was submitted (received), while it is known: the task it
+        places, preempts for, blocks or unreserves; the application it admits, or evicts for."""
+        match decision:
+            case Preempted():
+                found: TaskState | AppState | None = self.tasks.get(decision.preemptor)
+            case Allocated() | Blocked() | Unreserved():
+                found = self.tasks.get(decision.task)
+            case Admitted():
+                found = self.apps.get(decision.app)
+            case Evicted() if decision.preemptor is not None:
+                found = self.apps.get(decision.preemptor)
+            case _:
+                found = None
+        return found.submitted_at if found is not None else None
 
 
 class ClusterState(msgspec.Struct, kw_only=True):

@@ -21,6 +21,7 @@ from ._registry import (
 from ._replay import (
     Change as Change,
     Divergence as Divergence,
+    ReplayConfig as ReplayConfig,
     Replayer as Replayer,
     ReplayReport as ReplayReport,
     builtins_key as builtins_key,

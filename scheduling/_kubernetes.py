@@ -416,7 +416,7 @@ def _json_loader() -> type:
     refused, so that nothing the walk that bounds a document does not see reaches a reader."""
     import yaml
 
-    class JsonLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML has no type stubs here: its classes are Any
+    class JsonLoader(yaml.SafeLoader):
         pass
 
     timestamp = "tag:yaml.org,2002:timestamp"

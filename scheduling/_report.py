@@ -80,9 +80,7 @@ class Timeline:
     def step(self, record: LogRecord) -> None:
         event = record.event
         part = self.state.partitions.get(event.partition)
-        subject = _subject(event) if part is not None and isinstance(event, Decision) else None
-        before = part.tasks.get(subject) if part is not None and subject is not None else None
-        submitted = before.submitted_at if before is not None else None
+        submitted = part.submitted_for(event) if part is not None and isinstance(event, Decision) else None
         refused = None
         try:
             apply(self.state, record)
@@ -212,11 +210,6 @@ def _resources(view: PartitionState) -> list[str]:
     for queue in view.queues.values():
         names.update(queue.guaranteed, queue.allocated, queue.pending, queue.max or ())
     return sorted(names)
-
-
-def _subject(event: Decision) -> str | None:
-    """The task a decision places or preempts for."""
-    return getattr(event, "preemptor", None) or getattr(event, "task", None)
 
 
 def _decision(record: LogRecord, submitted: int | None) -> dict[str, Any]:

@@ -39,6 +39,7 @@ from preemptd.events import (
     encode,
     parse_duration,
     to_builtins,
+    type_of,
 )
 from preemptd.projections import ClusterState, LogRecord, PartitionState, Rejected, partition_view
 
@@ -307,7 +308,7 @@ def _check_decisions(decisions: list[Decision], expect: Expectations) -> list[st
 def _check_counts(decisions: list[Decision], expect: Expectations) -> list[str]:
     failures = []
     for kind, wanted in expect.counts.items():
-        actual = sum(1 for d in decisions if d.__struct_config__.tag == kind)
+        actual = sum(1 for d in decisions if type_of(d) == kind)
         if actual != wanted:
             failures.append(f"{actual} {kind} decisions, expected {wanted}")
     return failures

@@ -279,6 +279,11 @@ def test_a_shims_own_data_goes_in_annotations_kept_and_never_read() -> None:
 
 def test_a_log_written_when_unknown_fields_were_dropped_still_reads_as_it_did() -> None:
     assert ev.decode_log_event(b'{"type":"node.removed","id":"1","ts":1,"node":"n","color":"blue"}') == ev.NodeRemoved(id="1", ts=1, node="n")
+    blocked = ev.Blocked(id="log:1.1", ts=1, partition="default", cycle=1, task="t", app="a", queue="root.a", reasons=("r",))
+    assert ev.decode_log_event(encode(blocked)[:-1] + b',"colour":"red"}') == blocked, "a decision too"
+    with pytest.raises(DecodeError, match=r"task.released: Expected `str`, got `int` - at `\$.task`") as wrong:
+        ev.decode_log_event(b'{"type":"task.released","id":"x","ts":1,"colour":"red","task":5}')
+    assert (wrong.value.event_type, wrong.value.event_id) == ("task.released", "x"), "the record is named, as any refusal names it"
 
 
 JSON_SCHEMA_2020_KEYWORDS = {

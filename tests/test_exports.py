@@ -14,7 +14,7 @@ SURFACE = {
         "ClusterEvent", "DecisionEvent", "LogEvent", "ConfigApplied", "NodeUpserted", "TaskSubmitted", "TaskBound",
         "TaskReleased", "Tick", "Allocated", "Preempted", "Blocked", "Unreserved", "Victim", "Resources", "Scenario",
         "decode_cluster_event", "decode_log_event", "decode_decision", "encode", "json_schema", "parse_quantity",
-        "parse_duration", "DecodeError", "QuantityError", "ConfigError", "PreemptdError",
+        "parse_duration", "DecodeError", "QuantityError", "ConfigError", "PreemptdError", "type_of",
     },
     projections: {"ClusterState", "PartitionState", "LogRecord", "Rejected", "Projection", "ModelFold", "partition_view"},
     scheduling: {

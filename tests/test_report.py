@@ -189,3 +189,20 @@ def test_curves_of_a_long_log_are_sampled_and_every_series_has_a_value_per_sampl
         for series in queue["series"].values():
             assert {len(values) for values in series.values()} == {len(partition["times"])}
     assert len(partition["decisions"]) == 23, "decisions are never sampled"
+
+
+def test_an_eviction_shows_how_long_the_workload_it_makes_room_for_waited(tmp_path: Path) -> None:
+    """Kueue evicts workloads for a workload (its preemptor is an application): the wait shown
+    is that workload's, found by its name among applications, whatever its pods are called."""
+    scenario = yaml.safe_load((ROOT / "examples" / "kueue" / "reclaim-within-cohort.yaml").read_text())
+    for event in scenario["events"]:
+        if event["type"] == "task.submitted":
+            event["task"] += "-pod"  # pods named otherwise than their workloads
+    path = tmp_path / "renamed.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    data, _, _ = report_of(tmp_path, path)
+    (partition,) = data["partitions"]
+    evictions = [d for d in partition["decisions"] if d["type"] == "decision.evicted" and d.get("preemptor")]
+    assert evictions, "the example evicts"
+    for eviction in evictions:  # a-1 and sa-1 arrived at 5 s
+        assert eviction["waited"] == pytest.approx(eviction["t"] - 5.0), eviction["id"]

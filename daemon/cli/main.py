@@ -43,9 +43,10 @@ from preemptd.events import (
     json_schema,
     parse_duration,
     to_builtins,
+    type_of,
 )
 from preemptd.projections import partition_view
-from preemptd.scheduling import DEFAULT_MODEL, MODELS, Replayer, ScenarioError, check, simulate
+from preemptd.scheduling import DEFAULT_MODEL, MODELS, ReplayConfig, Replayer, ScenarioError, check, simulate
 
 from ..early import early_stops, version
 from ..errors import UsageError
@@ -214,7 +215,7 @@ async def cmd_simulate(args: argparse.Namespace) -> int:
     for warning in result.warnings:
         print(f"warning: {render.printable(warning)}", file=sys.stderr)
     for event, reason in result.rejected:
-        print(f"rejected {event.__struct_config__.tag} {render.printable(event.id)}: {render.printable(reason)}", file=sys.stderr)
+        print(f"rejected {type_of(event)} {render.printable(event.id)}: {render.printable(reason)}", file=sys.stderr)
     if args.state:
         print(json.dumps(result.view(scenario.partition), indent=2))
     if args.db:
@@ -293,7 +294,7 @@ async def cmd_replay(args: argparse.Namespace) -> int:
     return 1 if replayer.report.divergence is not None else 0
 
 
-def _replay_configs(path: Path) -> dict[str, tuple[str, dict[str, Any]]]:
+def _replay_configs(path: Path) -> dict[str, ReplayConfig]:
     from ..config_file import config_events
 
     return {event.partition: (event.model, event.config) for event in config_events(path, 0)}
@@ -509,7 +510,7 @@ class _Parser(argparse.ArgumentParser):
             message += f"; did you mean {near}?" if near else ""
         super().error(message)
 
-    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+    def parse_args(self, args=None, namespace=None):
         parsed, extra = self.parse_known_args(args, namespace)
         if extra:
             command = getattr(parsed, "func", None)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from preemptd.events import Admitted, Allocated, Blocked, Decision, Evicted, Preempted, Resources, Unreserved, format_human
+from preemptd.events import Admitted, Allocated, Blocked, Decision, Evicted, Preempted, Resources, Unreserved, format_human, type_of
 from preemptd.projections import ClusterState, LogRecord, PartitionState, Rejected, queue_depth
 from preemptd.scheduling import Change, Divergence, ReplayReport, apply, describe, model_named
 
@@ -78,7 +78,7 @@ def _flavors(flavors: Mapping[str, str]) -> str:
 def summary(decision: Decision) -> str:
     """`allocated  a-1 -> node-1 (root.q)`: what a shim author watching `tail` needs."""
     decision = _printable_decision(decision)
-    kind = decision.__struct_config__.tag.removeprefix("decision.")
+    kind = type_of(decision).removeprefix("decision.")
     match decision:
         case Allocated():
             what = f"{decision.task} -> {decision.node} ({decision.queue})"
@@ -115,7 +115,7 @@ def config_change(record: LogRecord) -> str:
 def explanation(decision: Decision, seq: int) -> str:
     """Everything a decision says about itself, laid out for reading."""
     decision = _printable_decision(decision)
-    kind = decision.__struct_config__.tag
+    kind = type_of(decision)
     lines = [f"{decision.id}  {kind}", f"  at {clock(decision.ts)}, partition {decision.partition}, cycle {decision.cycle}, log seq {seq}"]
     match decision:
         case Allocated():

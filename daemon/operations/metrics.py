@@ -25,8 +25,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from preemptd.events import Admitted, Allocated, DecisionEvent, Preempted, base_unit
-from preemptd.projections import AppState, ClusterState, PartitionState, TaskState
+from preemptd.events import Admitted, Allocated, DecisionEvent, Evicted, Preempted, base_unit, type_of
+from preemptd.projections import ClusterState, PartitionState
 from preemptd.scheduling import model_named
 
 from ..errors import UsageError
@@ -170,26 +170,15 @@ class Metrics:
         self.cycle_decisions.labels(partition).observe(len(decisions))
         view = state.partitions[partition]
         for decision in decisions:
-            kind = decision.__struct_config__.tag.removeprefix("decision.")
+            kind = type_of(decision).removeprefix("decision.")
             self.decisions.labels(partition, kind, view.model).inc()
-            submitted = _submitted_at(view, decision)
+            submitted = view.submitted_for(decision) if isinstance(decision, _FOR_SOMEONE) else None
             if submitted is not None:
                 self.latency.labels(partition, kind).observe(max(decision.ts - submitted, 0) / 1000)
 
 
-def _submitted_at(partition: PartitionState, decision: DecisionEvent) -> int | None:
-    """When what `decision` places, admits or preempts for was submitted (received), if it is
-    such a decision."""
-    match decision:
-        case Allocated():
-            placed: TaskState | AppState | None = partition.tasks.get(decision.task)
-        case Preempted():
-            placed = partition.tasks.get(decision.preemptor)
-        case Admitted():
-            placed = partition.apps.get(decision.app)
-        case _:
-            return None
-    return placed.submitted_at if placed is not None else None
+#: The decisions whose latency is measured: those that place, admit or preempt for someone.
+_FOR_SOMEONE = (Allocated, Preempted, Admitted, Evicted)
 
 
 class _ReadingCollector(Collector):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from preemptd.events import Admitted, DecisionEvent, Evicted
+from preemptd.events import Admitted, DecisionEvent, Evicted, type_of
 from preemptd.projections import ParsedConfig, PartitionState, QueueConfig, Rejected, Words
 
 from .._model import Bounds, Model, counted
@@ -65,7 +65,7 @@ def fold_decision(p: PartitionState, decision: DecisionEvent) -> None:
     (it holds its quota until its tasks are gone) and its preemptor as waiting for it."""
     app = p.apps.get(getattr(decision, "app", ""))
     if app is None:
-        raise Rejected(f"{decision.__struct_config__.tag} for unknown application {getattr(decision, 'app', None)!r}")
+        raise Rejected(f"{type_of(decision)} for unknown application {getattr(decision, 'app', None)!r}")
     match decision:
         case Admitted():
             if app.admission is not None:
@@ -78,7 +78,7 @@ def fold_decision(p: PartitionState, decision: DecisionEvent) -> None:
             if decision.preemptor in p.apps:
                 p.apps[decision.preemptor].preempting = True
         case _:
-            raise Rejected(f"the kueue model does not make {decision.__struct_config__.tag}")
+            raise Rejected(f"the kueue model does not make {type_of(decision)}")
 
 
 def bounds(partition: PartitionState) -> Bounds:
