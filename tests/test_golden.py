@@ -56,3 +56,15 @@ def test_a_daemon_log_of_an_earlier_version_passes_over_its_snapshot_and_shows_i
     queues = json.loads(shown.stdout)["queues"]
     assert queues["root.team-a"]["allocated"] == {"vcore": 4, "memory": 8 * 2**30}
     assert queues["root.team-b"]["pending"] == {"vcore": 2}
+
+
+@pytest.mark.parametrize(("model", "decided"), [("kueue", 7), ("volcano", 14)])
+def test_a_daemon_log_of_each_model_replays(model: str, decided: int, tmp_path: Path) -> None:
+    """Logs a daemon wrote under Kueue and Volcano (tests/fixtures, made by make_model_logs.py,
+    with admissions, an eviction, a refusal, reclaims and reservations landing): a change to a
+    model's state or cycle reproduces every decision they hold."""
+    log = tmp_path / f"{model}.db"
+    shutil.copyfile(Path(__file__).parent / "fixtures" / f"daemon-log-{model}.db", log)
+    replay = preemptd("replay", "--db", str(log), "--quiet")
+    assert replay.returncode == 0, replay.stdout + replay.stderr
+    assert f"all {decided} decisions reproduced" in replay.stdout
