@@ -10,6 +10,7 @@ from ._apply import (
     Projection as Projection,
     Rejected as Rejected,
     build_queues as build_queues,
+    fold_nothing as fold_nothing,
     refuse_decision as refuse_decision,
     reservation_claim as reservation_claim,
 )

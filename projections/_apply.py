@@ -23,6 +23,7 @@ from preemptd.events import (
     AppFinished,
     AppSubmitted,
     Blocked,
+    ClusterEvent,
     ConfigApplied,
     ConfigError,
     DecisionEvent,
@@ -58,7 +59,7 @@ from ._state import (
     TaskState,
 )
 
-__all__ = ["Projection", "Rejected", "build_queues", "refuse_decision", "reservation_claim"]
+__all__ = ["Projection", "Rejected", "build_queues", "fold_nothing", "refuse_decision", "reservation_claim"]
 
 
 class Rejected(PreemptdError):
@@ -67,6 +68,10 @@ class Rejected(PreemptdError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+def fold_nothing(p: PartitionState, event: ClusterEvent) -> None:
+    """`ModelFold.fold_event` of a model that keeps nothing of cluster events."""
 
 
 def refuse_decision(p: PartitionState, decision: DecisionEvent) -> None:
@@ -131,6 +136,7 @@ class Projection:
                 _app_submitted(p, event, record)
             case AppFinished():
                 _app_finished(p, event)
+                self.models[p.model].fold_event(p, event)
             case ConfigApplied():
                 warnings = self._config_applied(p, event)
             case PriorityClassUpserted():
@@ -543,8 +549,8 @@ def _remove_task(p: PartitionState, task: TaskState) -> None:
         _count_reservation(p, preemptor, +1)
     app = p.apps[task.app]
     app.tasks.pop(task.id, None)
-    if not app.tasks:  # nothing left to hold quota: a workload requeued later waits for admission
-        app.admission, app.admitted_at, app.evicted, app.preempting = None, 0, False, False
+    if not app.tasks:  # nothing left: a model's hold on it ends (a workload requeued later waits for admission)
+        app.incarnation += 1
     del p.tasks[task.id]
 
 

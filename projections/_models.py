@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from preemptd.events import DecisionEvent, Resources
+from preemptd.events import ClusterEvent, DecisionEvent, Resources
 
 from ._state import PartitionState, PriorityClass, Words
 
@@ -73,6 +73,9 @@ class ModelFold(Protocol):
       model; raises `Rejected` for decisions the model does not make.
     - `state_type`: a msgspec Struct holding what the model keeps per partition besides its
       configuration (made empty when a partition takes the model, kept in snapshots), or None.
+    - `fold_event(partition, event)`: the model's fold beside the generic one, for what it keeps
+      in its state: called after the generic fold applied `event`. Today for `app.finished`
+      only (what a model keeps of an application goes with it).
 
     Read-only properties, so that a frozen dataclass (`scheduling.Model`) is one.
     """
@@ -85,3 +88,5 @@ class ModelFold(Protocol):
     def fold_decision(self) -> Callable[[PartitionState, DecisionEvent], None]: ...
     @property
     def state_type(self) -> type[msgspec.Struct] | None: ...
+    @property
+    def fold_event(self) -> Callable[[PartitionState, ClusterEvent], None]: ...

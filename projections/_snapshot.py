@@ -22,7 +22,7 @@ from ._state import ClusterState
 
 __all__ = ["SNAPSHOT_FORMAT", "SnapshotError", "decode_snapshot", "encode_snapshot"]
 
-SNAPSHOT_FORMAT = 3  # bump when ClusterState's layout changes (2: models hold their own parts; 3: an absent min_available is None, not 0)
+SNAPSHOT_FORMAT = 4  # bump when ClusterState's layout changes (2: models hold their own parts; 3: an absent min_available is None, not 0; 4: Kueue's admissions in its model state)
 
 
 class SnapshotError(PreemptdError, ValueError):

@@ -100,13 +100,7 @@ class AppState(msgspec.Struct, kw_only=True):
     priority_class: str | None = None
     namespace: str | None = None
     tasks: dict[str, None] = {}
-    # Quota-level models: the flavor of each resource once admitted (None: waiting), the log
-    # position of the admission, whether it was evicted, and whether it evicted others and waits
-    # for them to go; an application whose tasks are all gone holds no quota and waits again.
-    admission: dict[str, str] | None = None
-    admitted_at: int = 0
-    evicted: bool = False
-    preempting: bool = False
+    incarnation: int = 0  # how many times all its tasks went: what a model kept of it before is gone
 
 
 class TaskState(msgspec.Struct, kw_only=True):

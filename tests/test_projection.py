@@ -22,6 +22,7 @@ from preemptd.projections import (
     SnapshotError,
 )
 from preemptd.scheduling import MODELS, apply, fold, restore, simulate, snapshot
+from preemptd.scheduling.kueue._state import admission_of
 
 ROOT = Path(__file__).resolve().parent.parent
 TREE = [
@@ -98,7 +99,7 @@ def _example_log(name: str) -> list[LogRecord]:
 
 
 @settings(max_examples=30, deadline=None)
-@given(name=st.sampled_from(["general", "allow-preemption", "priority-queues", "fence"]), cut=st.floats(0, 1))
+@given(name=st.sampled_from(["general", "allow-preemption", "priority-queues", "fence", "kueue/reclaim-within-cohort", "volcano/hierarchical-capacity"]), cut=st.floats(0, 1))
 def test_folding_in_two_halves_with_a_snapshot_equals_folding_once(name: str, cut: float) -> None:
     records = _example_log(name)
     split = int(len(records) * cut)
@@ -107,9 +108,32 @@ def test_folding_in_two_halves_with_a_snapshot_equals_folding_once(name: str, cu
     assert snapshot(fold(records[split:], halfway)) == snapshot(whole)
 
 
-def test_a_snapshot_restores_an_equal_state() -> None:
-    state = fold(_example_log("fence"))
+@pytest.mark.parametrize("name", ["fence", "kueue/reclaim-within-cohort"])
+def test_a_snapshot_restores_an_equal_state(name: str) -> None:
+    state = fold(_example_log(name))
     assert restore(snapshot(state)) == state
+
+
+def test_a_kueue_workload_keeps_its_admission_in_the_model_and_a_finished_one_takes_it_along() -> None:
+    """Kueue's admissions are the model's state, not the shared application's: a workload whose
+    pods all went waits for admission again, and one finished and submitted again under the same
+    name starts without the admission of the first."""
+    records = _example_log("kueue/reclaim-within-cohort")
+    state = fold(records)
+    p = state.partitions["default"]
+    kept = p.model_state.admissions
+    admitted = {app for app in kept if admission_of(p, p.apps[app]) is not None}
+    assert admitted == {"b-1", "sb-1", "sb-2", "a-1"} and kept["a-1"].flavors == {"cpu": "default-flavor"}
+    assert "b-2" in kept and admission_of(p, p.apps["b-2"]) is None, "evicted and gone: its entry holds nothing"
+    assert not any(field in msgspec.structs.asdict(p.apps["a-1"]) for field in ("admission", "admitted_at", "evicted", "preempting"))
+    cycle = kept["a-1"].cycle
+    fold_events(released("a-1"), state=state)
+    assert "a-1" in kept, "kept, but for the incarnation that is gone"
+    fold_events(task("a-1", "a-1"), state=state)
+    with pytest.raises(Rejected, match="which is not admitted"):  # the new pod's workload waits
+        fold_events(ev.Evicted(id="x:1.1", ts=0, partition="default", cycle=cycle + 1, app="a-1", queue="team-a", reason="InClusterQueue"), state=state)
+    fold_events(ev.AppFinished(id="fin", ts=0, app="b-1"), state=state)
+    assert "b-1" not in kept
 
 
 def test_a_snapshot_of_another_format_or_cut_short_is_refused_not_misread() -> None:

@@ -4,6 +4,7 @@ admitted by flavor assignment in Kueue's order, and classic preemption.
 - `_objects`: Kueue's objects (both API versions) read into one `KueueConfig`.
 - `_tree`: the quota tree of cohorts and ClusterQueues: subtree quotas, limits, what is available.
 - `_assign`: flavor assignment, with flavorFungibility.
+- `_state`: what the model keeps: each workload's admission, folded from its decisions.
 - `_workloads`: applications seen as workloads; their requests and the queues' usage.
 - `_classic`: classic preemption (candidates, order, passes, greedy removal, minimisation).
 - `_cycle`: the cycle: record running workloads, admit, preempt, block.
@@ -15,12 +16,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from preemptd.events import Admitted, DecisionEvent, Evicted, type_of
-from preemptd.projections import ParsedConfig, PartitionState, QueueConfig, Rejected, Words
+from preemptd.projections import ParsedConfig, PartitionState, QueueConfig, Words
 
 from .._model import Bounds, Model, counted
 from ._cycle import ADMISSIONS_PER_CYCLE as ADMISSIONS_PER_CYCLE, PREEMPTIONS_PER_CYCLE as PREEMPTIONS_PER_CYCLE, schedule
 from ._objects import KueueConfig, claims, parse_objects
+from ._state import KueueState, fold_decision, fold_event
 from ._tree import QuotaTree
 
 __all__ = ["MODEL", "ROOT", "KueueConfig", "QuotaTree", "parse_config", "parse_objects"]
@@ -58,27 +59,6 @@ WORDS = Words(
 
 def next_wakeup(partition: PartitionState, now: int) -> int | None:
     return None  # nothing in this model waits on time
-
-
-def fold_decision(p: PartitionState, decision: DecisionEvent) -> None:
-    """`decision.admitted` gives the workload its flavors; `decision.evicted` marks it evicted
-    (it holds its quota until its tasks are gone) and its preemptor as waiting for it."""
-    app = p.apps.get(getattr(decision, "app", ""))
-    if app is None:
-        raise Rejected(f"{type_of(decision)} for unknown application {getattr(decision, 'app', None)!r}")
-    match decision:
-        case Admitted():
-            if app.admission is not None:
-                raise Rejected(f"decision.admitted for application {app.id!r}, which is admitted already")
-            app.admission, app.admitted_at, app.preempting = dict(decision.flavors), decision.cycle, False
-        case Evicted():
-            if app.admission is None:
-                raise Rejected(f"decision.evicted for application {app.id!r}, which is not admitted")
-            app.evicted = True
-            if decision.preemptor in p.apps:
-                p.apps[decision.preemptor].preempting = True
-        case _:
-            raise Rejected(f"the kueue model does not make {type_of(decision)}")
 
 
 def bounds(partition: PartitionState) -> Bounds:
@@ -126,6 +106,8 @@ MODEL = Model(
     schedule=schedule,
     next_wakeup=next_wakeup,
     fold_decision=fold_decision,
+    state_type=KueueState,
+    fold_event=fold_event,
     bounds=bounds,
     claims=claims,
     describe=describe,

@@ -11,6 +11,7 @@ from functools import cached_property
 
 from preemptd.projections import PartitionState
 
+from ._state import admission_of, preempting
 from ._tree import FlavorResource
 
 __all__ = ["Workload", "Workloads", "usage_of"]
@@ -66,6 +67,7 @@ class Workloads:
             for task in tasks:
                 for name, amount in task.resources.items():
                     request[name] = request.get(name, 0) + amount
+            admission = admission_of(p, app)
             workload = Workload(
                 id=app.id,
                 queue=app.queue,
@@ -73,13 +75,13 @@ class Workloads:
                 seq=app.seq,
                 request=request,
                 first_task=tasks[0].id,
-                flavors=app.admission,
-                admitted_at=app.admitted_at,
-                evicted=app.evicted,
-                preempting=app.preempting,
+                flavors=admission.flavors if admission is not None else None,
+                admitted_at=admission.cycle if admission is not None else 0,
+                evicted=admission is not None and admission.evicted,
+                preempting=preempting(p, app),
                 running=any(task.status != "pending" for task in tasks),
             )
-            if app.admission is None:
+            if admission is None:
                 pending.append(workload)
                 continue
             admitted.setdefault(app.queue, []).append(workload)

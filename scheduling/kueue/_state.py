@@ -1,0 +1,77 @@
+"""What the Kueue model keeps per partition besides its configuration: each workload's
+admission, folded from its own decisions. An admission belongs to one incarnation of its
+application (`AppState.incarnation`): when every task of the workload is gone it holds no quota
+and, requeued later, waits for admission again. A finished workload's entry goes with it."""
+
+from __future__ import annotations
+
+import msgspec
+
+from preemptd.events import Admitted, AppFinished, ClusterEvent, DecisionEvent, Evicted, type_of
+from preemptd.projections import AppState, PartitionState, Rejected
+
+__all__ = ["Admission", "KueueState", "admission_of", "fold_decision", "fold_event", "preempting"]
+
+
+class Admission(msgspec.Struct, kw_only=True):
+    """A workload's flavor per resource, the cycle that admitted it, and whether it was evicted
+    (it holds its quota until its tasks are gone)."""
+
+    flavors: dict[str, str]
+    cycle: int
+    incarnation: int
+    evicted: bool = False
+
+
+class KueueState(msgspec.Struct, kw_only=True):
+    admissions: dict[str, Admission] = {}
+    preempting: dict[str, int] = {}  # workload -> its incarnation that evicted others and waits for them to go
+
+
+def _state(p: PartitionState) -> KueueState:
+    state: KueueState = p.model_state
+    return state
+
+
+def admission_of(p: PartitionState, app: AppState) -> Admission | None:
+    """The workload's admission, if this incarnation of it has one."""
+    admission = _state(p).admissions.get(app.id)
+    return admission if admission is not None and admission.incarnation == app.incarnation else None
+
+
+def preempting(p: PartitionState, app: AppState) -> bool:
+    """This incarnation of the workload evicted others and waits for them to go."""
+    return _state(p).preempting.get(app.id) == app.incarnation
+
+
+def fold_event(p: PartitionState, event: ClusterEvent) -> None:
+    """A finished workload's admission goes with it (one of the same name later starts anew)."""
+    if isinstance(event, AppFinished):
+        state = _state(p)
+        state.admissions.pop(event.app, None)
+        state.preempting.pop(event.app, None)
+
+
+def fold_decision(p: PartitionState, decision: DecisionEvent) -> None:
+    """`decision.admitted` gives the workload its flavors; `decision.evicted` marks it evicted
+    (it holds its quota until its tasks are gone) and its preemptor as waiting for it."""
+    app = p.apps.get(getattr(decision, "app", ""))
+    if app is None:
+        raise Rejected(f"{type_of(decision)} for unknown application {getattr(decision, 'app', None)!r}")
+    state = _state(p)
+    match decision:
+        case Admitted():
+            if admission_of(p, app) is not None:
+                raise Rejected(f"decision.admitted for application {app.id!r}, which is admitted already")
+            state.admissions[app.id] = Admission(flavors=dict(decision.flavors), cycle=decision.cycle, incarnation=app.incarnation)
+            state.preempting.pop(app.id, None)
+        case Evicted():
+            admission = admission_of(p, app)
+            if admission is None:
+                raise Rejected(f"decision.evicted for application {app.id!r}, which is not admitted")
+            admission.evicted = True
+            preemptor = p.apps.get(decision.preemptor) if decision.preemptor is not None else None
+            if preemptor is not None:
+                state.preempting[preemptor.id] = preemptor.incarnation
+        case _:
+            raise Rejected(f"the kueue model does not make {type_of(decision)}")
