@@ -23,11 +23,11 @@ from preemptd.events import (
     AppFinished,
     AppSubmitted,
     Blocked,
-    ClusterEvent,
     ConfigApplied,
     ConfigError,
     DecisionEvent,
     Evicted,
+    LogEvent,
     NodeRemoved,
     NodeUpserted,
     PreemptdError,
@@ -70,8 +70,8 @@ class Rejected(PreemptdError):
         self.reason = reason
 
 
-def fold_nothing(p: PartitionState, event: ClusterEvent) -> None:
-    """`ModelFold.fold_event` of a model that keeps nothing of cluster events."""
+def fold_nothing(p: PartitionState, event: LogEvent) -> None:
+    """`ModelFold.fold_event` of a model that keeps nothing of the events it is not the author of."""
 
 
 def refuse_decision(p: PartitionState, decision: DecisionEvent) -> None:
@@ -109,6 +109,7 @@ class Projection:
         if p is None:
             p = self.new_partition(event.partition)
         warnings: tuple[str, ...] = ()
+        self.models[p.model].fold_event(p, event)
         match event:  # the most frequent first: each case is an isinstance check
             case TaskSubmitted():
                 _task_submitted(p, event, record)
@@ -136,7 +137,6 @@ class Projection:
                 _app_submitted(p, event, record)
             case AppFinished():
                 _app_finished(p, event)
-                self.models[p.model].fold_event(p, event)
             case ConfigApplied():
                 warnings = self._config_applied(p, event)
             case PriorityClassUpserted():

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from preemptd.events import ClusterEvent, DecisionEvent, Resources
+from preemptd.events import DecisionEvent, LogEvent, Resources
 
 from ._state import PartitionState, PriorityClass, Words
 
@@ -74,8 +74,10 @@ class ModelFold(Protocol):
     - `state_type`: a msgspec Struct holding what the model keeps per partition besides its
       configuration (made empty when a partition takes the model, kept in snapshots), or None.
     - `fold_event(partition, event)`: the model's fold beside the generic one, for what it keeps
-      in its state: called after the generic fold applied `event`. Today for `app.finished`
-      only (what a model keeps of an application goes with it).
+      in its state: called with every record's event just before the generic fold applies it
+      (so that it still sees, say, the application of a task being released). It changes
+      nothing the generic fold could still refuse: only what it keeps of applications that are
+      there, and notes of what to read again.
 
     Read-only properties, so that a frozen dataclass (`scheduling.Model`) is one.
     """
@@ -89,4 +91,4 @@ class ModelFold(Protocol):
     @property
     def state_type(self) -> type[msgspec.Struct] | None: ...
     @property
-    def fold_event(self) -> Callable[[PartitionState, ClusterEvent], None]: ...
+    def fold_event(self) -> Callable[[PartitionState, LogEvent], None]: ...

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from preemptd.events import Blocked, ClusterEvent, DecisionEvent, cut_text
+from preemptd.events import Blocked, DecisionEvent, LogEvent, cut_text
 from preemptd.projections import ClusterState, LogRecord, ParsedConfig, PartitionState, Rejected, TaskState, fold_nothing, refuse_decision
 
 __all__ = ["BLOCKED_PER_CYCLE", "Cycle", "Model", "bounded", "counted", "decision_id", "describe_queues", "one_partition"]
@@ -139,7 +139,7 @@ class Model:
       (`decision.admitted`, `decision.evicted`); the default refuses them.
     - `state_type`: a msgspec Struct for what the model keeps per partition besides its
       configuration, or None (see `projections.ModelFold`).
-    - `fold_event(partition, event)`: the model's own fold of a cluster event, after the
+    - `fold_event(partition, event)`: the model's own fold of each event, just before the
       generic one, for what it keeps in `state_type` (see `projections.ModelFold`).
     - `bounds(partition)`: per queue, what to draw as its guarantee and its max (YuniKorn's
       guaranteed and max, Kueue's nominal quota and what borrowing allows, Volcano's deserved
@@ -158,7 +158,7 @@ class Model:
     next_wakeup: Callable[[PartitionState, int], int | None]
     partitions: Callable[[Any], list[str]] = one_partition
     fold_decision: Callable[[PartitionState, DecisionEvent], None] = refuse_decision
-    fold_event: Callable[[PartitionState, ClusterEvent], None] = fold_nothing
+    fold_event: Callable[[PartitionState, LogEvent], None] = fold_nothing
     state_type: type[msgspec.Struct] | None = None
     bounds: Callable[[PartitionState], Bounds] = queue_bounds
     describe: Callable[[PartitionState], str] = describe_queues

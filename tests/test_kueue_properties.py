@@ -8,6 +8,7 @@ each list of strategies and weights including 0) and workloads arriving and fini
   at most the target side's once the victim is gone (LessThanOrEqualToFinalShare), below it
   with the victim still there (LessThanInitialShare), the victims taken one after another;
 - preemption comes to rest, even when evicted workloads are requeued;
+- the workloads kept between cycles are, after every record, those read from the whole state;
 - replay reproduces every decision.
 """
 
@@ -27,7 +28,7 @@ from preemptd.scheduling.kueue._assign import Mode, assign
 from preemptd.scheduling.kueue._classic import Plan, Search
 from preemptd.scheduling.kueue._cycle import preemption
 from preemptd.scheduling.kueue._fair import share, sides
-from preemptd.scheduling.kueue._workloads import Workloads
+from preemptd.scheduling.kueue._workloads import Workload, Workloads, kept_workloads
 
 API = "kueue.x-k8s.io/v1beta2"
 WITHIN = ["Never", "LowerPriority", "LowerOrNewerEqualPriority"]
@@ -107,6 +108,26 @@ def test_no_admission_takes_a_queue_or_cohort_beyond_what_it_may_use(scenario: S
         usage = tree.usage(Workloads.of(p).usage)
         for node in [*tree.queues.values(), *tree.cohorts.values()]:
             assert tree.available(node, ("f", "cpu"), usage) >= 0, f"{node.name} over what it may use after {record.event}"
+
+
+@SETTINGS
+@given(scenarios())
+def test_the_workloads_kept_between_cycles_are_those_of_the_whole_state_after_every_record(scenario: Scenario) -> None:
+    """What a cycle starts from is read again only where the fold said something changed: after
+    any record, that equals reading every application (order, fields, usage)."""
+    result = simulate(scenario)
+    state = ClusterState(log_id="sim")
+    for record in result.records:
+        apply(state, record)
+        p = state.partitions["default"]
+        kept, whole = kept_workloads(p).view(p), Workloads.of(p)
+        assert [_fields(w) for w in kept.pending] == [_fields(w) for w in whole.pending], record.event
+        assert {q: [_fields(w) for w in ws] for q, ws in kept.admitted.items()} == {q: [_fields(w) for w in ws] for q, ws in whole.admitted.items()}, record.event
+        assert {q: list(u.items()) for q, u in kept.usage.items()} == {q: list(u.items()) for q, u in whole.usage.items()}, record.event
+
+
+def _fields(w: Workload) -> tuple[Any, ...]:
+    return (w.id, w.queue, w.priority, w.seq, w.request, w.first_task, w.flavors, w.admitted_at, w.evicted, w.preempting, w.running)
 
 
 def plans(scenario: Scenario) -> Iterator[tuple[Search, Plan]]:

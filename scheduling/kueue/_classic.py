@@ -21,7 +21,7 @@ workloads of the cohort tree that were never candidates are summed up by why.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
@@ -86,7 +86,7 @@ class Search:
         node: Node,
         tree: QuotaTree,
         usage: Usage,
-        admitted: dict[str, list[Workload]],
+        admitted: Mapping[str, Sequence[Workload]],
         flavors: dict[str, str],
         contested: tuple[FlavorResource, ...],
         admitted_now: dict[str, list[Workload]] | None = None,
@@ -136,7 +136,7 @@ class Search:
 
     def contests(self, workload: Workload) -> bool:
         """`workload` holds some of what the preemptor needs preemption for."""
-        return any(fr in self.contested for fr in workload.usage)
+        return not self.contested.isdisjoint(workload.usage)
 
     def borrows(self, node: Node) -> bool:
         return self.tree.borrows(node, self.contested, self.usage)
@@ -396,9 +396,14 @@ def not_candidates(s: Search, candidates: list[Candidate]) -> tuple[str, ...]:
     seen = {c.workload.id for c in candidates}
     counts: dict[str, int] = {}
     queues: dict[str, set[str]] = {}
+    names = resource_names(s.contested)
     for queue in queues_under(s.node.path()[-1]):
-        never = [_not_a_candidate(s, w) or f"of ClusterQueues whose cohort does not borrow {resource_names(s.contested)}" for w in s.admitted.get(queue.name, ()) if w.id not in seen]
-        never += [_not_a_candidate(s, w) or "admitted earlier in this cycle" for w in s.admitted_now.get(queue.name, ())]
+        # what holds for the whole queue is asked once, not per workload
+        own = queue.name == s.preemptor.queue
+        field, policy = ("withinClusterQueue", s.queue.preemption.within_cluster_queue) if own else ("reclaimWithinCohort", s.queue.preemption.reclaim_within_cohort)
+        judge = _Why(s, names, policy, _refused_by(field, policy), own or s.borrows(queue))
+        never = [judge.of(w) or f"of ClusterQueues whose cohort does not borrow {names}" for w in s.admitted.get(queue.name, ()) if w.id not in seen]
+        never += [judge.of(w) or "admitted earlier in this cycle" for w in s.admitted_now.get(queue.name, ())]
         for why in never:
             counts[why] = counts.get(why, 0) + 1
             queues.setdefault(why, set()).add(queue.name)
@@ -409,18 +414,27 @@ def not_candidates(s: Search, candidates: list[Candidate]) -> tuple[str, ...]:
     return (f"never candidates, {total} admitted workload{'s' if total != 1 else ''}: {parts}",)
 
 
-def _not_a_candidate(s: Search, w: Workload) -> str | None:
-    """Why a workload of the preemptor's cohort tree is no candidate by what it holds, the
-    preemptor's policy or its queue's borrowing; None if none of these stops it."""
-    if not s.contests(w):
-        return f"holding none of {resource_names(s.contested)}"
-    own = w.queue == s.preemptor.queue
-    field, policy = ("withinClusterQueue", s.queue.preemption.within_cluster_queue) if own else ("reclaimWithinCohort", s.queue.preemption.reclaim_within_cohort)
-    if not allowed(policy, s.preemptor, w):
-        return _refused_by(field, policy)
-    if not own and not s.borrows(s.tree.queues[w.queue]):
-        return f"of ClusterQueues not borrowing {resource_names(s.contested)}"
-    return None
+@dataclass(frozen=True)
+class _Why:
+    """Why a workload of one ClusterQueue of the preemptor's cohort tree is no candidate: by
+    what it holds, the preemptor's policy (`policy`, refused as `refused`) or its queue's
+    borrowing (`borrowing`: the queue is the preemptor's own, or borrows)."""
+
+    s: Search
+    names: str
+    policy: str
+    refused: str
+    borrowing: bool
+
+    def of(self, w: Workload) -> str | None:
+        """The reason, None if none of these stops it."""
+        if not self.s.contests(w):
+            return f"holding none of {self.names}"
+        if not allowed(self.policy, self.s.preemptor, w):
+            return self.refused
+        if not self.borrowing:
+            return f"of ClusterQueues not borrowing {self.names}"
+        return None
 
 
 def _refused_by(field: str, policy: str) -> str:

@@ -47,7 +47,7 @@ from ._classic import Plan, Search, classic, reason_text
 from ._fair import NO_SHARE, Share, fair, share
 from ._objects import ClusterQueue, KueueConfig
 from ._tree import Node, QuotaTree
-from ._workloads import Workload, Workloads, usage_of
+from ._workloads import Workload, kept_workloads, usage_of
 
 __all__ = ["ADMISSIONS_PER_CYCLE", "PREEMPTIONS_PER_CYCLE", "preemption", "schedule"]
 
@@ -64,7 +64,7 @@ class _Admission:
         self.cycle = cycle
         self.config: KueueConfig = cycle.partition.settings
         self.tree = QuotaTree(self.config)
-        self.workloads = Workloads.of(cycle.partition)
+        self.workloads = kept_workloads(cycle.partition).view(cycle.partition)
         self.usage = self.tree.usage(self.workloads.usage)
         self.admissions = 0
         self.preemptions = 0

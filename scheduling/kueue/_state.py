@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import msgspec
 
-from preemptd.events import Admitted, AppFinished, ClusterEvent, DecisionEvent, Evicted, type_of
+from preemptd.events import Admitted, AppFinished, DecisionEvent, Evicted, LogEvent, NodeRemoved, TaskBound, TaskReleased, TaskSubmitted, type_of
 from preemptd.projections import AppState, PartitionState, Rejected
 
 __all__ = ["Admission", "KueueState", "admission_of", "fold_decision", "fold_event", "preempting"]
@@ -23,7 +23,10 @@ class Admission(msgspec.Struct, kw_only=True):
     evicted: bool = False
 
 
-class KueueState(msgspec.Struct, kw_only=True):
+class KueueState(msgspec.Struct, kw_only=True, dict=True):
+    """Its fields are what snapshots keep; `kept`, the workloads kept between cycles
+    (`_workloads.KeptWorkloads`), is an attribute beside them, made again after a restore."""
+
     admissions: dict[str, Admission] = {}
     preempting: dict[str, int] = {}  # workload -> its incarnation that evicted others and waits for them to go
 
@@ -44,12 +47,30 @@ def preempting(p: PartitionState, app: AppState) -> bool:
     return _state(p).preempting.get(app.id) == app.incarnation
 
 
-def fold_event(p: PartitionState, event: ClusterEvent) -> None:
-    """A finished workload's admission goes with it (one of the same name later starts anew)."""
-    if isinstance(event, AppFinished):
-        state = _state(p)
-        state.admissions.pop(event.app, None)
-        state.preempting.pop(event.app, None)
+def fold_event(p: PartitionState, event: LogEvent) -> None:
+    """Before the generic fold applies `event`: the workloads it may change are read again at
+    the next cycle, and a finished workload's admission goes with it (one of the same name
+    later starts anew)."""
+    match event:
+        case TaskSubmitted():
+            _touch(p, event.app)
+        case TaskBound() | TaskReleased():
+            task = p.tasks.get(event.task)
+            _touch(p, task.app if task is not None else getattr(event, "app", None))
+        case NodeRemoved() if event.node in p.nodes:
+            for task_id in p.nodes[event.node].tasks:
+                _touch(p, p.tasks[task_id].app)
+        case AppFinished() if event.app in p.apps:
+            state = _state(p)
+            state.admissions.pop(event.app, None)
+            state.preempting.pop(event.app, None)
+            _touch(p, event.app)
+
+
+def _touch(p: PartitionState, app_id: str | None) -> None:
+    kept = _state(p).__dict__.get("kept")
+    if kept is not None and app_id is not None:
+        kept.touch(app_id)
 
 
 def fold_decision(p: PartitionState, decision: DecisionEvent) -> None:
@@ -65,13 +86,16 @@ def fold_decision(p: PartitionState, decision: DecisionEvent) -> None:
                 raise Rejected(f"decision.admitted for application {app.id!r}, which is admitted already")
             state.admissions[app.id] = Admission(flavors=dict(decision.flavors), cycle=decision.cycle, incarnation=app.incarnation)
             state.preempting.pop(app.id, None)
+            _touch(p, app.id)
         case Evicted():
             admission = admission_of(p, app)
             if admission is None:
                 raise Rejected(f"decision.evicted for application {app.id!r}, which is not admitted")
             admission.evicted = True
+            _touch(p, app.id)
             preemptor = p.apps.get(decision.preemptor) if decision.preemptor is not None else None
             if preemptor is not None:
                 state.preempting[preemptor.id] = preemptor.incarnation
+                _touch(p, preemptor.id)
         case _:
             raise Rejected(f"the kueue model does not make {type_of(decision)}")

@@ -5,16 +5,17 @@ while it has tasks and no admission."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import bisect
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from preemptd.projections import PartitionState
+from preemptd.projections import AppState, PartitionState
 
-from ._state import admission_of, preempting
+from ._state import KueueState, admission_of, preempting
 from ._tree import FlavorResource
 
-__all__ = ["Workload", "Workloads", "usage_of"]
+__all__ = ["KeptWorkloads", "Workload", "Workloads", "kept_workloads", "usage_of", "workload_of"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,48 +46,140 @@ def usage_of(flavors: Mapping[str, str], request: Mapping[str, int]) -> dict[Fla
     return {(flavors[r], r): amount for r, amount in request.items() if r in flavors}
 
 
+def workload_of(p: PartitionState, app: AppState) -> Workload | None:
+    """`app` as a workload; None while it has no tasks (it holds nothing and waits for nothing)."""
+    if not app.tasks:
+        return None
+    tasks = [p.tasks[t] for t in app.tasks]
+    request: dict[str, int] = {}
+    for task in tasks:
+        for name, amount in task.resources.items():
+            request[name] = request.get(name, 0) + amount
+    admission = admission_of(p, app)
+    return Workload(
+        id=app.id,
+        queue=app.queue,
+        priority=max(task.priority for task in tasks),
+        seq=app.seq,
+        request=request,
+        first_task=tasks[0].id,
+        flavors=admission.flavors if admission is not None else None,
+        admitted_at=admission.cycle if admission is not None else 0,
+        evicted=admission is not None and admission.evicted,
+        preempting=preempting(p, app),
+        running=any(task.status != "pending" for task in tasks),
+    )
+
+
 @dataclass
 class Workloads:
-    """The partition's workloads: pending ones in Kueue's order (priority, then creation),
-    admitted ones by ClusterQueue, and each ClusterQueue's usage."""
+    """The partition's workloads at one moment: pending ones in Kueue's order (priority, then
+    creation), admitted ones by ClusterQueue (by creation), and each ClusterQueue's usage."""
 
     pending: list[Workload]
-    admitted: dict[str, list[Workload]]
-    usage: dict[str, dict[FlavorResource, int]]
+    admitted: Mapping[str, Sequence[Workload]]
+    usage: Mapping[str, Mapping[FlavorResource, int]]
 
     @classmethod
     def of(cls, p: PartitionState) -> Workloads:
+        """Read from the whole partition: what `KeptWorkloads.view` must equal."""
         pending: list[Workload] = []
         admitted: dict[str, list[Workload]] = {}
         usage: dict[str, dict[FlavorResource, int]] = {}
         for app in p.apps.values():
-            if not app.tasks:
+            workload = workload_of(p, app)
+            if workload is None:
                 continue
-            tasks = [p.tasks[t] for t in app.tasks]
-            request: dict[str, int] = {}
-            for task in tasks:
-                for name, amount in task.resources.items():
-                    request[name] = request.get(name, 0) + amount
-            admission = admission_of(p, app)
-            workload = Workload(
-                id=app.id,
-                queue=app.queue,
-                priority=max(task.priority for task in tasks),
-                seq=app.seq,
-                request=request,
-                first_task=tasks[0].id,
-                flavors=admission.flavors if admission is not None else None,
-                admitted_at=admission.cycle if admission is not None else 0,
-                evicted=admission is not None and admission.evicted,
-                preempting=preempting(p, app),
-                running=any(task.status != "pending" for task in tasks),
-            )
-            if admission is None:
+            if workload.flavors is None:
                 pending.append(workload)
                 continue
             admitted.setdefault(app.queue, []).append(workload)
-            used = usage.setdefault(app.queue, {})
-            for fr, amount in workload.usage.items():
-                used[fr] = used.get(fr, 0) + amount
-        pending.sort(key=lambda w: (-w.priority, w.seq))
+            _charge(usage.setdefault(app.queue, {}), workload, +1)
+        pending.sort(key=_pending_order)
         return cls(pending, admitted, usage)
+
+
+def _pending_order(w: Workload) -> tuple[int, int]:
+    return (-w.priority, w.seq)
+
+
+def _charge(used: dict[FlavorResource, int], workload: Workload, sign: int) -> None:
+    for fr, amount in workload.usage.items():
+        total = used.get(fr, 0) + sign * amount
+        if total:
+            used[fr] = total
+        else:
+            del used[fr]
+
+
+def kept_workloads(p: PartitionState) -> KeptWorkloads:
+    """The partition's kept workloads (`KueueState.kept`), read whole the first time."""
+    state: KueueState = p.model_state
+    kept: KeptWorkloads | None = state.__dict__.get("kept")
+    if kept is None:
+        kept = state.__dict__["kept"] = KeptWorkloads.of(p)
+    return kept
+
+
+class KeptWorkloads:
+    """The workloads kept between cycles: the fold says which applications changed (`touch`),
+    and a cycle's `view` reads only those again, so that its cost follows what changed, not how
+    many workloads there are. Rebuilt whole when absent (a restored snapshot)."""
+
+    def __init__(self) -> None:
+        self.by_app: dict[str, Workload] = {}
+        self.pending: list[tuple[int, int, str]] = []  # Kueue's order, kept sorted
+        self.admitted: dict[str, dict[str, Workload]] = {}  # by ClusterQueue, then application
+        self.usage: dict[str, dict[FlavorResource, int]] = {}
+        self.changed: dict[str, None] = {}  # applications to read again, in the order they changed
+        self._listed: dict[str, tuple[Workload, ...]] = {}  # each ClusterQueue's admitted, by creation
+
+    @classmethod
+    def of(cls, p: PartitionState) -> KeptWorkloads:
+        kept = cls()
+        kept.changed = dict.fromkeys(p.apps)
+        return kept
+
+    def touch(self, app_id: str) -> None:
+        self.changed[app_id] = None
+
+    def view(self, p: PartitionState) -> Workloads:
+        """The workloads now; the lists and maps are the cycle's (later changes make new ones)."""
+        for app_id in self.changed:
+            self._read(p, app_id)
+        self.changed = {}
+        admitted = {queue: self._listing(queue) for queue in self.admitted}
+        return Workloads([self.by_app[key[2]] for key in self.pending], admitted, {queue: dict(used) for queue, used in self.usage.items()})
+
+    def _read(self, p: PartitionState, app_id: str) -> None:
+        old = self.by_app.pop(app_id, None)
+        if old is not None:
+            self._drop(old)
+        app = p.apps.get(app_id)
+        new = workload_of(p, app) if app is not None else None
+        if new is None:
+            return
+        self.by_app[app_id] = new
+        if new.flavors is None:
+            bisect.insort(self.pending, (*_pending_order(new), new.id))
+            return
+        self.admitted.setdefault(new.queue, {})[new.id] = new
+        self._listed.pop(new.queue, None)
+        _charge(self.usage.setdefault(new.queue, {}), new, +1)
+
+    def _drop(self, old: Workload) -> None:
+        if old.flavors is None:
+            del self.pending[bisect.bisect_left(self.pending, (*_pending_order(old), old.id))]
+            return
+        queue = self.admitted[old.queue]
+        del queue[old.id]
+        self._listed.pop(old.queue, None)
+        _charge(self.usage[old.queue], old, -1)
+        if not queue:
+            del self.admitted[old.queue], self.usage[old.queue]
+
+    def _listing(self, queue: str) -> tuple[Workload, ...]:
+        listed = self._listed.get(queue)
+        if listed is None:
+            listed = self._listed[queue] = tuple(sorted(self.admitted[queue].values(), key=lambda w: w.seq))
+        return listed
