@@ -11,6 +11,10 @@ second (each decided and folded into the state), against a baseline in the same 
 loop over the same workloads checking and charging each queue's remaining quota, the least
 any quota admission must do.
 
+Backlog: every queue full and 10 workloads each waiting that may preempt nothing; once each
+was told why, a cycle with nothing changed since the last, against a cycle of the same
+partition with no workload at all.
+
 Preemption: the same queues, but in each cohort a tenth of them borrow (their 50 workloads on
 10 CPUs of quota) and every other queue is full; the pending workloads come to the queues whose
 quota was lent, and reclaim it (reclaimWithinCohort Any), first under classic preemption, then
@@ -40,7 +44,7 @@ PENDING_PER_QUEUE = 10
 ONE_CPU = ev.Resources({"cpu": 1000})
 
 
-def _objects(queues: int, *, borrowers: set[int], fair_sharing: bool) -> list[dict[str, Any]]:
+def _objects(queues: int, *, borrowers: set[int], fair_sharing: bool, preemption: bool = True) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = [{"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": "default"}}]
     if fair_sharing:
         objects.append({"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}})
@@ -52,7 +56,7 @@ def _objects(queues: int, *, borrowers: set[int], fair_sharing: bool) -> list[di
             "metadata": {"name": f"cq-{q:04d}"},
             "spec": {
                 "cohortName": f"cohort-{q % COHORTS}",
-                "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
+                "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"} if preemption else {"reclaimWithinCohort": "Never", "withinClusterQueue": "Never"},
                 "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": nominal}]}]}],
             },
         })
@@ -186,6 +190,28 @@ def _baseline_candidates(search: Any) -> float:
 
 
 
+def bench_backlog(queues: int, rounds: int = 20) -> tuple[float, float, int]:
+    """(median time of a cycle with nothing changed since the last, of the same cycle on an
+    empty partition, blocked workloads): every queue full, 10 pending workloads each that fit
+    nowhere and may preempt nothing, each told why once."""
+    b = Builder(_objects(queues, borrowers=set(), fair_sharing=False, preemption=False))
+    _running(b, {_name(q): 60 for q in range(queues)})
+    blocked = _pending(b, {_name(q): PENDING_PER_QUEUE for q in range(queues)})
+    while b.tick():  # each cycle tells at most 1,000 of them why
+        pass
+    empty = Builder(_objects(queues, borrowers=set(), fair_sharing=False, preemption=False))
+    return _median_cycle(b, rounds), _median_cycle(empty, rounds), blocked
+
+
+def _median_cycle(b: Builder, rounds: int) -> float:
+    timings = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        assert not b.tick()
+        timings.append(time.perf_counter() - started)
+    return sorted(timings)[len(timings) // 2]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="100,1000,3000", help="numbers of ClusterQueues")
@@ -200,6 +226,10 @@ def main() -> None:
             b50, _ = percentiles(baselines)
             kind = "fair sharing" if fair_sharing else "classic"
             print(f"  preemption ({kind}, {admitted:,} admitted): {preempted} decisions, p50 {ms(p50)}, p99 {ms(p99)}; p50 = {p50 / b50:.1f}x gathering and sorting the candidates ({ms(b50)})")
+        if queues > 1000:  # every cycle until each is told why plans them all: minutes at this size
+            continue
+        quiet, empty, blocked = bench_backlog(queues)
+        print(f"  a backlog of {blocked:,} blocked workloads, nothing changed since the last cycle: a cycle takes {ms(quiet)} (a cycle of the same partition with no workload: {ms(empty)})")
 
 
 if __name__ == "__main__":

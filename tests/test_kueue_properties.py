@@ -18,17 +18,18 @@ from collections.abc import Iterator
 from typing import Any
 
 import msgspec
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from preemptd.events import Evicted, Scenario
-from preemptd.projections import ClusterState, PartitionState
-from preemptd.scheduling import apply, replay, simulate
-from preemptd.scheduling.kueue import QuotaTree
+from preemptd.events import Evicted, Scenario, TaskReleased, encode
+from preemptd.projections import ClusterState, LogRecord, PartitionState
+from preemptd.scheduling import apply, replay, run_cycle, simulate, tick_record
+from preemptd.scheduling.kueue import QuotaTree, _cycle as kueue_cycle
 from preemptd.scheduling.kueue._assign import Mode, assign
 from preemptd.scheduling.kueue._classic import Plan, Search
 from preemptd.scheduling.kueue._cycle import preemption
 from preemptd.scheduling.kueue._fair import share, sides
-from preemptd.scheduling.kueue._workloads import Workload, Workloads, kept_workloads
+from preemptd.scheduling.kueue._workloads import KeptWorkloads, Workload, Workloads, kept_workloads
 
 API = "kueue.x-k8s.io/v1beta2"
 WITHIN = ["Never", "LowerPriority", "LowerOrNewerEqualPriority"]
@@ -218,3 +219,39 @@ def test_replay_reproduces_every_decision(scenario: Scenario) -> None:
     report = replay(result.records, log_id="sim")
     assert report.divergence is None
     assert report.reproduced == len(result.decisions)
+
+
+@SETTINGS
+@given(scenarios(requeue=True))
+def test_a_cycle_passed_over_because_nothing_changed_decides_what_running_it_would(scenario: Scenario) -> None:
+    """After a cycle that decided nothing, cycles with only time passed since are passed over
+    (a blocked backlog costs nothing): running every one of them instead makes the same log."""
+    passing_over = simulate(scenario)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(KeptWorkloads, "quiet", property(lambda self: False, lambda self, value: None), raising=False)
+        running_all = simulate(scenario)
+    assert [encode(r.event) for r in passing_over.records] == [encode(r.event) for r in running_all.records]
+
+
+def test_a_blocked_backlog_is_planned_once_and_again_when_something_changes() -> None:
+    objects = [
+        {"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": "f"}},
+        {"apiVersion": API, "kind": "ClusterQueue", "metadata": {"name": "q"}, "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": 2}]}]}]}},
+    ]
+    events = [{"at": "0s", "type": "node.upserted", "node": "n", "capacity": {"cpu": 100}}]
+    events += [{"at": "0s", "type": "task.submitted", "task": f"w-{i}", "app": f"w-{i}", "queue": "q", "resources": {"cpu": 1}} for i in range(50)]
+    scenario = msgspec.convert({"name": "backlog", "model": "kueue", "config": objects, "events": events, "until": "10s"}, Scenario)
+    result = simulate(scenario)
+    p = result.state.partitions["default"]
+    kept = kept_workloads(p)
+    assert kept.quiet and len([d for d in result.decisions if d.__class__.__name__ == "Admitted"]) == 2
+    planned = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(kueue_cycle._Admission, "run", lambda self: planned.append(self))
+        state = result.state
+        for ts in (11_000, 12_000):
+            run_cycle(state, tick_record(state, ts, "default"))
+        assert planned == [], "nothing changed: no cycle plans the 48 blocked workloads again"
+        apply(state, LogRecord(state.seq + 1, 12_500, TaskReleased(id="done", ts=12_500, task="w-0")))
+        run_cycle(state, tick_record(state, 13_000, "default"))
+        assert len(planned) == 1, "a workload finished: the next cycle plans again"

@@ -90,9 +90,11 @@ class Search:
         flavors: dict[str, str],
         contested: tuple[FlavorResource, ...],
         admitted_now: dict[str, list[Workload]] | None = None,
+        memo: dict[tuple[object, ...], dict[str, int]] | None = None,
     ) -> None:
         self.preemptor, self.config, self.node, self.tree, self.usage, self.admitted = preemptor, config, node, tree, usage, admitted
         self.admitted_now = admitted_now or {}  # admitted earlier in the cycle: in the usage, no candidates
+        self.memo = memo  # the cycle's counts of never-candidates per queue (see `not_candidates`)
         self.queue = config.cluster_queues[preemptor.queue]
         self.request = usage_of(flavors, preemptor.request)
         self.contested = frozenset(contested)
@@ -402,16 +404,33 @@ def not_candidates(s: Search, candidates: list[Candidate]) -> tuple[str, ...]:
         own = queue.name == s.preemptor.queue
         field, policy = ("withinClusterQueue", s.queue.preemption.within_cluster_queue) if own else ("reclaimWithinCohort", s.queue.preemption.reclaim_within_cohort)
         judge = _Why(s, names, policy, _refused_by(field, policy), own or s.borrows(queue))
-        never = [judge.of(w) or f"of ClusterQueues whose cohort does not borrow {names}" for w in s.admitted.get(queue.name, ()) if w.id not in seen]
-        never += [judge.of(w) or "admitted earlier in this cycle" for w in s.admitted_now.get(queue.name, ())]
-        for why in never:
-            counts[why] = counts.get(why, 0) + 1
+        # Without candidates, a queue's count depends on the preemptor only through `key`: kept
+        # for the cycle, so that a backlog of blocked workloads counts each queue once, not once each.
+        newness = s.preemptor.seq if policy == "LowerOrNewerEqualPriority" else None
+        key = (queue.name, judge.refused, judge.borrowing, s.preemptor.priority, newness, s.contested, len(s.admitted_now.get(queue.name, ())))
+        counted = s.memo.get(key) if s.memo is not None and not seen else None
+        if counted is None:
+            counted = _count_never(s, queue, judge, seen, names)
+            if s.memo is not None and not seen:
+                s.memo[key] = counted
+        for why, n in counted.items():
+            counts[why] = counts.get(why, 0) + n
             queues.setdefault(why, set()).add(queue.name)
     if not counts:
         return ()
     total = sum(counts.values())
     parts = "; ".join(f"{n} {why} ({', '.join(sorted(queues[why]))})" for why, n in counts.items())
     return (f"never candidates, {total} admitted workload{'s' if total != 1 else ''}: {parts}",)
+
+
+def _count_never(s: Search, queue: Node, judge: _Why, seen: set[str], names: str) -> dict[str, int]:
+    """Per reason, how many admitted workloads of `queue` were never candidates."""
+    never = [judge.of(w) or f"of ClusterQueues whose cohort does not borrow {names}" for w in s.admitted.get(queue.name, ()) if w.id not in seen]
+    never += [judge.of(w) or "admitted earlier in this cycle" for w in s.admitted_now.get(queue.name, ())]
+    counted: dict[str, int] = {}
+    for why in never:
+        counted[why] = counted.get(why, 0) + 1
+    return counted
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,14 @@ PREEMPTIONS_PER_CYCLE = 50
 
 
 def schedule(cycle: Cycle) -> None:
+    """One cycle, unless the last one decided nothing and nothing but time passed since: the
+    cycle is a function of the state (nothing in it waits on time), so it would decide nothing
+    again; a backlog of blocked workloads then costs nothing until something changes."""
+    kept = kept_workloads(cycle.partition)
+    if kept.quiet:
+        return
     _Admission(cycle).run()
+    kept.quiet = not cycle.records
 
 
 class _Admission:
@@ -71,6 +78,7 @@ class _Admission:
         self.preempted_in: set[Node] = set()  # roots of the cohort trees with a preemption this cycle
         self.recorded_in: set[Node] = set()  # roots of the cohort trees with running workloads recorded this cycle
         self.admitted_now: dict[str, list[Workload]] = {}  # by ClusterQueue: in the usage, not candidates
+        self.never_counted: dict[tuple[object, ...], dict[str, int]] = {}  # see `_classic.not_candidates`
 
     def run(self) -> None:
         waiting = []
@@ -133,7 +141,7 @@ class _Admission:
         root = node.path()[-1]
         if root in self.preempted_in or self.preemptions >= PREEMPTIONS_PER_CYCLE:
             return None  # the next cycle plans on the state with this cycle's evictions in it
-        search = Search(workload, self.config, node, self.tree, self.usage, self.workloads.admitted, assignment.flavors, assignment.contested, self.admitted_now)
+        search = Search(workload, self.config, node, self.tree, self.usage, self.workloads.admitted, assignment.flavors, assignment.contested, self.admitted_now, self.never_counted)
         fair_sharing = self.config.fair_sharing_in(root.name)
         plan = preemption(self.config, search)
         if not plan.targets and root in self.recorded_in:
