@@ -226,7 +226,7 @@ def main() -> None:
             b50, _ = percentiles(baselines)
             kind = "fair sharing" if fair_sharing else "classic"
             print(f"  preemption ({kind}, {admitted:,} admitted): {preempted} decisions, p50 {ms(p50)}, p99 {ms(p99)}; p50 = {p50 / b50:.1f}x gathering and sorting the candidates ({ms(b50)})")
-        if queues > 100:  # every cycle until each is told why plans all waiting workloads again: minutes beyond this size
+        if queues > 300:  # every cycle until each is told why plans all waiting workloads again: minutes beyond this size
             continue
         quiet, empty, blocked = bench_backlog(queues)
         print(f"  a backlog of {blocked:,} blocked workloads, nothing changed since the last cycle: a cycle takes {quiet * 1e6:.1f} µs (a cycle of the same partition with no workload: {empty * 1e6:.1f} µs)")
