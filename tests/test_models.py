@@ -232,20 +232,25 @@ def sources() -> list[Path]:
     return sorted(path for package in PACKAGES for path in (ROOT / package).rglob("*.py"))
 
 
-def test_the_model_name_literal_exists_once_in_its_wing() -> None:
+WINGS = ["yunikorn", "kueue", "volcano"]
+
+
+@pytest.mark.parametrize("wing", WINGS)
+def test_the_model_name_literal_exists_once_in_its_wing(wing: str) -> None:
     found = [
         str(path.relative_to(ROOT))
         for path in sources()
         for node_ in ast.walk(ast.parse(path.read_text()))
-        if isinstance(node_, ast.Constant) and node_.value == "yunikorn"
+        if isinstance(node_, ast.Constant) and node_.value == wing
     ]
-    assert found == ["scheduling/yunikorn/__init__.py"]
+    assert found == [f"scheduling/{wing}/__init__.py"]
 
 
-def test_only_the_registry_imports_a_wing() -> None:
+@pytest.mark.parametrize("wing", WINGS)
+def test_only_the_registry_imports_a_wing(wing: str) -> None:
     importers = []
     for path in sources():
-        if path.is_relative_to(ROOT / "scheduling" / "yunikorn"):
+        if path.is_relative_to(ROOT / "scheduling" / wing):
             continue
         for node_ in ast.walk(ast.parse(path.read_text())):
             names = []
@@ -253,6 +258,6 @@ def test_only_the_registry_imports_a_wing() -> None:
                 names = [node_.module or ""] + [f"{node_.module or ''}.{a.name}" for a in node_.names]
             elif isinstance(node_, ast.Import):
                 names = [a.name for a in node_.names]
-            if any(n.split(".")[-1] == "yunikorn" or ".yunikorn." in n for n in names):
+            if any(n.split(".")[-1] == wing or f".{wing}." in n for n in names):
                 importers.append(str(path.relative_to(ROOT)))
     assert importers == ["scheduling/_registry.py"]
