@@ -264,3 +264,30 @@ def test_the_known_loop_of_uneven_workloads_comes_to_rest() -> None:
     path = Path(__file__).parent / "fixtures" / "kueue-fair-loop-uneven-workloads.yaml"
     result = simulate(msgspec.yaml.decode(path.read_bytes(), type=Scenario))
     assert [d for d in result.decisions if isinstance(d, Evicted) and d.ts >= 25_000] == []
+
+
+class _Forgetting(dict):  # type: ignore[type-arg]
+    def __setitem__(self, key: object, value: object) -> None:
+        pass
+
+
+class _NoMemo:
+    """A `CycleMemo` that keeps nothing: every search asks everything afresh."""
+
+    def __init__(self) -> None:
+        self.counted, self.borrowing, self.summaries = _Forgetting(), _Forgetting(), _Forgetting()
+
+    def usage_changed(self) -> None:
+        pass
+
+
+@SETTINGS
+@given(scenarios(requeue=True))
+def test_what_a_cycles_searches_share_changes_no_decision_and_no_word(scenario: Scenario) -> None:
+    """The never-candidate counts, borrowing answers and summaries a cycle keeps for its searches
+    give the same log, explanations included, as asking afresh for each."""
+    sharing = simulate(scenario)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(kueue_cycle, "CycleMemo", _NoMemo)
+        asking = simulate(scenario)
+    assert [encode(r.event) for r in sharing.records] == [encode(r.event) for r in asking.records]

@@ -23,14 +23,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from ._objects import KueueConfig
 from ._tree import FlavorResource, Node, QuotaTree
 from ._workloads import Workload, usage_of
 
-__all__ = ["Candidate", "Plan", "Reason", "Search", "allowed", "classic", "considered", "in_order", "node_name", "not_candidates", "own_queue_candidates", "queues_under", "reason_text", "refuse", "resource_names"]
+__all__ = ["Candidate", "CycleMemo", "Plan", "Reason", "Search", "allowed", "classic", "considered", "in_order", "node_name", "not_candidates", "own_queue_candidates", "queues_under", "reason_text", "refuse", "resource_names"]
 
 Reason = Literal["InClusterQueue", "InCohortReclamation", "InCohortFairSharing", "InCohortReclaimWhileBorrowing"]
 Usage = dict[Node, dict[FlavorResource, int]]
@@ -75,6 +75,21 @@ def allowed(policy: str, preemptor: Workload, candidate: Workload) -> bool:
     return False
 
 
+@dataclass
+class CycleMemo:
+    """What the preemption searches of one cycle share: per queue, the counts of workloads never
+    candidates (they hold whatever the usage); and, until the cycle's usage changes
+    (`usage_changed`), which queues borrow and whole never-candidate summaries."""
+
+    counted: dict[tuple[object, ...], dict[str, int]] = field(default_factory=dict)
+    borrowing: dict[tuple[str, frozenset[FlavorResource]], bool] = field(default_factory=dict)
+    summaries: dict[tuple[object, ...], tuple[str, ...]] = field(default_factory=dict)
+
+    def usage_changed(self) -> None:
+        self.borrowing.clear()
+        self.summaries.clear()
+
+
 class Search:
     """What every preemption strategy simulates on: the usage of the tree, changed as
     candidates are taken and given back (always restored), and the preemptor's fit."""
@@ -90,11 +105,11 @@ class Search:
         flavors: dict[str, str],
         contested: tuple[FlavorResource, ...],
         admitted_now: dict[str, list[Workload]] | None = None,
-        memo: dict[tuple[object, ...], dict[str, int]] | None = None,
+        memo: CycleMemo | None = None,
     ) -> None:
         self.preemptor, self.config, self.node, self.tree, self.usage, self.admitted = preemptor, config, node, tree, usage, admitted
         self.admitted_now = admitted_now or {}  # admitted earlier in the cycle: in the usage, no candidates
-        self.memo = memo  # the cycle's counts of never-candidates per queue (see `not_candidates`)
+        self.memo = memo  # what the cycle's searches share (see `CycleMemo`)
         self.queue = config.cluster_queues[preemptor.queue]
         self.request = usage_of(flavors, preemptor.request)
         self.contested = frozenset(contested)
@@ -142,6 +157,16 @@ class Search:
 
     def borrows(self, node: Node) -> bool:
         return self.tree.borrows(node, self.contested, self.usage)
+
+    def borrows_now(self, node: Node) -> bool:
+        """`borrows`, outside any simulation: with the cycle's usage, kept until it changes."""
+        if self.memo is None:
+            return self.borrows(node)
+        key = (node.name, self.contested)
+        found = self.memo.borrowing.get(key)
+        if found is None:
+            found = self.memo.borrowing[key] = self.borrows(node)
+        return found
 
     def within_quota_with_request(self, node: Node) -> bool:
         """`node` (the queue or a cohort above it) would not borrow were the preemptor admitted."""
@@ -396,6 +421,18 @@ def not_candidates(s: Search, candidates: list[Candidate]) -> tuple[str, ...]:
     """One line summing up the admitted workloads of the preemptor's cohort tree that were
     never candidates: how many, why, and in which ClusterQueues; none if there are none."""
     seen = {c.workload.id for c in candidates}
+    policies = (s.queue.preemption.within_cluster_queue, s.queue.preemption.reclaim_within_cohort)
+    newness = s.preemptor.seq if "LowerOrNewerEqualPriority" in policies else None
+    whole = (s.node.path()[-1].name, s.preemptor.queue, policies, s.preemptor.priority, newness, s.contested)
+    if s.memo is not None and not seen and whole in s.memo.summaries:  # a backlog of workloads alike: said once per cycle
+        return s.memo.summaries[whole]
+    summary = _not_candidates(s, seen)
+    if s.memo is not None and not seen:
+        s.memo.summaries[whole] = summary
+    return summary
+
+
+def _not_candidates(s: Search, seen: set[str]) -> tuple[str, ...]:
     counts: dict[str, int] = {}
     queues: dict[str, set[str]] = {}
     names = resource_names(s.contested)
@@ -403,16 +440,16 @@ def not_candidates(s: Search, candidates: list[Candidate]) -> tuple[str, ...]:
         # what holds for the whole queue is asked once, not per workload
         own = queue.name == s.preemptor.queue
         field, policy = ("withinClusterQueue", s.queue.preemption.within_cluster_queue) if own else ("reclaimWithinCohort", s.queue.preemption.reclaim_within_cohort)
-        judge = _Why(s, names, policy, _refused_by(field, policy), own or s.borrows(queue))
+        judge = _Why(s, names, policy, _refused_by(field, policy), own or s.borrows_now(queue))
         # Without candidates, a queue's count depends on the preemptor only through `key`: kept
         # for the cycle, so that a backlog of blocked workloads counts each queue once, not once each.
         newness = s.preemptor.seq if policy == "LowerOrNewerEqualPriority" else None
         key = (queue.name, judge.refused, judge.borrowing, s.preemptor.priority, newness, s.contested, len(s.admitted_now.get(queue.name, ())))
-        counted = s.memo.get(key) if s.memo is not None and not seen else None
+        counted = s.memo.counted.get(key) if s.memo is not None and not seen else None
         if counted is None:
             counted = _count_never(s, queue, judge, seen, names)
             if s.memo is not None and not seen:
-                s.memo[key] = counted
+                s.memo.counted[key] = counted
         for why, n in counted.items():
             counts[why] = counts.get(why, 0) + n
             queues.setdefault(why, set()).add(queue.name)

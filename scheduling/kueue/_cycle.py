@@ -43,7 +43,7 @@ from preemptd.events import Admitted, Evicted, format_human
 
 from .._model import Cycle
 from ._assign import Assignment, Mode, assign
-from ._classic import Plan, Search, classic, reason_text
+from ._classic import CycleMemo, Plan, Search, classic, reason_text
 from ._fair import NO_SHARE, Share, fair, share
 from ._objects import ClusterQueue, KueueConfig
 from ._tree import Node, QuotaTree
@@ -78,7 +78,7 @@ class _Admission:
         self.preempted_in: set[Node] = set()  # roots of the cohort trees with a preemption this cycle
         self.recorded_in: set[Node] = set()  # roots of the cohort trees with running workloads recorded this cycle
         self.admitted_now: dict[str, list[Workload]] = {}  # by ClusterQueue: in the usage, not candidates
-        self.never_counted: dict[tuple[object, ...], dict[str, int]] = {}  # see `_classic.not_candidates`
+        self.memo = CycleMemo()  # what its searches share; told when the usage changes
 
     def run(self) -> None:
         waiting = []
@@ -141,7 +141,7 @@ class _Admission:
         root = node.path()[-1]
         if root in self.preempted_in or self.preemptions >= PREEMPTIONS_PER_CYCLE:
             return None  # the next cycle plans on the state with this cycle's evictions in it
-        search = Search(workload, self.config, node, self.tree, self.usage, self.workloads.admitted, assignment.flavors, assignment.contested, self.admitted_now, self.never_counted)
+        search = Search(workload, self.config, node, self.tree, self.usage, self.workloads.admitted, assignment.flavors, assignment.contested, self.admitted_now, self.memo)
         fair_sharing = self.config.fair_sharing_in(root.name)
         plan = preemption(self.config, search)
         if not plan.targets and root in self.recorded_in:
@@ -152,12 +152,14 @@ class _Admission:
         self.preempted_in.add(root)
         self._evict(workload, plan)
         self.tree.change(self.usage, node, usage_of(assignment.flavors, workload.request), +1)
+        self.memo.usage_changed()
         return None
 
     def _admit(self, workload: Workload, node: Node | None, flavors: dict[str, str], explanation: tuple[str, ...]) -> None:
         self.cycle.emit(Admitted, app=workload.id, queue=workload.queue, flavors=flavors, explanation=explanation)
         if node is not None:
             self.tree.change(self.usage, node, usage_of(flavors, workload.request), +1)
+        self.memo.usage_changed()  # the admitted-now counts of the summaries change too
         self.admissions += 1
         self.admitted_now.setdefault(workload.queue, []).append(replace(workload, flavors=flavors))
 
