@@ -22,7 +22,7 @@ import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from preemptd.events import Evicted, Scenario, TaskReleased, encode
+from preemptd.events import Blocked, Evicted, Scenario, TaskReleased, encode
 from preemptd.projections import ClusterState, LogRecord, PartitionState
 from preemptd.scheduling import apply, replay, run_cycle, simulate, tick_record
 from preemptd.scheduling.kueue import QuotaTree, _cycle as kueue_cycle
@@ -291,3 +291,24 @@ def test_what_a_cycles_searches_share_changes_no_decision_and_no_word(scenario: 
         patch.setattr(kueue_cycle, "CycleMemo", _NoMemo)
         asking = simulate(scenario)
     assert [encode(r.event) for r in sharing.records] == [encode(r.event) for r in asking.records]
+
+
+def test_two_blocked_workloads_of_one_queue_and_of_other_priorities_each_hear_their_own_summary() -> None:
+    """Summaries shared within a cycle are shared only by workloads they are true of: here the
+    higher-priority one may take team-b's workloads but team-b does not borrow, and the lower one
+    may not take them at all."""
+
+    def queue(name: str, reclaim: str) -> dict[str, Any]:
+        quota = [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": 2}]}]
+        spec = {"cohortName": "c", "preemption": {"withinClusterQueue": "Never", "reclaimWithinCohort": reclaim}, "resourceGroups": [{"coveredResources": ["cpu"], "flavors": quota}]}
+        return {"apiVersion": API, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
+
+    objects = [{"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": "f"}}, queue("team-a", "LowerPriority"), queue("team-b", "Never")]
+    events: list[dict[str, Any]] = [{"at": "0s", "type": "node.upserted", "node": "n", "capacity": {"cpu": 100}}]
+    for team, priority in (("team-a", 5), ("team-b", 1)):
+        events += [{"at": "0s", "type": "task.bound", "task": f"{team}-{i}", "app": f"{team}-{i}", "queue": team, "node": "n", "priority": priority, "resources": {"cpu": 1}} for i in range(2)]
+    events += [{"at": "2s", "type": "task.submitted", "task": name, "app": name, "queue": "team-a", "priority": priority, "resources": {"cpu": 1}} for name, priority in (("high", 3), ("low", 0))]
+    result = simulate(msgspec.convert({"name": "summaries", "model": "kueue", "config": objects, "events": events, "until": "5s"}, Scenario))
+    said = {d.task: next(line for line in d.reasons if line.startswith("never candidates")) for d in result.decisions if isinstance(d, Blocked)}
+    assert "2 of ClusterQueues not borrowing cpu in f (team-b)" in said["high"]
+    assert "2 of priority not below its own, as reclaimWithinCohort is LowerPriority (team-b)" in said["low"]
