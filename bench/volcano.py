@@ -8,8 +8,9 @@ The shape: nodes of 20 CPUs (110 pods); jobs of 50 tasks of 1 CPU (min_available
 session a second.
 
 - A session with work to do but nothing to decide: one pending job in each of 10 queues that
-  already hold what they deserve (allocate finds no room, reclaim has nothing to take). It is
-  timed whole; baseline in the same run: one pass over the same tasks summing what each queue
+  already hold what they deserve (allocate finds no room, reclaim has nothing to take), after
+  an event that changes nothing it decides on (a node upserted again as it is); and the same
+  with nothing at all since the last session, which is passed over. Each is timed whole; baseline in the same run: one pass over the same tasks summing what each queue
   holds, the least a session must read.
 - Reclaim: half the queues hold the cluster (the other half's jobs finished); a job of 50 tasks
   (min_available 50) arrives in each idle queue and reclaims, through proportion, what its
@@ -94,19 +95,25 @@ def full_cluster(nodes: int, jobs: int, queues: list[int]) -> Builder:
     return b
 
 
-def bench_session(nodes: int, jobs: int) -> tuple[float, float]:
-    """(session seconds, baseline seconds): the median of 5 sessions with nothing to decide."""
+def bench_session(nodes: int, jobs: int) -> tuple[float, float, float]:
+    """(session seconds, passed-over session seconds, baseline seconds): medians of 5 sessions
+    with nothing to decide, each after an event that changes nothing it decides on (a node
+    upserted again as it is), and of 5 with nothing at all since the last (passed over)."""
     b = full_cluster(nodes, jobs, list(range(QUEUES)))
     for q in range(10):
         b.pending_job(f"late-{q}", _queue(q), min_available=1)
     b.tick()  # the late jobs say once why they wait; from then on, nothing changes
-    timings = []
+    timings, passed_over = [], []
     gc.collect()
-    for _ in range(5):
+    for round_ in range(5):
+        b.add(ev.NodeUpserted(id=f"again-{round_}", ts=0, node=_node(0), capacity=ev.Resources({"cpu": NODE_CPUS * 1000, "pods": 110})))
         started = time.perf_counter()
         assert b.tick() == [], "a session with nothing to decide decides nothing"
         timings.append(time.perf_counter() - started)
-    return statistics.median(timings), _baseline_session(b)
+        started = time.perf_counter()
+        assert b.tick() == []
+        passed_over.append(time.perf_counter() - started)
+    return statistics.median(timings), statistics.median(passed_over), _baseline_session(b)
 
 
 def _baseline_session(b: Builder) -> float:
@@ -173,8 +180,9 @@ def main() -> None:
     if args.jobs < QUEUES or args.jobs * TASKS_PER_JOB > args.nodes * NODE_CPUS:
         parser.error(f"--jobs must be at least {QUEUES} (a job in every queue) and fit the nodes ({NODE_CPUS} CPUs each, {TASKS_PER_JOB} per job)")
     shape = f"{args.nodes:,} nodes, {args.jobs:,} jobs of {TASKS_PER_JOB} tasks, {QUEUES} queues"
-    session, baseline = bench_session(args.nodes, args.jobs)
+    session, passed_over, baseline = bench_session(args.nodes, args.jobs)
     print(f"session ({shape}, nothing to decide): {ms(session)} = {session / baseline:.0f}x one pass summing what the queues hold ({ms(baseline)})")
+    print(f"  the same with nothing at all since the last session (passed over): {passed_over * 1e6:.1f} µs")
     timings, baselines, decisions = bench_reclaim(args.nodes, args.jobs)
     p50, p99 = percentiles(timings)
     b50, _ = percentiles(baselines)

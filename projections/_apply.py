@@ -109,6 +109,8 @@ class Projection:
         if p is None:
             p = self.new_partition(event.partition)
         warnings: tuple[str, ...] = ()
+        if type(event) is not Tick:
+            p.__dict__["settled"] = False  # something happened: the next cycle runs (see `scheduling.run_cycle`)
         self.models[p.model].fold_event(p, event)
         match event:  # the most frequent first: each case is an isinstance check
             case TaskSubmitted():

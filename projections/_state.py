@@ -147,7 +147,11 @@ class Words(msgspec.Struct, frozen=True, kw_only=True):
     define_class: str = "publish priorityclass.upserted first"
 
 
-class PartitionState(msgspec.Struct, kw_only=True):
+class PartitionState(msgspec.Struct, kw_only=True, dict=True):
+    """A partition. Besides its fields (what snapshots keep), one attribute the engine reads:
+    `settled`, set when a cycle decided nothing and cleared by the fold of any record but a
+    tick (see `scheduling.run_cycle`); absent after a restore."""
+
     name: str
     model: str  # the scheduling model's name, from the registry
     document: bytes = b"{}"  # the model's configuration as applied, as JSON ({}: its default)

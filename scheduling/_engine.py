@@ -49,11 +49,19 @@ def is_daemon_id(log_id: str, event_id: str) -> bool:
 
 def run_cycle(state: ClusterState, tick: LogRecord) -> CycleRecords:
     """Fold `tick` (made by `tick_record`, or read from a log) and run the cycle it starts;
-    return the tick and the cycle's decisions, as the log records they are."""
+    return the tick and the cycle's decisions, as the log records they are.
+
+    A model that waits on nothing but events (`Model.waits_on_time` false: Kueue, Volcano) is
+    a function of the state alone: after a cycle that decided nothing, with only ticks folded
+    since, the next would decide nothing again, and is passed over. A backlog that cannot move
+    then costs nothing until something happens. After a restore the first cycle runs."""
     apply(state, tick)
     partition = state.partitions[tick.event.partition]
     cycle = Cycle(state, partition, tick, apply)
-    MODELS[partition.model].schedule(cycle)
+    model = MODELS[partition.model]
+    if model.waits_on_time or not partition.__dict__.get("settled"):
+        model.schedule(cycle)
+        partition.__dict__["settled"] = not cycle.records
     return CycleRecords(tick, cycle.records)
 
 

@@ -147,6 +147,9 @@ class Model:
     - `describe(partition)`: what runs, in one line: the model and what is on (for the log,
       `state`, the report and `explain` of a configuration change), saying plainly when the
       configuration can preempt nothing.
+    - `waits_on_time`: whether a cycle may decide otherwise with only time passed (delays, as
+      `next_wakeup` says); false lets the engine pass over a cycle when the last decided
+      nothing and nothing but ticks came since (see `run_cycle`).
     - `claims(item)`: whether a Kubernetes object is one of this model's own (a ClusterQueue
       is Kueue's), so that an object given to another model, or a file without `model:`, can
       say which model reads it.
@@ -163,3 +166,4 @@ class Model:
     bounds: Callable[[PartitionState], Bounds] = queue_bounds
     describe: Callable[[PartitionState], str] = describe_queues
     claims: Callable[[Any], bool] = claims_nothing
+    waits_on_time: bool = True

@@ -14,6 +14,7 @@ each list of strategies and weights including 0) and workloads arriving and fini
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,13 +25,13 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from preemptd.events import Blocked, Evicted, Scenario, TaskReleased, encode
 from preemptd.projections import ClusterState, LogRecord, PartitionState
-from preemptd.scheduling import apply, replay, run_cycle, simulate, tick_record
+from preemptd.scheduling import MODELS, apply, replay, run_cycle, simulate, tick_record
 from preemptd.scheduling.kueue import QuotaTree, _cycle as kueue_cycle
 from preemptd.scheduling.kueue._assign import Mode, assign
 from preemptd.scheduling.kueue._classic import Plan, Search
 from preemptd.scheduling.kueue._cycle import preemption
 from preemptd.scheduling.kueue._fair import share, sides
-from preemptd.scheduling.kueue._workloads import KeptWorkloads, Workload, Workloads, kept_workloads
+from preemptd.scheduling.kueue._workloads import Workload, Workloads, kept_workloads
 
 API = "kueue.x-k8s.io/v1beta2"
 WITHIN = ["Never", "LowerPriority", "LowerOrNewerEqualPriority"]
@@ -229,7 +230,7 @@ def test_a_cycle_passed_over_because_nothing_changed_decides_what_running_it_wou
     (a blocked backlog costs nothing): running every one of them instead makes the same log."""
     passing_over = simulate(scenario)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(KeptWorkloads, "quiet", property(lambda self: False, lambda self, value: None), raising=False)
+        patch.setitem(MODELS, "kueue", dataclasses.replace(MODELS["kueue"], waits_on_time=True))
         running_all = simulate(scenario)
     assert [encode(r.event) for r in passing_over.records] == [encode(r.event) for r in running_all.records]
 
@@ -244,8 +245,7 @@ def test_a_blocked_backlog_is_planned_once_and_again_when_something_changes() ->
     scenario = msgspec.convert({"name": "backlog", "model": "kueue", "config": objects, "events": events, "until": "10s"}, Scenario)
     result = simulate(scenario)
     p = result.state.partitions["default"]
-    kept = kept_workloads(p)
-    assert kept.quiet and len([d for d in result.decisions if d.__class__.__name__ == "Admitted"]) == 2
+    assert p.__dict__["settled"] and len([d for d in result.decisions if d.__class__.__name__ == "Admitted"]) == 2
     planned = []
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(kueue_cycle._Admission, "run", lambda self: planned.append(self))

@@ -11,14 +11,16 @@ preemptable, some BestEffort, arriving and finishing; every action in a drawn or
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import msgspec
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from preemptd.events import Allocated, Preempted, Scenario, encode
 from preemptd.projections import ClusterState
-from preemptd.scheduling import apply, replay, simulate
+from preemptd.scheduling import MODELS, apply, replay, simulate
 from preemptd.scheduling.volcano import _cycle
 from preemptd.scheduling.volcano._jobs import jobs_of
 from preemptd.scheduling.volcano._nodes import Nodes
@@ -199,3 +201,15 @@ def test_the_nodes_passed_over_for_speed_change_no_decision(scenario: Scenario) 
     finally:
         _cycle._Session._make_room = original
     assert quick == thorough
+
+
+@SETTINGS
+@given(scenarios(requeue=True))
+def test_a_session_passed_over_because_nothing_changed_decides_what_running_it_would(scenario: Scenario) -> None:
+    """Volcano waits on nothing but events: after a session that decided nothing, with only
+    ticks since, the next is passed over. Running every one of them instead makes the same log."""
+    passing_over = simulate(scenario)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(MODELS, "volcano", dataclasses.replace(MODELS["volcano"], waits_on_time=True))
+        running_all = simulate(scenario)
+    assert [encode(r.event) for r in passing_over.records] == [encode(r.event) for r in running_all.records]

@@ -108,6 +108,7 @@ MODEL = Model(
     fold_decision=fold_decision,
     state_type=KueueState,
     fold_event=fold_event,
+    waits_on_time=False,
     bounds=bounds,
     claims=claims,
     describe=describe,

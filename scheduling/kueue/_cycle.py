@@ -56,14 +56,7 @@ PREEMPTIONS_PER_CYCLE = 50
 
 
 def schedule(cycle: Cycle) -> None:
-    """One cycle, unless the last one decided nothing and nothing but time passed since: the
-    cycle is a function of the state (nothing in it waits on time), so it would decide nothing
-    again; a backlog of blocked workloads then costs nothing until something changes."""
-    kept = kept_workloads(cycle.partition)
-    if kept.quiet:
-        return
     _Admission(cycle).run()
-    kept.quiet = not cycle.records
 
 
 class _Admission:

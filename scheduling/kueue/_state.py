@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import msgspec
 
-from preemptd.events import Admitted, AppFinished, DecisionEvent, Evicted, LogEvent, NodeRemoved, TaskBound, TaskReleased, TaskSubmitted, Tick, type_of
+from preemptd.events import Admitted, AppFinished, DecisionEvent, Evicted, LogEvent, NodeRemoved, TaskBound, TaskReleased, TaskSubmitted, type_of
 from preemptd.projections import AppState, PartitionState, Rejected
 
 __all__ = ["Admission", "KueueState", "admission_of", "fold_decision", "fold_event", "preempting"]
@@ -51,9 +51,6 @@ def fold_event(p: PartitionState, event: LogEvent) -> None:
     """Before the generic fold applies `event`: the workloads it may change are read again at
     the next cycle, and a finished workload's admission goes with it (one of the same name
     later starts anew)."""
-    kept = _state(p).__dict__.get("kept")
-    if kept is not None and not isinstance(event, Tick):
-        kept.quiet = False
     match event:
         case TaskSubmitted():
             _touch(p, event.app)

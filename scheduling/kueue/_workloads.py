@@ -132,7 +132,6 @@ class KeptWorkloads:
         self.admitted: dict[str, dict[str, Workload]] = {}  # by ClusterQueue, then application
         self.usage: dict[str, dict[FlavorResource, int]] = {}
         self.changed: dict[str, None] = {}  # applications to read again, in the order they changed
-        self.quiet = False  # the last cycle decided nothing, and only ticks came since: the next would decide nothing either
         self._listed: dict[str, tuple[Workload, ...]] = {}  # each ClusterQueue's admitted, by creation
 
     @classmethod

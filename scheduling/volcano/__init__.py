@@ -78,4 +78,4 @@ def describe(partition: PartitionState) -> str:
     return line
 
 
-MODEL = Model(name="volcano", parse_config=parse_config, schedule=schedule, next_wakeup=next_wakeup, bounds=bounds, claims=claims, describe=describe)
+MODEL = Model(name="volcano", parse_config=parse_config, schedule=schedule, next_wakeup=next_wakeup, bounds=bounds, claims=claims, describe=describe, waits_on_time=False)
