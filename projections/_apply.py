@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, assert_never, cast
+from typing import assert_never, cast
 
 import msgspec
 
@@ -163,7 +163,7 @@ class Projection:
         """A partition before any `config.applied`: the default model, configured by default."""
         model = self.models[self.default]
         partition = PartitionState(name=name, model=model.name)
-        _configure(partition, model, {}, model.parse_config({}, name))
+        _configure(partition, model, b"{}", model.parse_config({}, name))
         return partition
 
     @property
@@ -225,13 +225,14 @@ class Projection:
             model = self.model(event.model)
         except ConfigError as exc:
             raise Rejected(str(exc)) from None
+        document = encode(event.config)  # once: the parse cache's key and what the partition keeps
         try:
-            parsed = self.parsed(model, encode(event.config), p.name)
+            parsed = self.parsed(model, document, p.name)
         except ConfigError as exc:
             raise Rejected(f"configuration refused, the previous one stays: {exc}") from None
         except Exception as exc:  # a model's bug: reading changed nothing yet, so no state to rebuild
             raise Rejected(f"configuration refused, the previous one stays: the {model.name} model failed to read it ({type(exc).__name__}: {exc}); please report it") from None
-        _configure(p, model, event.config, parsed)
+        _configure(p, model, document, parsed)
         return parsed.warnings
 
 
@@ -260,8 +261,8 @@ def build_queues(root: QueueConfig) -> dict[str, QueueState]:
     return queues
 
 
-def _configure(p: PartitionState, model: ModelFold, document: dict[str, Any] | list[Any], parsed: ParsedConfig) -> None:
-    """Give the partition `model` configured by `document`; its tasks are counted again in the
+def _configure(p: PartitionState, model: ModelFold, document: bytes, parsed: ParsedConfig) -> None:
+    """Give the partition `model` configured by `document` (its JSON); its tasks are counted again in the
     new queue tree. Raises `Rejected` (changing nothing) if a queue in use would go."""
     queues = build_queues(parsed.root)
     for app in p.apps.values():
@@ -272,7 +273,7 @@ def _configure(p: PartitionState, model: ModelFold, document: dict[str, Any] | l
             )
     if p.model != model.name or p.model_state is None:
         p.model_state = model.state_type() if model.state_type else None
-    p.model, p.document, p.settings, p.queues = model.name, encode(document), parsed.settings, queues
+    p.model, p.document, p.settings, p.queues = model.name, document, parsed.settings, queues
     p.aliases, p.defined_classes, p.words = dict(parsed.aliases), dict(parsed.priority_classes), parsed.words
     p.pending_count = 0  # counted again below, with every queue aggregate
     for task in p.tasks.values():
