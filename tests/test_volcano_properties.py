@@ -6,6 +6,7 @@ preemptable, some BestEffort, arriving and finishing; every action in a drawn or
 - reclaim never takes a victim from a queue that holds no more than it deserves;
 - preemption comes to rest, even when victims come back as new pending tasks;
 - replay reproduces every decision;
+- the jobs kept between sessions are, after every record, those read from the whole state;
 - the nodes passed over for speed change no decision.
 """
 
@@ -22,10 +23,11 @@ from preemptd.events import Allocated, Preempted, Scenario, encode
 from preemptd.projections import ClusterState
 from preemptd.scheduling import MODELS, apply, replay, simulate
 from preemptd.scheduling.volcano import _cycle
-from preemptd.scheduling.volcano._jobs import jobs_of
+from preemptd.scheduling.volcano._jobs import Job, jobs_of
 from preemptd.scheduling.volcano._nodes import Nodes
 from preemptd.scheduling.volcano._queues import Quotas, demands_of
 from preemptd.scheduling.volcano._shares import QUEUE_EXEMPT
+from preemptd.scheduling.volcano._state import session_jobs
 
 QUEUE_API = "scheduling.volcano.sh/v1beta1"
 
@@ -159,7 +161,7 @@ def test_reclaim_never_takes_from_a_queue_that_holds_no_more_than_it_deserves(sc
 def _quotas_now(state: ClusterState) -> Quotas:
     p = state.partitions["default"]
     jobs = jobs_of(p)
-    nodes = Nodes.of(p, [task for job in jobs.values() for task in job.tasks])
+    nodes = Nodes.of(p, jobs.values())
     return Quotas(p.settings, p.capacity, demands_of(p, {job.queue for job in jobs.values()}), nodes.held)
 
 
@@ -176,6 +178,28 @@ def test_preemption_comes_to_rest_even_with_victims_coming_back(scenario: Scenar
     result = simulate(scenario)
     late = [d for d in result.decisions if isinstance(d, Preempted) and d.victims and d.ts >= 25_000]
     assert late == []
+
+
+@SETTINGS
+@given(scenarios(requeue=True))
+def test_the_jobs_kept_between_sessions_are_those_of_the_whole_state_after_every_record(scenario: Scenario) -> None:
+    """A session starts from jobs read again only where the fold said something changed: after
+    any record, they equal reading every application (order, tasks, what each job counts)."""
+    result = simulate(scenario)
+    state = ClusterState(log_id="sim")
+    for record in result.records:
+        apply(state, record)
+        p = state.partitions["default"]
+        if p.model != "volcano":
+            continue
+        kept, tasks = session_jobs(p)
+        whole = jobs_of(p)
+        assert [_job_fields(job) for job in kept.values()] == [_job_fields(job) for job in whole.values()], record.event
+        assert sorted(tasks) == sorted(task.id for job in whole.values() for task in job.tasks), record.event
+
+
+def _job_fields(job: Job) -> tuple[Any, ...]:
+    return (dataclasses.asdict(job), job.running, job.pipelined, job.held, [t.id for t in job.elastic], [t.id for t in job.pending])
 
 
 @SETTINGS

@@ -53,7 +53,7 @@ def test_victims_go_only_until_the_preemptor_fits_on_the_first_node_that_can_mak
 
 
 def test_a_node_that_cannot_make_room_keeps_every_task_and_nothing_stays_pipelined() -> None:
-    nodes = Nodes.of(P, [task for job in JOBS.values() for task in job.tasks])
+    nodes = Nodes.of(P, JOBS.values())
     before = copy.deepcopy((nodes.releasing, nodes.pipelined, nodes.held, nodes.ready, nodes.waiting))
     task = JOBS["high"].tasks[0]
     big = dataclasses.replace(task, resources={"vcore": 5000, "pods": 1})  # more than any node holds

@@ -27,6 +27,7 @@ from preemptd.projections import ParsedConfig, PartitionState, QueueConfig, Word
 from .._model import Bounds, Model, counted
 from ._cycle import schedule
 from ._objects import Queue, VolcanoConfig, claims, parse_objects
+from ._state import VolcanoState, fold_event
 
 __all__ = ["MODEL", "VolcanoConfig", "parse_config", "parse_objects"]
 
@@ -64,7 +65,10 @@ def next_wakeup(partition: PartitionState, now: int) -> int | None:
 def bounds(partition: PartitionState) -> Bounds:
     """Per queue, its deserved (else its guarantee) as its guarantee, its capability as its max."""
     config: VolcanoConfig = partition.settings
-    return {name: (dict(queue.deserved or queue.guarantee or {}), dict(queue.capability) if queue.capability is not None else None) for name, queue in config.queues.items()}
+    return {
+        name: (dict(queue.deserved or queue.guarantee or {}), dict(queue.capability) if queue.capability is not None else None)
+        for name, queue in config.queues.items()
+    }
 
 
 def describe(partition: PartitionState) -> str:
@@ -78,4 +82,15 @@ def describe(partition: PartitionState) -> str:
     return line
 
 
-MODEL = Model(name="volcano", parse_config=parse_config, schedule=schedule, next_wakeup=next_wakeup, bounds=bounds, claims=claims, describe=describe, waits_on_time=False)
+MODEL = Model(
+    name="volcano",
+    parse_config=parse_config,
+    schedule=schedule,
+    next_wakeup=next_wakeup,
+    bounds=bounds,
+    claims=claims,
+    describe=describe,
+    waits_on_time=False,
+    state_type=VolcanoState,
+    fold_event=fold_event,
+)

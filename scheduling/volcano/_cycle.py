@@ -43,12 +43,13 @@ from preemptd.events import Allocated, Preempted, Resources, Unreserved, Victim
 from .._explain import amounts, plural
 from .._model import Cycle
 from ._allocate import allocate_job
-from ._jobs import POD_SLOT, Job, Task, jobs_of
+from ._jobs import POD_SLOT, Job, Task
 from ._nodes import Nodes, Statement
 from ._objects import Plugin, VolcanoConfig
-from ._order import VictimKey, drf_share, job_key, job_orders, queue_key, victim_key
+from ._order import drf_share, job_key, job_orders, queue_key, victims_in_order
 from ._queues import Quotas, demands_of
 from ._shares import summed
+from ._state import session_jobs
 from ._victims import Room, make_room
 from ._votes import Ballot
 
@@ -77,9 +78,8 @@ class _Session:
         self.cycle, self.p = cycle, p
         self.config: VolcanoConfig = p.settings
         self.conf = self.config.scheduler
-        self.jobs = jobs_of(p)
-        self.tasks = {task.id: task for job in self.jobs.values() for task in job.tasks}
-        self.nodes = Nodes.of(p, self.tasks.values())
+        self.jobs, self.tasks = session_jobs(p)  # kept between sessions: the tasks are not to be changed
+        self.nodes = Nodes.of(p, self.jobs.values())
         self.quotas = Quotas(self.config, p.capacity, demands_of(p, {job.queue for job in self.jobs.values()}), self.nodes.held)
         self.ballot = Ballot(
             jobs=self.jobs,
@@ -181,7 +181,7 @@ class _Session:
         elastic: dict[str, dict[str, int]] = {}
         for job in self.jobs.values():
             if self._started(job):
-                elastic[job.queue] = summed((elastic.get(job.queue, {}), *(t.resources for t in _elastic(job))))
+                elastic[job.queue] = summed((elastic.get(job.queue, {}), job.elastic_resources))
         for queue, jobs in self._queues_in_order(self.jobs.values()):
             for job in jobs:
                 if self._started(job):
@@ -216,10 +216,9 @@ class _Session:
                 heapq.heappush(heap, (queue_key(self.config.queues[queue], self.quotas.share(queue)), queue))
 
     def _backfill(self) -> None:
-        for job in sorted((self.jobs[j] for j in self.admitted), key=self.job_key):
-            best_effort = [task for task in self._waiting(job) if task.best_effort]
-            if best_effort:
-                self._place(job, "backfill", tasks=best_effort)
+        waiting = {job_id: [task for task in self._waiting(self.jobs[job_id]) if task.best_effort] for job_id in self.admitted}
+        for job in sorted((self.jobs[j] for j, best_effort in waiting.items() if best_effort), key=self.job_key):
+            self._place(job, "backfill", tasks=waiting[job.id])
 
     def _place(self, job: Job, action: str, queue_refuses: Callable[[Task], str | None] = lambda task: None, tasks: list[Task] | None = None) -> None:
         placed, unplaced = allocate_job(job, self.nodes, self._waiting(job) if tasks is None else tasks, queue_refuses, gang=self.gang_ready)
@@ -273,7 +272,7 @@ class _Session:
                 self._note(self._waiting(job), f"reclaim: queue {queue} holds what it deserves ({self.quotas.name}): it reclaims nothing")
                 return
             if not in_victim_order:
-                in_victim_order.append(sorted((t for t in self.tasks.values() if t.running), key=self._victim_key()))
+                in_victim_order.append(self._victims_in_order(self.jobs.values()))
             kin = queue if self.quotas.hierarchy else None  # under hierarchy, the victim order is the reclaimer's own
             if kin not in running:
                 running[kin] = _by_node(in_victim_order[0] if kin is None else self._nearest_first(kin, in_victim_order[0]))
@@ -287,15 +286,14 @@ class _Session:
         kinship = functools.cache(functools.partial(self.quotas.kinship, reclaimer))
         return sorted(tasks, key=lambda task: kinship(task.queue))
 
-    def _victim_key(self) -> VictimKey:
-        """Victim order, as the shares are now."""
-        return victim_key(self.config.queues, {q: self.quotas.share(q) for q in self.config.queues}, self.jobs, self.job_key)
+    def _victims_in_order(self, jobs: Iterable[Job]) -> list[Task]:
+        """The running tasks of `jobs` in victim order, as the shares are now."""
+        return victims_in_order(self.config.queues, {q: self.quotas.share(q) for q in self.config.queues}, jobs, self.job_key)
 
     def _running(self, queues: set[str]) -> dict[str, dict[str, list[Task]]]:
         """The running tasks of `queues`, by queue and node, in victim order."""
-        key = self._victim_key()
         by_queue: dict[str, dict[str, list[Task]]] = {}
-        for task in sorted((t for t in self.tasks.values() if t.running and t.queue in queues), key=key):
+        for task in self._victims_in_order(job for job in self.jobs.values() if job.queue in queues):
             by_queue.setdefault(task.queue, {}).setdefault(task.node or "", []).append(task)
         return by_queue
 
@@ -516,14 +514,6 @@ def _starving_voters(tiers: tuple[tuple[Plugin, ...], ...]) -> tuple[bool, bool]
         if voters:
             return "gang" in voters, "priority" in voters
     return False, False
-
-
-def _elastic(job: Job) -> list[Task]:
-    """The running tasks of `job` beyond its gang, the last in task order."""
-    running = [t for t in job.tasks if t.running]
-    if len(running) <= job.min_available:
-        return []
-    return sorted(running, key=lambda t: (-t.priority, t.seq))[job.min_available :]
 
 
 def _spared_lines(spared: dict[str, str]) -> tuple[str, ...]:

@@ -10,6 +10,10 @@
   task takes one `pods` slot of its node: the model adds it to what the shim sent.
 - A job is *ready* with `min_available` tasks running; whether it *starves* (may preempt) is
   voted by the gang and priority plugins.
+
+Jobs are kept between sessions (`KeptJobs`): the fold says which applications changed, and a
+session reads only those again. A job and its tasks are not changed once read (a session's
+changes are its statements', on `Nodes`), so what a job counts of its tasks is counted once.
 """
 
 from __future__ import annotations
@@ -17,9 +21,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from preemptd.projections import PartitionState, TaskState
+from preemptd.projections import AppState, PartitionState, TaskState
 
-__all__ = ["POD_SLOT", "Job", "Task", "jobs_of"]
+from ._shares import summed
+
+__all__ = ["POD_SLOT", "Job", "KeptJobs", "Task", "jobs_of"]
 
 POD_SLOT = "pods"
 
@@ -69,15 +75,47 @@ class Job:
     seq: int
     tasks: list[Task] = field(default_factory=list)
 
-    @property
+    @cached_property
     def running(self) -> int:
         """Its tasks running (victims on their way out are not)."""
         return sum(task.running for task in self.tasks)
 
-    @property
+    @cached_property
     def pipelined(self) -> int:
         """Its tasks waiting on a node held for them."""
         return sum(task.reserved is not None for task in self.tasks)
+
+    @cached_property
+    def held(self) -> dict[str, int]:
+        """What it holds of its queue, as drf counts it: its running and pipelined tasks."""
+        held: dict[str, int] = {}
+        for task in self.tasks:
+            if task.running or task.reserved is not None:
+                for name, amount in task.queue_resources.items():
+                    total = held.get(name, 0) + amount
+                    if total:
+                        held[name] = total
+                    else:
+                        held.pop(name, None)
+        return held
+
+    @cached_property
+    def elastic(self) -> list[Task]:
+        """Its running tasks beyond its gang, the last in task order."""
+        running = [t for t in self.tasks if t.running]
+        if len(running) <= self.min_available:
+            return []
+        return sorted(running, key=lambda t: (-t.priority, t.seq))[self.min_available :]
+
+    @cached_property
+    def victim_order(self) -> list[Task]:
+        """Its running tasks as victims are taken: lower task priority first, then the newer."""
+        return sorted((t for t in self.tasks if t.running), key=lambda t: (t.priority, -t.seq))
+
+    @cached_property
+    def elastic_resources(self) -> dict[str, int]:
+        """What its elastic tasks hold, their pod slots included (enqueue counts it as free)."""
+        return summed(task.resources for task in self.elastic)
 
     @cached_property
     def pending(self) -> list[Task]:
@@ -102,17 +140,52 @@ class Job:
 
 
 def jobs_of(p: PartitionState) -> dict[str, Job]:
-    """The partition's jobs by id, each with its tasks in submission order."""
+    """The partition's jobs by id, each with its tasks in submission order, read from the
+    whole partition: what `KeptJobs.view` must equal."""
     jobs: dict[str, Job] = {}
     for app in p.apps.values():
-        if not app.tasks:
-            continue
-        tasks = [_task(p.tasks[t]) for t in app.tasks]
-        min_available = len(tasks) if app.min_available is None else app.min_available
-        jobs[app.id] = Job(
-            id=app.id, queue=app.queue, priority=app.priority, min_available=min_available, seq=app.seq, tasks=sorted(tasks, key=lambda t: t.seq)
-        )
+        job = _job(p, app)
+        if job is not None:
+            jobs[app.id] = job
     return jobs
+
+
+def _job(p: PartitionState, app: AppState) -> Job | None:
+    """`app` as a job; None while it has no tasks."""
+    if not app.tasks:
+        return None
+    tasks = [_task(p.tasks[t]) for t in app.tasks]
+    min_available = len(tasks) if app.min_available is None else app.min_available
+    return Job(id=app.id, queue=app.queue, priority=app.priority, min_available=min_available, seq=app.seq, tasks=sorted(tasks, key=lambda t: t.seq))
+
+
+class KeptJobs:
+    """The jobs kept between sessions, and their tasks: the fold says which applications
+    changed (`touch`), and a session's `view` reads only those again. Made whole when absent
+    (after a restore or a configuration change)."""
+
+    def __init__(self, p: PartitionState) -> None:
+        self.jobs: dict[str, Job] = {}
+        self.tasks: dict[str, Task] = {}
+        self.changed: dict[str, None] = dict.fromkeys(p.apps)
+
+    def touch(self, app_id: str) -> None:
+        self.changed[app_id] = None
+
+    def view(self, p: PartitionState) -> tuple[dict[str, Job], dict[str, Task]]:
+        """The jobs now, in the partition's order of applications, and their tasks by id (in
+        no order a session may rely on)."""
+        for app_id in self.changed:
+            old = self.jobs.pop(app_id, None)
+            for task in old.tasks if old is not None else ():
+                del self.tasks[task.id]
+            app = p.apps.get(app_id)
+            new = _job(p, app) if app is not None else None
+            if new is not None:
+                self.jobs[app_id] = new
+                self.tasks.update((task.id, task) for task in new.tasks)
+        self.changed = {}
+        return {app_id: self.jobs[app_id] for app_id in p.apps if app_id in self.jobs}, self.tasks
 
 
 def _task(t: TaskState) -> Task:

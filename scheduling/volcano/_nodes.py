@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from preemptd.projections import PartitionState, add, subtract
 
-from ._jobs import POD_SLOT, Task
+from ._jobs import POD_SLOT, Job, Task
 
 __all__ = ["Nodes", "Statement"]
 
@@ -48,9 +48,9 @@ class Nodes:
     waiting: dict[str, int] = field(default_factory=dict)  # per job: its pipelined tasks
 
     @classmethod
-    def of(cls, p: PartitionState, tasks: Iterable[Task] = ()) -> Nodes:
+    def of(cls, p: PartitionState, jobs: Iterable[Job] = ()) -> Nodes:
         """The schedulable nodes of `p`, by name, with what their tasks use (a pod slot each),
-        and what the queues and jobs of `tasks` hold."""
+        and what the queues and `jobs` hold (each job's counts are its own, kept with it)."""
         nodes = cls({}, {})
         for name in sorted(p.nodes):
             node = p.nodes[name]
@@ -67,13 +67,13 @@ class Nodes:
                 subtract(held, queue.preempting)
                 add(held, queue.reserved)
                 nodes.held[name] = _nonzero(held)
-        for task in tasks:
-            if task.status == "running":
-                nodes.ready[task.job] = nodes.ready.get(task.job, 0) + 1
-            elif task.reserved is not None:
-                nodes.waiting[task.job] = nodes.waiting.get(task.job, 0) + 1
-            if task.status == "running" or task.reserved is not None:
-                _add(nodes.job_held.setdefault(task.job, {}), task.queue_resources, +1)
+        for job in jobs:
+            if job.running:
+                nodes.ready[job.id] = job.running
+            if job.pipelined:
+                nodes.waiting[job.id] = job.pipelined
+            if job.running or job.pipelined:
+                nodes.job_held[job.id] = dict(job.held)
         return nodes
 
     def short_now(self, node: str, request: Mapping[str, int]) -> list[str]:

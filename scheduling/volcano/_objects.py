@@ -105,7 +105,11 @@ DEFAULT_CONF = SchedulerConf(
     actions=("enqueue", "allocate", "backfill"),
     tiers=(
         (Plugin(name="priority"), Plugin(name="gang", switches={"enablePreemptable": False}), Plugin(name="conformance")),
-        (Plugin(name="drf", switches={"enablePreemptable": False}), Plugin(name="predicates"), Plugin(name="proportion")),  # and overcommit, nodeorder, binpack, not modelled
+        (
+            Plugin(name="drf", switches={"enablePreemptable": False}),
+            Plugin(name="predicates"),
+            Plugin(name="proportion"),
+        ),  # and overcommit, nodeorder, binpack, not modelled
     ),
 )
 
@@ -153,7 +157,9 @@ class _Reader(ObjectReader):
                 "no scheduler configuration (volcano-scheduler.conf or its ConfigMap): Volcano's default applies, "
                 f"actions {', '.join(DEFAULT_CONF.actions)}: no preempt or reclaim action, nothing will be preempted"
             )
-        return VolcanoConfig(queues=dict(sorted(queues.items())), scheduler=self.scheduler or DEFAULT_CONF, priority_classes=dict(sorted(self.priority_classes.items())))
+        return VolcanoConfig(
+            queues=dict(sorted(queues.items())), scheduler=self.scheduler or DEFAULT_CONF, priority_classes=dict(sorted(self.priority_classes.items()))
+        )
 
     def queue(self, name: str, item: dict[str, Any], where: str) -> None:
         unique(name, self.queues, "Queue")
@@ -170,7 +176,8 @@ class _Reader(ObjectReader):
             reclaimable=_flag(spec.get("reclaimable", True), f"{where}: spec.reclaimable"),
             priority=integer(spec.get("priority"), f"{where}: spec.priority"),
             parent=None if name == "root" else name_or_none(spec.get("parent"), f"{where}: spec.parent"),
-            closed=choice(status.get("state") if isinstance(status, dict) else None, where, "status.state", ("Open", "Closed", "Closing", "Unknown")) in ("Closed", "Closing"),
+            closed=choice(status.get("state") if isinstance(status, dict) else None, where, "status.state", ("Open", "Closed", "Closing", "Unknown"))
+            in ("Closed", "Closing"),
         )
         for bound in ("deserved", "guarantee"):
             _within_capability(queue, bound, where)

@@ -83,7 +83,9 @@ class Quotas:
                     return refusal
         return None
 
-    def enqueueable(self, queue: str, request: Mapping[str, int], inqueue: Mapping[str, Mapping[str, int]], elastic: Mapping[str, Mapping[str, int]]) -> str | None:
+    def enqueueable(
+        self, queue: str, request: Mapping[str, int], inqueue: Mapping[str, Mapping[str, int]], elastic: Mapping[str, Mapping[str, int]]
+    ) -> str | None:
         """Why a job asking `request` to start may not be let into `queue` (None: it may),
         beside what was let in before it (`inqueue`, per queue and ancestor), counting what
         each queue holds less what preemption could take back (`elastic`, per leaf queue: an
