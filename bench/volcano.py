@@ -32,7 +32,7 @@ from _figures import ms, percentiles
 from preemptd import events as ev
 from preemptd.projections import ClusterState, LogRecord
 from preemptd.scheduling import apply, run_cycle, tick_record
-from preemptd.scheduling.volcano import _cycle as volcano_cycle
+from preemptd.scheduling.volcano import _evict
 
 QUEUES = 100
 TASKS_PER_JOB = 50
@@ -137,7 +137,7 @@ def bench_reclaim(nodes: int, jobs: int) -> tuple[list[float], list[float], int]
     for q in idle:
         b.pending_job(f"new-{q}", _queue(q), min_available=TASKS_PER_JOB)
     timings: list[float] = []
-    original = volcano_cycle.make_room
+    original = _evict.make_room
 
     def timed(*args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
@@ -145,12 +145,12 @@ def bench_reclaim(nodes: int, jobs: int) -> tuple[list[float], list[float], int]
         timings.append(time.perf_counter() - started)
         return found
 
-    volcano_cycle.make_room = timed
+    _evict.make_room = timed
     gc.collect()
     try:
         decisions = b.tick()
     finally:
-        volcano_cycle.make_room = original
+        _evict.make_room = original
     preempted = [d for d in decisions if isinstance(d, ev.Preempted)]
     assert preempted and all(d.reason.startswith("reclaim") for d in preempted), "the idle queues reclaim"
     return timings, _baseline_victims(b, [len(d.victims) for d in preempted]), len(preempted)
@@ -168,8 +168,6 @@ def _baseline_victims(b: Builder, counts: list[int]) -> list[float]:
         timings.append(time.perf_counter() - started)
         assert len(victims) <= count
     return timings
-
-
 
 
 def main() -> None:

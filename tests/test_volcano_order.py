@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from preemptd.scheduling.volcano._config import Plugin, Queue, SchedulerConf
 from preemptd.scheduling.volcano._jobs import Job, Task
-from preemptd.scheduling.volcano._objects import Plugin, Queue, SchedulerConf
 from preemptd.scheduling.volcano._order import job_key, job_orders, queue_key, victim_key
 
 BY_PRIORITY = job_key(("priority",), {})

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from preemptd.events import Allocated, Preempted, Scenario, encode
 from preemptd.projections import ClusterState
 from preemptd.scheduling import MODELS, apply, replay, simulate
-from preemptd.scheduling.volcano import _cycle
+from preemptd.scheduling.volcano import _evict
 from preemptd.scheduling.volcano._jobs import Job, jobs_of
 from preemptd.scheduling.volcano._nodes import Nodes
 from preemptd.scheduling.volcano._queues import Quotas, demands_of
@@ -218,12 +218,12 @@ def test_the_nodes_passed_over_for_speed_change_no_decision(scenario: Scenario) 
     """A task that fits no node now is not looked for on nodes with neither candidates nor
     room being released; searching every node decides the same."""
     quick = [encode(d) for d in simulate(scenario).decisions]
-    original = _cycle._Session._make_room
-    _cycle._Session._make_room = lambda self, *args, **kwargs: original(self, *args)  # every node
+    original = _evict.try_room
+    _evict.try_room = lambda *args, **kwargs: original(*args)  # every node
     try:
         thorough = [encode(d) for d in simulate(scenario).decisions]
     finally:
-        _cycle._Session._make_room = original
+        _evict.try_room = original
     assert quick == thorough
 
 

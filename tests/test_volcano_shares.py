@@ -8,7 +8,7 @@ from fractions import Fraction
 
 from hypothesis import given, settings, strategies as st
 
-from preemptd.scheduling.volcano._objects import Queue
+from preemptd.scheduling.volcano._config import Queue
 from preemptd.scheduling.volcano._shares import Demand, capacity_deserved, proportion_deserved, share
 
 

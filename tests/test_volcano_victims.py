@@ -9,9 +9,9 @@ import dataclasses
 
 from conftest import partition_after
 
+from preemptd.scheduling.volcano._config import parse_objects
 from preemptd.scheduling.volcano._jobs import jobs_of
 from preemptd.scheduling.volcano._nodes import Nodes, Statement
-from preemptd.scheduling.volcano._objects import parse_objects
 from preemptd.scheduling.volcano._victims import make_room
 from preemptd.scheduling.volcano._votes import Ballot
 

@@ -9,8 +9,8 @@ from fractions import Fraction
 
 from conftest import partition_after
 
+from preemptd.scheduling.volcano._config import DEFAULT_CONF, parse_objects
 from preemptd.scheduling.volcano._jobs import jobs_of
-from preemptd.scheduling.volcano._objects import DEFAULT_CONF, parse_objects
 from preemptd.scheduling.volcano._votes import Ballot, victims
 
 

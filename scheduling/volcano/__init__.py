@@ -2,7 +2,8 @@
 and preemption at three levels: reclaim across queues, preempt between jobs of a queue and
 between tasks of a job.
 
-- `_objects`: Volcano's Queue objects and scheduler configuration read into one `VolcanoConfig`.
+- `_config`: Volcano's Queue objects and scheduler configuration read into one `VolcanoConfig`.
+- `_state`: what the model keeps between sessions (its jobs, read again only where they changed).
 - `_jobs`: applications seen as jobs (gang size, starving) and tasks (task priority,
   preemptable, BestEffort, the pod slot).
 - `_nodes`: nodes (idle, releasing, pipelined, pod slots), what queues and jobs hold, and
@@ -10,10 +11,12 @@ between tasks of a job.
 - `_shares`: what each queue deserves (proportion's water-filling, capacity's deserved) and its share.
 - `_queues`: the sharing plugin's rules: allocatable, overused, preemptive, enqueueable.
 - `_order`: the orders of queues, jobs and tasks, and of victims (the reverse).
-- `_allocate`: allocate for one job, gang-aware.
 - `_votes`: the plugins' votes on victims (gang, priority, proportion, capacity, conformance), tier by tier.
 - `_victims`: making room for one preemptor on the first node that can, evicting only until it fits.
-- `_cycle`: the session: the configured actions in order, then why every task still waits.
+- `_session`: what a session's actions share: the picture of the cluster, what they settled, why tasks wait.
+- `_enqueue`, `_allocate`, `_preempt`, `_reclaim`, `_backfill`: the actions, one module each, as
+  Volcano splits them; `_evict` is what preempt and reclaim share (gang-aware evictions).
+- `_cycle`: the session: reservations landing, the configured actions in order, then why every task still waits.
 
 README.md beside this file describes the model for users, and where it departs from Volcano.
 """
@@ -25,8 +28,8 @@ from typing import Any
 from preemptd.projections import ParsedConfig, PartitionState, QueueConfig, Words
 
 from .._model import Bounds, Model, counted
+from ._config import Queue, VolcanoConfig, claims, parse_objects
 from ._cycle import schedule
-from ._objects import Queue, VolcanoConfig, claims, parse_objects
 from ._state import VolcanoState, fold_event
 
 __all__ = ["MODEL", "VolcanoConfig", "parse_config", "parse_objects"]

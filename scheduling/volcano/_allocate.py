@@ -1,4 +1,8 @@
-"""Volcano's allocate for one job: its pending tasks, in task order, each on the first node (by
+"""Volcano's allocate: queues by priority, then the lower share, a job at a time (the queue
+goes back in line after each job); a job's pending tasks go on the first node where they fit
+now, within what the queue may hold, and are kept only if the job then has its gang.
+
+For one job (`allocate_job`): its pending tasks, in task order, each on the first node (by
 name) where it fits now and its queue allows it; kept only if the job then has its gang
 (`min_available` tasks ready or waiting on a node held for them), else every placement is
 undone (those tasks wait for the gang; the others say why they found no place). A task that
@@ -12,8 +16,30 @@ from collections.abc import Callable, Iterable
 from .._explain import plural
 from ._jobs import Job, Task
 from ._nodes import Nodes, Statement
+from ._session import Session
 
-__all__ = ["allocate_job"]
+__all__ = ["allocate", "allocate_job", "place"]
+
+
+def allocate(s: Session) -> None:
+    lines = s.queues_in_order(job for job in s.jobs.values() if job.id in s.admitted and s.waiting(job))
+    s.in_turns(lines, lambda queue, job: place(s, job, "allocate", lambda task: s.quotas.allocatable(queue, task.resources)))
+
+
+def place(s: Session, job: Job, action: str, queue_refuses: Callable[[Task], str | None] = lambda task: None, tasks: list[Task] | None = None) -> None:
+    """`action` places `job`'s waiting tasks (or `tasks`) where they fit now, gang-aware; the
+    others are told why not."""
+    placed, unplaced = allocate_job(job, s.nodes, s.waiting(job) if tasks is None else tasks, queue_refuses, gang=s.gang_ready)
+    for task, node in placed:
+        s.settled.add(task.id)
+        s.allocated(
+            task,
+            node,
+            f"{action}: the first node, by name, where the task fits now"
+            + (f"; job {job.id} has its gang of {job.min_available}" if job.min_available > 1 else ""),
+        )
+    for task_id, why in unplaced.items():
+        s.note([s.tasks[task_id]], f"{action}: {why}")
 
 
 def allocate_job(

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from fractions import Fraction
 
+from ._config import Queue, SchedulerConf
 from ._jobs import POD_SLOT, Job, Task
-from ._objects import Queue, SchedulerConf
 
 __all__ = ["JOB_ORDERS", "drf_share", "job_key", "job_orders", "queue_key", "victim_key", "victims_in_order"]
 

@@ -24,7 +24,7 @@ from fractions import Fraction
 from preemptd.events import format_human
 from preemptd.projections import PartitionState, add, subtract
 
-from ._objects import Plugin, Queue, VolcanoConfig
+from ._config import Plugin, Queue, VolcanoConfig
 from ._shares import QUEUE_EXEMPT, Demand, capacity_deserved, capped_deserved, proportion_deserved, real_capability, share, summed
 
 __all__ = ["Quotas", "demands_of"]

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
-from ._objects import Queue
+from ._config import Queue
 
 __all__ = ["Demand", "capacity_deserved", "capped_deserved", "proportion_deserved", "real_capability", "share", "summed"]
 

@@ -54,9 +54,9 @@ def fold_event(p: PartitionState, event: LogEvent) -> None:
     match event:
         case TaskSubmitted() | TaskBound():
             task = p.tasks.get(event.task)
-            kept.touch(event.app)
-            if task is not None:
-                kept.touch(task.app)
+            for app in (event.app, task.app if task is not None else None):
+                if app is not None:
+                    kept.touch(app)
         case TaskReleased() | Allocated() | Unreserved():
             _touch_task(p, kept, event.task)
         case Preempted():

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from ._config import SchedulerConf
 from ._jobs import Task
 from ._nodes import Nodes, Statement
-from ._objects import SchedulerConf
 from ._votes import Ballot, victims
 
 __all__ = ["Room", "make_room"]

@@ -34,8 +34,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from ._config import Plugin, SchedulerConf
 from ._jobs import POD_SLOT, Job, Task
-from ._objects import Plugin, SchedulerConf
 from ._order import drf_share
 
 __all__ = ["Ballot", "Verdict", "victims"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from preemptd.events import ConfigError
-from preemptd.scheduling.volcano._objects import DEFAULT_CONF, parse_objects
+from preemptd.scheduling.volcano._config import DEFAULT_CONF, parse_objects
 
 QUEUE_API = "scheduling.volcano.sh/v1beta1"
 

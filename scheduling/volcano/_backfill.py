@@ -1,0 +1,15 @@
+"""Volcano's backfill: BestEffort tasks (they ask only a pod slot) of the jobs let in, in job
+order, each on the first node with a slot, gang-aware."""
+
+from __future__ import annotations
+
+from ._allocate import place
+from ._session import Session
+
+__all__ = ["backfill"]
+
+
+def backfill(s: Session) -> None:
+    waiting = {job_id: [task for task in s.waiting(s.jobs[job_id]) if task.best_effort] for job_id in s.admitted}
+    for job in sorted((s.jobs[j] for j, best_effort in waiting.items() if best_effort), key=s.job_key):
+        place(s, job, "backfill", tasks=waiting[job.id])
