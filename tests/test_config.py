@@ -7,7 +7,7 @@ import pytest
 
 from preemptd.events import ConfigError, Resources
 from preemptd.projections import PriorityClass
-from preemptd.scheduling.yunikorn import parse_config as parse_yunikorn_config
+from preemptd.scheduling.yunikorn._config import parse_config as parse_yunikorn_config
 
 FULL = {
     "partitions": [

@@ -2,7 +2,7 @@
 
 `parse_config` turns the document of a `config.applied` event into the queue tree, with
 YuniKorn's queue properties as each queue's `props` and its partition `preemption` section as
-the partition's `settings`.
+the partition's `settings`; `describe` says in one line what a partition's configuration turns on.
 
 The document may also come as a cluster holds it: YuniKorn's `yunikorn-configs` ConfigMap (its
 `queues.yaml`), beside PriorityClass objects that define priority classes.
@@ -24,9 +24,11 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from preemptd.events import ConfigError, DurationError, QuantityError, Resources, closest, format_human, parse_duration
-from preemptd.projections import ParsedConfig, PriorityClass, QueueConfig
+from preemptd.projections import ParsedConfig, PartitionState, PriorityClass, QueueConfig
 
+from .._explain import listing
 from .._kubernetes import CONFIG_MAP, PRIORITY_KINDS, ObjectReader, is_object
+from .._model import counted
 
 __all__ = [
     "DEFAULT_PREEMPTION_DELAY_MS",
@@ -34,6 +36,7 @@ __all__ = [
     "QueueProps",
     "claims",
     "configured_partitions",
+    "describe",
     "parse_config",
 ]
 
@@ -136,6 +139,21 @@ def configured_partitions(raw: Any) -> list[str]:
     if not isinstance(partitions, list):
         return ["default"]
     return [p.get("name", "default") if isinstance(p, dict) else "default" for p in partitions]
+
+
+def describe(partition: PartitionState) -> str:
+    """The queues, the partition's preemption switch and pace, and the fences and opt-outs."""
+    settings: PreemptionSettings = partition.settings
+    leaves = sum(queue.leaf for queue in partition.queues.values())
+    line = f"yunikorn: {counted(len(partition.queues), 'queue')} ({counted(leaves, 'leaf', 'leaves')}); "
+    if not settings.enabled:
+        return line + "preemption off (partition preemption.enabled: false): nothing will be preempted"
+    line += f"preemption on, at most {settings.max_victims_per_cycle} victims and {settings.max_share_per_cycle:.0%} of the cluster a cycle"
+    for policy in ("fence", "disabled"):
+        queues = [path for path, queue in partition.queues.items() if queue.props.preemption_policy == policy]
+        if queues:
+            line += f"; preemption.policy {policy}: {listing(queues)}"
+    return line
 
 
 def _select_partition(raw: dict[str, Any], partition: str, warnings: list[str]) -> dict[str, Any]:

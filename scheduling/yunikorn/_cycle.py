@@ -1,5 +1,5 @@
 """The YuniKorn model's cycle: hierarchical queues, allocation by queue priority and fairness,
-and preemption by the seven laws (see `_preemption`).
+and preemption by the seven laws (`_preemption`) or on a required node (`_daemonset`).
 
 A cycle has three phases:
 
@@ -23,18 +23,13 @@ from __future__ import annotations
 from preemptd.events import Allocated, Preempted, Resources, Unreserved, Victim
 from preemptd.projections import NodeState, PartitionState, TaskState
 
-from .._explain import amounts
 from .._model import Cycle
 from ._config import PreemptionSettings
+from ._daemonset import plan_for_required_node
 from ._ordering import QueueOrder
 from ._placement import Placement, fits_node, queue_blocker
-from ._preemption import (
-    Plan,
-    Refusal,
-    frees_unclaimed_room,
-    plan_for_guarantee,
-    plan_for_required_node,
-)
+from ._preemption import frees_unclaimed_room, plan_for_guarantee
+from ._victims import Plan, Refusal
 
 __all__ = ["PLACEMENTS_PER_CYCLE", "PREEMPTIONS_PER_CYCLE", "next_wakeup", "schedule"]
 
@@ -183,12 +178,6 @@ def _situation(p: PartitionState, task: TaskState, now: int) -> _Situation:
 def _plan(p: PartitionState, task: TaskState, now: int, draining: list[NodeState]) -> Plan | Refusal:
     if task.required_node is None:
         return plan_for_guarantee(p, task, now, draining)
-    if not task.may_preempt:
-        return Refusal(("the task's preemption policy is Never: it may not trigger preemption",))
-    blocker = queue_blocker(p, task)
-    if blocker is not None:
-        queue, over = blocker
-        return Refusal((f"max: {queue.path} has no room under its max for {amounts(over)} more",))
     return plan_for_required_node(p, task)
 
 

@@ -23,66 +23,44 @@ For a pending task (the ask) that cannot be placed:
 
 `Refusal.quiet` marks outcomes that are waits, not refusals: the delay has not passed, or
 victims already leaving will make the room.
+
+Required-node (DaemonSet) preemption follows other rules: `_daemonset`. What both share (the
+outcomes, candidates, law 1's resorts, node room, the victim order) is `_victims`.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from preemptd.projections import (
-    NodeState,
-    PartitionState,
-    QueueState,
-    TaskState,
-    positive,
-    shares_type,
-)
+from preemptd.projections import NodeState, PartitionState, QueueState, TaskState, positive
 
 from .._explain import amounts, listing, plural
 from ._ordering import effective_priority
+from ._victims import (
+    OPTED_OUT,
+    ORDINARY,
+    ORIGINATOR,
+    RESORT_WHY,
+    Candidate,
+    Plan,
+    Refusal,
+    exclusions,
+    minimise,
+    node_available,
+    resort_of,
+    summed,
+    too_small,
+    victim_order,
+)
 
-__all__ = ["Plan", "Refusal", "frees_unclaimed_room", "plan_for_guarantee", "plan_for_required_node"]
-
-
-@dataclass(frozen=True)
-class Refusal:
-    reasons: tuple[str, ...]
-    details: tuple[str, ...] = ()
-    quiet: bool = False
-
-
-@dataclass
-class Plan:
-    node: NodeState
-    victims: list[TaskState]
-    whys: dict[str, str]
-    explanation: list[str]
-    reason: str
-
-
-# How far law 1 lets a candidate be a victim: the higher, the later it is taken.
-ORDINARY, ORIGINATOR, OPTED_OUT = 0, 1, 2  # OPTED_OUT: allow-preemption false, or (required-node) a disabled queue
-_RESORT_WHY = {
-    ORDINARY: "",
-    ORIGINATOR: "; an originator, taken as a last resort (law 1)",
-    OPTED_OUT: "; opted out of preemption, taken as no other set would do (law 1)",
-}
-
-
-@dataclass(slots=True)
-class _Candidate:
-    task: TaskState
-    priority: int  # as seen from the queue the ask and the victim share
-    resort: int  # ORDINARY, ORIGINATOR or OPTED_OUT
-    lineage: list[QueueState]
+__all__ = ["committed", "frees_unclaimed_room", "landed", "plan_for_guarantee"]
 
 
 @dataclass
 class _Solution:
     node: NodeState
-    victims: list[_Candidate]
+    victims: list[Candidate]
     key: tuple[int, int, int, int, int, str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -117,31 +95,7 @@ def committed(queue: QueueState) -> dict[str, int]:
 
 def frees_unclaimed_room(node: NodeState) -> bool:
     """Victims leaving `node` will free room that no reservation claims."""
-    return any(amount > 0 for amount in _node_available(node).values())
-
-
-def _node_available(node: NodeState) -> dict[str, int]:
-    """Room on the node once victims in flight leave, less what is reserved for others."""
-    out = {}
-    for name, amount in node.capacity.items():
-        out[name] = amount - node.allocated.get(name, 0) + node.preempting.get(name, 0) - node.reserved.get(name, 0)
-    return out
-
-
-def _too_small(node: NodeState, ask: dict[str, int]) -> list[str]:
-    """The resources of which the node has less than the ask, even empty."""
-    return [name for name, amount in ask.items() if amount > node.capacity.get(name, 0)]
-
-
-def _victim_order(candidate: _Candidate) -> tuple[int, int, int, int, str]:
-    """Preferred victims first: ordinary, then originators, then opted out (law 1), lowest
-    priority, youngest (started last, then submitted last), then task id as the final tie-break."""
-    task = candidate.task
-    return (candidate.resort, candidate.priority, -(task.bound_at or 0), -task.seq, task.id)
-
-
-def _resort(task: TaskState) -> int:
-    return OPTED_OUT if not task.allow_preemption else ORIGINATOR if task.originator else ORDINARY
+    return any(amount > 0 for amount in node_available(node).values())
 
 
 # -- generic (guarantee) preemption ----------------------------------------------------------
@@ -292,8 +246,8 @@ class _GuaranteeSearch:
 
     # -- candidates --
 
-    def _candidates(self) -> dict[str, list[_Candidate]]:
-        by_node: dict[str, list[_Candidate]] = {}
+    def _candidates(self) -> dict[str, list[Candidate]]:
+        by_node: dict[str, list[Candidate]] = {}
         guard = self.scope.path[self.scope.guard].path
         stack = [self.scope.path[self.scope.top].path]
         while stack:
@@ -320,7 +274,7 @@ class _GuaranteeSearch:
         self.spared.append(queue.path)
         return True
 
-    def _collect(self, leaf: QueueState, by_node: dict[str, list[_Candidate]]) -> None:
+    def _collect(self, leaf: QueueState, by_node: dict[str, list[Candidate]]) -> None:
         if leaf.props.preemption_policy == "disabled":
             self.disabled.append(leaf.path)
             return
@@ -337,7 +291,7 @@ class _GuaranteeSearch:
             if reason:
                 self.excluded[reason] += 1
                 continue
-            by_node.setdefault(task.node, []).append(_Candidate(task, priority, _resort(task), lineage))
+            by_node.setdefault(task.node, []).append(Candidate(task, priority, resort_of(task), lineage))
 
     def _relation(self, leaf: QueueState) -> tuple[str, bool, int]:
         """The queue shared with the ask, the leaf's queues below it, and the priority shift
@@ -402,7 +356,7 @@ class _GuaranteeSearch:
 
     # -- nodes --
 
-    def _best(self, by_node: dict[str, list[_Candidate]], resort: int) -> tuple[_Solution | None, dict[str, str]]:
+    def _best(self, by_node: dict[str, list[Candidate]], resort: int) -> tuple[_Solution | None, dict[str, str]]:
         """The best node and its victims, taking candidates up to `resort` (law 1)."""
         best, considered = None, {}
         for name in sorted(by_node):
@@ -418,11 +372,11 @@ class _GuaranteeSearch:
 
     def will_fit(self, node: NodeState) -> bool:
         """The ask fits `node` once its victims in flight are gone, without preempting more."""
-        fits = node.schedulable and not _too_small(node, self.ask)
+        fits = node.schedulable and not too_small(node, self.ask)
         return fits and not self._need(node)
 
     def _need(self, node: NodeState) -> dict[str, int]:
-        available = _node_available(node)
+        available = node_available(node)
         need = dict(self.scope.queue_need)
         for name, amount in self.ask.items():
             short = amount - available.get(name, 0)
@@ -430,31 +384,31 @@ class _GuaranteeSearch:
                 need[name] = short
         return need
 
-    def _solve(self, node: NodeState, candidates: list[_Candidate], resort: int) -> _Solution | str:
+    def _solve(self, node: NodeState, candidates: list[Candidate], resort: int) -> _Solution | str:
         if not node.schedulable:
             return "not schedulable"
-        small = _too_small(node, self.ask)
+        small = too_small(node, self.ask)
         if small:
             return f"too small for the task: it has {amounts(node.capacity, small)}"
         need = self._need(node)
         pool = [c for c in candidates if c.resort <= resort]
-        pool.sort(key=_victim_order)
+        pool.sort(key=victim_order)
         search = _VictimSearch(self, pool, need)
         chosen = search.run()
         if chosen is None:
             return search.failure()
-        return _Solution(node, _minimise(chosen, need))
+        return _Solution(node, minimise(chosen, need))
 
     # -- outcome --
 
-    def _plan(self, solution: _Solution, considered: dict[str, str], on_node: list[_Candidate]) -> Plan:
+    def _plan(self, solution: _Solution, considered: dict[str, str], on_node: list[Candidate]) -> Plan:
         victims = [c.task for c in solution.victims]
-        freed = _sum(victim.resources for victim in victims)
+        freed = summed(victim.resources for victim in victims)
         explanation = [
             self.scope.law4,
             f"scope: victims searched under {self.scope.why_top}, outside {self.scope.path[self.scope.guard].path}",
             f"node {solution.node.name}: {plural(len(victims), 'victim')} free {amounts(freed, self.ask)}; "
-            f"it had {amounts(_node_available(solution.node), self.ask)} for the task",
+            f"it had {amounts(node_available(solution.node), self.ask)} for the task",
             *self._queue_need_line(),
             *_spared(solution, on_node),
             *_others(considered, solution.node.name),
@@ -464,7 +418,7 @@ class _GuaranteeSearch:
         return Plan(solution.node, victims, whys, explanation, "guarantee")
 
     def _not_searched(self) -> list[str]:
-        lines = _exclusions(self.excluded)
+        lines = exclusions(self.excluded)
         if self.spared:
             lines.append(f"not searched (law 5: not over their guarantee for {listing(list(self.ask))}): {listing(self.spared)}")
         if self.disabled:
@@ -476,7 +430,7 @@ class _GuaranteeSearch:
             return []
         return [f"max: the victims must free {amounts(self.scope.queue_need)} under {self.scope.path[self.scope.top].path} for the task to fit its max"]
 
-    def _why(self, candidate: _Candidate) -> str:
+    def _why(self, candidate: Candidate) -> str:
         freed = [name for name in self.ask if candidate.task.resources.get(name, 0) > 0]
         parts = []
         leaf = candidate.lineage[0]
@@ -489,13 +443,13 @@ class _GuaranteeSearch:
                 parts.append(f"{queue.path} is over its guarantee for {listing(over)} ({amounts(landed(queue), over)} of {amounts(queue.guaranteed, over)})")
         return (
             f"{'; '.join(parts)}; every queue stays at or above its guarantee, the task's arrival counted (laws 5, 2); "
-            f"priority {candidate.priority} is not above the task's (law 6){_RESORT_WHY[candidate.resort]}; "
+            f"priority {candidate.priority} is not above the task's (law 6){RESORT_WHY[candidate.resort]}; "
             "the most preferred set on its node that keeps law 2 (not opted out, lower priority, then younger first)"
         )
 
-    def _refusal(self, by_node: dict[str, list[_Candidate]], considered: dict[str, str]) -> Refusal:
+    def _refusal(self, by_node: dict[str, list[Candidate]], considered: dict[str, str]) -> Refusal:
         top = self.scope.path[self.scope.top].path
-        if not any(node.schedulable and not _too_small(node, self.ask) for node in self.p.nodes.values()):
+        if not any(node.schedulable and not too_small(node, self.ask) for node in self.p.nodes.values()):
             reason = f"no schedulable node has room for the task even empty: it asks {amounts(self.ask)}"
         elif not by_node:
             reason = f"no running task under {top} may be preempted for it"
@@ -519,7 +473,7 @@ class _VictimSearch:
     can use up its queue's surplus and rule out a larger one that would do alone. Without law 2
     the greedy descent finds a set whenever one exists."""
 
-    def __init__(self, search: _GuaranteeSearch, pool: list[_Candidate], need: dict[str, int]) -> None:
+    def __init__(self, search: _GuaranteeSearch, pool: list[Candidate], need: dict[str, int]) -> None:
         self.search, self.pool = search, pool
         self.need = {name: short for name, short in need.items() if short > 0}
         self.reach: list[dict[str, int]] | None = None  # computed once the search backtracks
@@ -527,7 +481,7 @@ class _VictimSearch:
         self.steps = 0
         self.law2 = False  # a candidate was left out for law 2
 
-    def run(self) -> list[_Candidate] | None:
+    def run(self) -> list[Candidate] | None:
         return self._extend(0, self.need, []) if self.need else None
 
     def failure(self) -> str:
@@ -537,7 +491,7 @@ class _VictimSearch:
             return "law 2: every set of candidates that makes room takes a queue below its guarantee"
         return "no set of candidates makes room"
 
-    def _extend(self, start: int, missing: dict[str, int], chosen: list[_Candidate]) -> list[_Candidate] | None:
+    def _extend(self, start: int, missing: dict[str, int], chosen: list[Candidate]) -> list[Candidate] | None:
         for index in range(start, len(self.pool)):
             candidate = self.pool[index]
             resources = candidate.task.resources
@@ -566,12 +520,12 @@ class _VictimSearch:
         return None
 
 
-def _covers(pool: list[_Candidate], need: dict[str, int]) -> bool:
+def _covers(pool: list[Candidate], need: dict[str, int]) -> bool:
     """All of the pool together frees at least `need`."""
     return all(sum(c.task.resources.get(name, 0) for c in pool) >= short for name, short in need.items())
 
 
-def _reach(pool: list[_Candidate], need: dict[str, int]) -> list[dict[str, int]]:
+def _reach(pool: list[Candidate], need: dict[str, int]) -> list[dict[str, int]]:
     """What `pool[i:]` frees together, per needed resource, for every i."""
     reach = [dict.fromkeys(need, 0)]
     for candidate in reversed(pool):
@@ -581,7 +535,7 @@ def _reach(pool: list[_Candidate], need: dict[str, int]) -> list[dict[str, int]]
     return reach
 
 
-def _take(removed: dict[str, dict[str, int]], candidate: _Candidate, sign: int) -> None:
+def _take(removed: dict[str, dict[str, int]], candidate: Candidate, sign: int) -> None:
     """Add (1) or give back (-1) the candidate's resources to what its queues lose."""
     for queue in candidate.lineage:
         taken = removed.setdefault(queue.path, {})
@@ -589,32 +543,13 @@ def _take(removed: dict[str, dict[str, int]], candidate: _Candidate, sign: int) 
             taken[name] = taken.get(name, 0) + sign * amount
 
 
-def _minimise(chosen: list[_Candidate], need: dict[str, int]) -> list[_Candidate]:
-    """Drop victims the others make unnecessary, latest choices first but the last one kept."""
-    kept = list(chosen)
-    for candidate in reversed(chosen[:-1]):
-        trial = [c for c in kept if c is not candidate]
-        freed = _sum(c.task.resources for c in trial)
-        if all(freed.get(name, 0) >= short for name, short in need.items()):
-            kept = trial
-    return kept
-
-
-def _sum(resource_maps: Iterable[Mapping[str, int]]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for resources in resource_maps:
-        for name, amount in resources.items():
-            out[name] = out.get(name, 0) + amount
-    return out
-
-
-def _spared(solution: _Solution, on_node: list[_Candidate]) -> list[str]:
+def _spared(solution: _Solution, on_node: list[Candidate]) -> list[str]:
     """The candidates on the chosen node that were not taken, and why."""
     chosen = {c.task.id for c in solution.victims}
-    last = max(_victim_order(c) for c in solution.victims)
-    spared = sorted((c for c in on_node if c.task.id not in chosen), key=_victim_order)
-    later = [c.task.id for c in spared if _victim_order(c) > last]
-    earlier = [c.task.id for c in spared if _victim_order(c) < last]
+    last = max(victim_order(c) for c in solution.victims)
+    spared = sorted((c for c in on_node if c.task.id not in chosen), key=victim_order)
+    later = [c.task.id for c in spared if victim_order(c) > last]
+    earlier = [c.task.id for c in spared if victim_order(c) < last]
     lines = []
     if later:
         lines.append(f"not needed on {solution.node.name}: {listing(later)} (the victims make room and come first: opted out last, lower priority, then younger)")
@@ -627,87 +562,3 @@ def _others(considered: dict[str, str], chosen: str | None) -> list[str]:
     others = [f"{name}: {outcome}" for name, outcome in considered.items() if name != chosen]
     label = "nodes" if chosen is None else "other nodes"
     return [f"{label}: {listing(others, 4)}"] if others else []
-
-
-def _exclusions(excluded: Counter[str]) -> list[str]:
-    return [f"not victims: {plural(count, 'task')}: {reason}" for reason, count in sorted(excluded.items())][:10]
-
-
-# -- required-node (DaemonSet) preemption ---------------------------------------------------
-
-
-def plan_for_required_node(p: PartitionState, task: TaskState) -> Plan | Refusal:
-    """Make room on the one node a DaemonSet task must run on: no delay, fence or guarantee
-    checks; never other required-node tasks, tasks of higher priority or its own application;
-    opted-out tasks, originators and tasks in queues with preemption disabled last (law 1)."""
-    node = p.nodes.get(task.required_node) if task.required_node is not None else None
-    if node is None or not node.schedulable:
-        return Refusal((f"its required node {task.required_node} is not schedulable",))
-    ask = positive(task.resources)
-    small = _too_small(node, ask)
-    if small:
-        return Refusal((f"its required node {node.name} is too small for it: it has {amounts(node.capacity, small)}, the task asks {amounts(ask, small)}",))
-    need = {name: short for name, amount in ask.items() if (short := amount - _node_available(node).get(name, 0)) > 0}
-    if not need:
-        return Refusal(("victims in flight will make room",), quiet=True)
-    pool, excluded = _required_node_candidates(p, task, node)
-    for resort in (ORDINARY, ORIGINATOR, OPTED_OUT):
-        chosen = _cover([c for c in pool if c.resort <= resort], need)
-        if chosen is not None:
-            return _required_node_plan(node, chosen, need, excluded)
-    return Refusal(
-        (f"required node {node.name}: no set of lower-priority tasks makes room for {amounts(need)}",),
-        tuple(_exclusions(excluded)),
-    )
-
-
-def _required_node_candidates(p: PartitionState, task: TaskState, node: NodeState) -> tuple[list[_Candidate], Counter[str]]:
-    pool: list[_Candidate] = []
-    excluded: Counter[str] = Counter()
-    for task_id in node.tasks:
-        victim = p.tasks[task_id]
-        if victim.status != "running":
-            continue
-        if victim.required_node is not None:
-            excluded["other required-node tasks"] += 1
-        elif victim.app == task.app:
-            excluded[f"law 3: tasks of the task's own application {task.app}"] += 1
-        elif victim.priority > task.priority:
-            excluded["law 6: tasks of higher priority"] += 1
-        elif shares_type(victim.resources, task.resources):
-            # A queue with preemption disabled is a policy that law 1 lets break only as a last resort.
-            disabled = p.queues[victim.queue].props.preemption_policy == "disabled"
-            pool.append(_Candidate(victim, victim.priority, OPTED_OUT if disabled else _resort(victim), []))
-    pool.sort(key=_victim_order)
-    return pool, excluded
-
-
-def _cover(pool: list[_Candidate], need: dict[str, int]) -> list[_Candidate] | None:
-    chosen, remaining = [], dict(need)
-    for candidate in pool:
-        if any(candidate.task.resources.get(name, 0) > 0 for name, short in remaining.items() if short > 0):
-            chosen.append(candidate)
-            for name in remaining:
-                remaining[name] -= candidate.task.resources.get(name, 0)
-            if all(short <= 0 for short in remaining.values()):
-                return _minimise(chosen, need)
-    return None
-
-
-_REQUIRED_NODE_RESORT_WHY = {
-    **_RESORT_WHY,
-    OPTED_OUT: "; opted out of preemption or in a queue with preemption disabled, taken as no other set would do (law 1)",
-}
-
-
-def _required_node_plan(node: NodeState, chosen: list[_Candidate], need: dict[str, int], excluded: Counter[str]) -> Plan:
-    whys = {
-        c.task.id: f"runs on the required node with priority {c.priority}{_REQUIRED_NODE_RESORT_WHY[c.resort]}"
-        for c in chosen
-    }
-    explanation = [
-        f"required node {node.name} lacks {amounts(need)} for the task",
-        "required-node preemption: no delay, fence or guarantee checks apply",
-        *_exclusions(excluded),
-    ]
-    return Plan(node, [c.task for c in chosen], whys, explanation, "required node")
