@@ -15,6 +15,7 @@ each list of strategies and weights including 0) and workloads arriving and fini
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,9 +24,9 @@ import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from preemptd.events import Blocked, Evicted, Scenario, TaskReleased, encode
+from preemptd.events import Admitted, Blocked, Evicted, Scenario, TaskReleased, encode
 from preemptd.projections import ClusterState, LogRecord, PartitionState
-from preemptd.scheduling import MODELS, apply, replay, run_cycle, simulate, tick_record
+from preemptd.scheduling import MODELS, _model as model_module, apply, replay, run_cycle, simulate, tick_record
 from preemptd.scheduling.kueue import QuotaTree, _cycle as kueue_cycle
 from preemptd.scheduling.kueue._assign import Mode, assign
 from preemptd.scheduling.kueue._classic import Plan, Search
@@ -46,7 +47,9 @@ def cohort_trees(draw: st.DrawFn, *, fair: bool | None = None) -> list[dict[str,
     objects: list[dict[str, Any]] = [{"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": "f"}}]
     fair = draw(st.booleans()) if fair is None else fair
     if fair:
-        objects.append({"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "fairSharing": {"preemptionStrategies": draw(st.sampled_from(STRATEGIES))}})
+        objects.append(
+            {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "fairSharing": {"preemptionStrategies": draw(st.sampled_from(STRATEGIES))}}
+        )
     weights = st.sampled_from([0, 0.5, 1, 1, 2]) if fair else st.just(1)
     cohorts = ["c0"]
     for level in range(1, draw(st.integers(1, 3))):
@@ -85,11 +88,28 @@ def scenarios(draw: st.DrawFn, *, requeue: bool = False, fair: bool | None = Non
     events: list[dict[str, Any]] = [{"at": "0s", "type": "node.upserted", "node": "n", "capacity": {"cpu": 1000}}]
     for i in range(draw(st.integers(3, 12))):
         at = draw(st.integers(0, 8))
-        events.append({"at": f"{at}s", "type": "task.submitted", "task": f"w{i}", "app": f"w{i}", "queue": draw(st.sampled_from(queues)), "priority": draw(st.integers(0, 3)), "resources": {"cpu": draw(st.integers(1, 4))}})
+        events.append(
+            {
+                "at": f"{at}s",
+                "type": "task.submitted",
+                "task": f"w{i}",
+                "app": f"w{i}",
+                "queue": draw(st.sampled_from(queues)),
+                "priority": draw(st.integers(0, 3)),
+                "resources": {"cpu": draw(st.integers(1, 4))},
+            }
+        )
         if draw(st.integers(0, 3)) == 0:
             events.append({"at": f"{at + draw(st.integers(1, 6))}s", "type": "app.finished", "app": f"w{i}"})
     return msgspec.convert(
-        {"name": "generated", "model": "kueue", "config": objects, "events": events, "until": "40s", "shim": {"grace_period": "1s", "recreate_preempted": requeue}},
+        {
+            "name": "generated",
+            "model": "kueue",
+            "config": objects,
+            "events": events,
+            "until": "40s",
+            "shim": {"grace_period": "1s", "recreate_preempted": requeue},
+        },
         Scenario,
     )
 
@@ -125,7 +145,9 @@ def test_the_workloads_kept_between_cycles_are_those_of_the_whole_state_after_ev
         p = state.partitions["default"]
         kept, whole = kept_workloads(p).view(p), Workloads.of(p)
         assert [_fields(w) for w in kept.pending] == [_fields(w) for w in whole.pending], record.event
-        assert {q: [_fields(w) for w in ws] for q, ws in kept.admitted.items()} == {q: [_fields(w) for w in ws] for q, ws in whole.admitted.items()}, record.event
+        assert {q: [_fields(w) for w in ws] for q, ws in kept.admitted.items()} == {q: [_fields(w) for w in ws] for q, ws in whole.admitted.items()}, (
+            record.event
+        )
         assert {q: list(u.items()) for q, u in kept.usage.items()} == {q: list(u.items()) for q, u in whole.usage.items()}, record.event
 
 
@@ -235,10 +257,30 @@ def test_a_cycle_passed_over_because_nothing_changed_decides_what_running_it_wou
     assert [encode(r.event) for r in passing_over.records] == [encode(r.event) for r in running_all.records]
 
 
+@SETTINGS
+@given(scenarios(requeue=True), st.sampled_from([1, 2, 1000]))
+def test_workloads_kept_aside_until_their_cohort_tree_changes_decide_what_planning_them_again_would(scenario: Scenario, told_per_cycle: int) -> None:
+    """A blocked workload is planned again only when something changed in its cohort tree; else
+    a cycle tells it what an earlier one found (when a cycle's budget for telling ran out
+    first), or leaves it out. Planning every waiting workload every cycle makes the same log,
+    with budgets small enough to spill over several cycles too."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(model_module, "BLOCKED_PER_CYCLE", told_per_cycle)
+        keeping = simulate(scenario)
+        patch.setattr(kueue_cycle, "blocked_outcomes", lambda p: {})
+        planning = simulate(scenario)
+    assert [encode(r.event) for r in keeping.records] == [encode(r.event) for r in planning.records]
+
+
 def test_a_blocked_backlog_is_planned_once_and_again_when_something_changes() -> None:
     objects = [
         {"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": "f"}},
-        {"apiVersion": API, "kind": "ClusterQueue", "metadata": {"name": "q"}, "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": 2}]}]}]}},
+        {
+            "apiVersion": API,
+            "kind": "ClusterQueue",
+            "metadata": {"name": "q"},
+            "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": 2}]}]}]},
+        },
     ]
     events = [{"at": "0s", "type": "node.upserted", "node": "n", "capacity": {"cpu": 100}}]
     events += [{"at": "0s", "type": "task.submitted", "task": f"w-{i}", "app": f"w-{i}", "queue": "q", "resources": {"cpu": 1}} for i in range(50)]
@@ -258,7 +300,36 @@ def test_a_blocked_backlog_is_planned_once_and_again_when_something_changes() ->
         assert len(planned) == 1, "a workload finished: the next cycle plans again"
 
 
-@pytest.mark.xfail(strict=True, reason="a cycle of evictions Kueue's fair-sharing rules allow, found by the property above; not yet guarded (scheduling/kueue/README.md)")
+def test_a_change_in_one_cohort_tree_plans_again_only_the_workloads_of_that_tree(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two ClusterQueues in no cohort (two trees) of 2 CPUs, 32 workloads of 1 CPU in each; the
+    cycles may tell only 10 a cycle why they wait. Each waiting workload is planned again only
+    after its tree changed (the cycle that admitted two), however many cycles it takes to tell
+    them all; a workload finishing in one queue has the next cycle plan again only that queue's."""
+    spec = {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": 2}]}]}]}
+    objects = [{"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": "f"}}]
+    objects += [{"apiVersion": API, "kind": "ClusterQueue", "metadata": {"name": q}, "spec": spec} for q in ("a", "b")]
+    events: list[dict[str, Any]] = [{"at": "0s", "type": "node.upserted", "node": "n", "capacity": {"cpu": 100}}]
+    events += [{"at": "0s", "type": "task.submitted", "task": f"{q}-{i}", "app": f"{q}-{i}", "queue": q, "resources": {"cpu": 1}} for i in range(32) for q in ("a", "b")]
+    scenario = msgspec.convert({"name": "backlogs", "model": "kueue", "config": objects, "events": events, "until": "10s"}, Scenario)
+    planned: list[str] = []
+    rank = kueue_cycle._Admission._rank
+    monkeypatch.setattr(kueue_cycle._Admission, "_rank", lambda self, workload: planned.append(workload.id) or rank(self, workload))
+    monkeypatch.setattr(model_module, "BLOCKED_PER_CYCLE", 10)
+    result = simulate(scenario)
+    told = [d for d in result.decisions if isinstance(d, Blocked)]
+    assert len({d.app for d in told}) == 60 and len({d.cycle for d in told}) == 6, "all 60 told why, 10 a cycle"
+    assert max(Counter(planned).values()) == 2, "each planned in the first cycle and once more after its queue admitted two: not in each of the 6"
+    planned.clear()
+    state = result.state
+    apply(state, LogRecord(state.seq + 1, 10_500, TaskReleased(id="done", ts=10_500, task="a-0")))
+    decided = run_cycle(state, tick_record(state, 11_000, "default")).decisions
+    assert [d.app for d in decided if isinstance(d, Admitted)] == ["a-2"]
+    assert planned and {w.split("-")[0] for w in planned} == {"a"}, "queue b's workloads are not planned again"
+
+
+@pytest.mark.xfail(
+    strict=True, reason="a cycle of evictions Kueue's fair-sharing rules allow, found by the property above; not yet guarded (scheduling/kueue/README.md)"
+)
 def test_the_known_loop_of_uneven_workloads_comes_to_rest() -> None:
     """Kept as found, so that the guard that stops it turns this test green (then drop the mark)."""
     path = Path(__file__).parent / "fixtures" / "kueue-fair-loop-uneven-workloads.yaml"
@@ -300,14 +371,33 @@ def test_two_blocked_workloads_of_one_queue_and_of_other_priorities_each_hear_th
 
     def queue(name: str, reclaim: str) -> dict[str, Any]:
         quota = [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": 2}]}]
-        spec = {"cohortName": "c", "preemption": {"withinClusterQueue": "Never", "reclaimWithinCohort": reclaim}, "resourceGroups": [{"coveredResources": ["cpu"], "flavors": quota}]}
+        spec = {
+            "cohortName": "c",
+            "preemption": {"withinClusterQueue": "Never", "reclaimWithinCohort": reclaim},
+            "resourceGroups": [{"coveredResources": ["cpu"], "flavors": quota}],
+        }
         return {"apiVersion": API, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
 
     objects = [{"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": "f"}}, queue("team-a", "LowerPriority"), queue("team-b", "Never")]
     events: list[dict[str, Any]] = [{"at": "0s", "type": "node.upserted", "node": "n", "capacity": {"cpu": 100}}]
     for team, priority in (("team-a", 5), ("team-b", 1)):
-        events += [{"at": "0s", "type": "task.bound", "task": f"{team}-{i}", "app": f"{team}-{i}", "queue": team, "node": "n", "priority": priority, "resources": {"cpu": 1}} for i in range(2)]
-    events += [{"at": "2s", "type": "task.submitted", "task": name, "app": name, "queue": "team-a", "priority": priority, "resources": {"cpu": 1}} for name, priority in (("high", 3), ("low", 0))]
+        events += [
+            {
+                "at": "0s",
+                "type": "task.bound",
+                "task": f"{team}-{i}",
+                "app": f"{team}-{i}",
+                "queue": team,
+                "node": "n",
+                "priority": priority,
+                "resources": {"cpu": 1},
+            }
+            for i in range(2)
+        ]
+    events += [
+        {"at": "2s", "type": "task.submitted", "task": name, "app": name, "queue": "team-a", "priority": priority, "resources": {"cpu": 1}}
+        for name, priority in (("high", 3), ("low", 0))
+    ]
     result = simulate(msgspec.convert({"name": "summaries", "model": "kueue", "config": objects, "events": events, "until": "5s"}, Scenario))
     said = {d.task: next(line for line in d.reasons if line.startswith("never candidates")) for d in result.decisions if isinstance(d, Blocked)}
     assert "2 of ClusterQueues not borrowing cpu in f (team-b)" in said["high"]

@@ -38,14 +38,17 @@ up for long and a backlog does not flood the log; the rest wait for the next cyc
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import NamedTuple
 
 from preemptd.events import Admitted, Evicted, format_human
+from preemptd.projections import PartitionState
 
-from .._model import Cycle
+from .._model import Cycle, bounded
 from ._assign import Assignment, Mode, assign
 from ._classic import CycleMemo, Plan, Search, classic, reason_text
 from ._fair import NO_SHARE, Share, fair, share
 from ._objects import ClusterQueue, KueueConfig
+from ._state import KueueState
 from ._tree import Node, QuotaTree
 from ._workloads import Workload, kept_workloads, usage_of
 
@@ -64,7 +67,13 @@ class _Admission:
         self.cycle = cycle
         self.config: KueueConfig = cycle.partition.settings
         self.tree = QuotaTree(self.config)
-        self.workloads = kept_workloads(cycle.partition).view(cycle.partition)
+        kept = kept_workloads(cycle.partition)
+        self.workloads = kept.view(cycle.partition)
+        self.earlier = blocked_outcomes(cycle.partition)  # how earlier cycles found the workloads they blocked
+        self.blocked: dict[str, Outcome] = {}  # the same, as this cycle leaves them: those still valid, and its own
+        cycle.partition.model_state.__dict__["blocked"] = self.blocked
+        self.requeued = {self._tree_of(queue) for queue in kept.take_requeued()}  # trees where something changed
+        self.ranks: dict[str, tuple[bool, Share]] = {}  # a waiting workload planned this cycle: its borrows and share at the start
         self.usage = self.tree.usage(self.workloads.usage)
         self.admissions = 0
         self.preemptions = 0
@@ -88,18 +97,45 @@ class _Admission:
     def _in_order(self, waiting: list[Workload]) -> list[Workload]:
         """`waiting` (by priority, then creation): preemptors waiting for their victims first,
         then in turns of one workload per queue, those that would not borrow first in each
-        turn; only the head of a StrictFIFO queue."""
+        turn; only the head of a StrictFIFO queue.
+
+        A workload of a cohort tree where nothing changed since a cycle blocked it, as it
+        blocked every other offered there, is not planned again (as Kueue's queue manager keeps
+        it aside until something could admit it): its rank and reasons are those it had then; and
+        once it was told them, it is left out."""
         turns: dict[str, int] = {}
-        ranked: list[tuple[bool, int, bool, Share, int, Workload]] = []
+        offered: list[tuple[int, int, Workload, Node | str]] = []
         for index, workload in enumerate(waiting):
-            queue, node = self.config.cluster_queues[workload.queue], self.tree.queues.get(workload.queue)
+            queue = self.config.cluster_queues[workload.queue]
             turn = turns[queue.name] = turns.get(queue.name, -1) + 1
             if queue.queueing_strategy == "StrictFIFO" and turn > 0:
                 continue
-            assignment = assign(queue, node, self.tree, self.usage, workload.request) if node is not None else None
-            borrows = assignment is not None and assignment.borrows
-            ranked.append((not workload.preempting, turn, borrows, self._share_once_admitted(node, assignment, workload), index, workload))
+            offered.append((index, turn, workload, self._tree_of(workload.queue)))
+        stale = self.requeued | {tree for *_, workload, tree in offered if workload.id not in self.earlier}
+        tasks = self.cycle.partition.tasks
+        ranked: list[tuple[bool, int, bool, Share, int, Workload]] = []
+        for index, turn, workload, tree in offered:
+            if tree in stale:
+                borrows, share = self.ranks[workload.id] = self._rank(workload)
+            else:
+                outcome = self.blocked[workload.id] = self.earlier[workload.id]
+                if tasks[workload.first_task].blocked == outcome.reasons:
+                    continue  # told already, and nothing could change it
+                borrows, share = outcome.borrows, outcome.share
+            ranked.append((not workload.preempting, turn, borrows, share, index, workload))
         return [workload for *_, workload in sorted(ranked, key=lambda r: r[:5])]
+
+    def _tree_of(self, queue: str) -> Node | str:
+        """The root of `queue`'s cohort tree; an inactive or unknown queue is a tree of its own."""
+        node = self.tree.queues.get(queue)
+        return node.path()[-1] if node is not None else queue
+
+    def _rank(self, workload: Workload) -> tuple[bool, Share]:
+        """Whether `workload` would borrow, and the share its queue would have then."""
+        queue, node = self.config.cluster_queues[workload.queue], self.tree.queues.get(workload.queue)
+        assignment = assign(queue, node, self.tree, self.usage, workload.request) if node is not None else None
+        borrows = assignment is not None and assignment.borrows
+        return borrows, self._share_once_admitted(node, assignment, workload)
 
     def _share_once_admitted(self, node: Node | None, assignment: Assignment | None, workload: Workload) -> Share:
         """Under fair sharing, the share `workload`'s queue would have once it is admitted
@@ -121,6 +157,10 @@ class _Admission:
         self._admit(workload, node, flavors, ("already running in the cluster: recorded as admitted, its usage counts from now on",))
 
     def _consider(self, workload: Workload) -> None:
+        outcome = self.blocked.get(workload.id)
+        if outcome is not None:
+            self.cycle.block(self.cycle.partition.tasks[workload.first_task], app=workload.id, queue=workload.queue, reasons=outcome.reasons)
+            return None
         queue, node = self.config.cluster_queues[workload.queue], self.tree.queues.get(workload.queue)
         if node is None:
             return self._block(workload, (f"ClusterQueue {queue.name} is inactive: its cohort {queue.cohort} is in a cycle of cohorts",))
@@ -134,13 +174,17 @@ class _Admission:
         root = node.path()[-1]
         if root in self.preempted_in or self.preemptions >= PREEMPTIONS_PER_CYCLE:
             return None  # the next cycle plans on the state with this cycle's evictions in it
-        search = Search(workload, self.config, node, self.tree, self.usage, self.workloads.admitted, assignment.flavors, assignment.contested, self.admitted_now, self.memo)
+        search = Search(
+            workload, self.config, node, self.tree, self.usage, self.workloads.admitted, assignment.flavors, assignment.contested, self.admitted_now, self.memo
+        )
         fair_sharing = self.config.fair_sharing_in(root.name)
         plan = preemption(self.config, search)
         if not plan.targets and root in self.recorded_in:
             return None  # the workloads recorded running are candidates from the next cycle on: no refusal before
         if not plan.targets:
-            return self._block(workload, (*assignment.passed_over, _no_room(workload, queue, assignment, plan, fair_sharing), *plan.considered, *plan.not_candidates))
+            return self._block(
+                workload, (*assignment.passed_over, _no_room(workload, queue, assignment, plan, fair_sharing), *plan.considered, *plan.not_candidates)
+            )
         self.preemptions += 1
         self.preempted_in.add(root)
         self._evict(workload, plan)
@@ -175,7 +219,29 @@ class _Admission:
             )
 
     def _block(self, workload: Workload, reasons: tuple[str, ...]) -> None:
+        """Tell `workload` why it waits (`Cycle.block`: when that changed, within the cycle's
+        budget), and keep how this cycle found it for the next ones."""
+        borrows, share = self.ranks[workload.id]
+        self.blocked[workload.id] = Outcome(borrows, share, bounded(reasons))
         self.cycle.block(self.cycle.partition.tasks[workload.first_task], app=workload.id, queue=workload.queue, reasons=reasons)
+
+
+class Outcome(NamedTuple):
+    """How a cycle found a workload it blocked: its rank among the waiting (whether it would
+    borrow, the share it would have) and why it waits, its reasons `bounded` as told."""
+
+    borrows: bool
+    share: Share
+    reasons: tuple[str, ...]
+
+
+def blocked_outcomes(p: PartitionState) -> dict[str, Outcome]:
+    """The workloads blocked by earlier cycles and how (`KueueState.blocked`, beside its
+    fields): kept while the configuration stays (the fold drops them on a change) and valid for
+    a workload as long as nothing changed in its cohort tree (a cycle keeps only those)."""
+    state: KueueState = p.model_state
+    blocked: dict[str, Outcome] = state.__dict__.get("blocked", {})
+    return blocked
 
 
 def preemption(config: KueueConfig, search: Search) -> Plan:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import msgspec
 
-from preemptd.events import Admitted, AppFinished, DecisionEvent, Evicted, LogEvent, NodeRemoved, TaskBound, TaskReleased, TaskSubmitted, type_of
+from preemptd.events import Admitted, AppFinished, ConfigApplied, DecisionEvent, Evicted, LogEvent, NodeRemoved, TaskBound, TaskReleased, TaskSubmitted, type_of
 from preemptd.projections import AppState, PartitionState, Rejected
 
 __all__ = ["Admission", "KueueState", "admission_of", "fold_decision", "fold_event", "preempting"]
@@ -24,8 +24,9 @@ class Admission(msgspec.Struct, kw_only=True):
 
 
 class KueueState(msgspec.Struct, kw_only=True, dict=True):
-    """Its fields are what snapshots keep; `kept`, the workloads kept between cycles
-    (`_workloads.KeptWorkloads`), is an attribute beside them, made again after a restore."""
+    """Its fields are what snapshots keep. Beside them, two attributes made again after a
+    restore: `kept`, the workloads kept between cycles (`_workloads.KeptWorkloads`), and
+    `blocked`, how cycles found the workloads they blocked (`_cycle.Outcome`)."""
 
     admissions: dict[str, Admission] = {}
     preempting: dict[str, int] = {}  # workload -> its incarnation that evicted others and waits for them to go
@@ -60,6 +61,8 @@ def fold_event(p: PartitionState, event: LogEvent) -> None:
         case NodeRemoved() if event.node in p.nodes:
             for task_id in p.nodes[event.node].tasks:
                 _touch(p, p.tasks[task_id].app)
+        case ConfigApplied():
+            _state(p).__dict__.pop("blocked", None)  # what blocked a workload may have changed
         case AppFinished() if event.app in p.apps:
             state = _state(p)
             state.admissions.pop(event.app, None)

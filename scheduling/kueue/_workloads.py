@@ -132,6 +132,7 @@ class KeptWorkloads:
         self.admitted: dict[str, dict[str, Workload]] = {}  # by ClusterQueue, then application
         self.usage: dict[str, dict[FlavorResource, int]] = {}
         self.changed: dict[str, None] = {}  # applications to read again, in the order they changed
+        self.requeued: dict[str, None] = {}  # ClusterQueues whose workloads changed since the last `take_requeued`
         self._listed: dict[str, tuple[Workload, ...]] = {}  # each ClusterQueue's admitted, by creation
 
     @classmethod
@@ -151,14 +152,23 @@ class KeptWorkloads:
         admitted = {queue: self._listing(queue) for queue in self.admitted}
         return Workloads([self.by_app[key[2]] for key in self.pending], admitted, {queue: dict(used) for queue, used in self.usage.items()})
 
+    def take_requeued(self) -> dict[str, None]:
+        """The ClusterQueues whose workloads changed (submitted, admitted, evicted, bound,
+        released, finished) since the last call: what could admit a blocked workload of their
+        cohort tree."""
+        requeued, self.requeued = self.requeued, {}
+        return requeued
+
     def _read(self, p: PartitionState, app_id: str) -> None:
         old = self.by_app.pop(app_id, None)
         if old is not None:
             self._drop(old)
+            self.requeued[old.queue] = None
         app = p.apps.get(app_id)
         new = workload_of(p, app) if app is not None else None
         if new is None:
             return
+        self.requeued[new.queue] = None
         self.by_app[app_id] = new
         if new.flavors is None:
             bisect.insort(self.pending, (*_pending_order(new), new.id))
