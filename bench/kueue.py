@@ -13,7 +13,8 @@ any quota admission must do.
 
 Backlog: every queue full and 10 workloads each waiting that may preempt nothing; once each
 was told why, a cycle with nothing changed since the last, against a cycle of the same
-partition with no workload at all.
+partition with no workload at all; and a cycle after a workload finished in one cohort (a
+waiting one takes its place), against the same cycle planning every waiting workload again.
 
 Preemption: the same queues, but in each cohort a tenth of them borrow (their 50 workloads on
 10 CPUs of quota) and every other queue is full; the pending workloads come to the queues whose
@@ -190,17 +191,41 @@ def _baseline_candidates(search: Any) -> float:
 
 
 
-def bench_backlog(queues: int, rounds: int = 20) -> tuple[float, float, int]:
+def bench_backlog(queues: int, rounds: int = 20) -> tuple[float, float, float, float, int, float]:
     """(median time of a cycle with nothing changed since the last, of the same cycle on an
-    empty partition, blocked workloads): every queue full, 10 pending workloads each that fit
-    nowhere and may preempt nothing, each told why once."""
+    empty partition, of a cycle after a workload finished in one cohort, of the same planning
+    every waiting workload again, blocked workloads, seconds until each was told why): every
+    queue full, 10 pending workloads each that fit nowhere and may preempt nothing."""
     b = Builder(_objects(queues, borrowers=set(), fair_sharing=False, preemption=False))
     _running(b, {_name(q): 60 for q in range(queues)})
     blocked = _pending(b, {_name(q): PENDING_PER_QUEUE for q in range(queues)})
+    started = time.perf_counter()
     while b.tick():  # each cycle tells at most 1,000 of them why
         pass
+    telling = time.perf_counter() - started
     empty = Builder(_objects(queues, borrowers=set(), fair_sharing=False, preemption=False))
-    return _median_cycle(b, rounds), _median_cycle(empty, rounds), blocked
+    quiet, nothing = _median_cycle(b, rounds), _median_cycle(empty, rounds)
+    after_change = _after_a_change(b, range(rounds))
+    original = kueue_cycle.blocked_outcomes
+    kueue_cycle.blocked_outcomes = lambda p: {}  # every waiting workload planned again, as before the queue manager's rule
+    try:
+        planning_all = _after_a_change(b, range(rounds, rounds + 3))
+    finally:
+        kueue_cycle.blocked_outcomes = original
+    return quiet, nothing, after_change, planning_all, blocked, telling
+
+
+def _after_a_change(b: Builder, rounds: range) -> float:
+    """The median cycle after one running workload of the first queue finishes: a waiting one of
+    its cohort takes its place, and those whose reasons changed are told again."""
+    timings = []
+    for round_ in rounds:
+        b.add(ev.AppFinished(id=f"done-{b.now}", ts=b.now, app=f"run-{_name(0)}-{round_}"))
+        started = time.perf_counter()
+        decisions = b.tick()
+        timings.append(time.perf_counter() - started)
+        assert any(isinstance(d, ev.Admitted) for d in decisions), "the room freed is taken"
+    return sorted(timings)[len(timings) // 2]
 
 
 def _median_cycle(b: Builder, rounds: int) -> float:
@@ -226,10 +251,10 @@ def main() -> None:
             b50, _ = percentiles(baselines)
             kind = "fair sharing" if fair_sharing else "classic"
             print(f"  preemption ({kind}, {admitted:,} admitted): {preempted} decisions, p50 {ms(p50)}, p99 {ms(p99)}; p50 = {p50 / b50:.1f}x gathering and sorting the candidates ({ms(b50)})")
-        if queues > 300:  # every cycle until each is told why plans all waiting workloads again: minutes beyond this size
-            continue
-        quiet, empty, blocked = bench_backlog(queues)
-        print(f"  a backlog of {blocked:,} blocked workloads, nothing changed since the last cycle: a cycle takes {quiet * 1e6:.1f} µs (a cycle of the same partition with no workload: {empty * 1e6:.1f} µs)")
+        quiet, empty, after_change, planning_all, blocked, telling = bench_backlog(queues)
+        print(f"  a backlog of {blocked:,} blocked workloads (each told why, 1,000 a cycle, in {telling:.1f} s):")
+        print(f"    nothing changed since the last cycle: a cycle takes {quiet * 1e6:.1f} µs (a cycle of the same partition with no workload: {empty * 1e6:.1f} µs)")
+        print(f"    a workload finished in one cohort: {ms(after_change)} = {after_change / planning_all:.3f} of planning every waiting workload again ({ms(planning_all)})")
 
 
 if __name__ == "__main__":
