@@ -137,7 +137,7 @@ def test_no_admission_takes_a_queue_or_cohort_beyond_what_it_may_use(scenario: S
 @given(scenarios())
 def test_the_workloads_kept_between_cycles_are_those_of_the_whole_state_after_every_record(scenario: Scenario) -> None:
     """What a cycle starts from is read again only where the fold said something changed: after
-    any record, that equals reading every application (order, fields, usage)."""
+    any record, that equals reading every application (order, fields, usage, kinds)."""
     result = simulate(scenario)
     state = ClusterState(log_id="sim")
     for record in result.records:
@@ -149,6 +149,8 @@ def test_the_workloads_kept_between_cycles_are_those_of_the_whole_state_after_ev
             record.event
         )
         assert {q: list(u.items()) for q, u in kept.usage.items()} == {q: list(u.items()) for q, u in whole.usage.items()}, record.event
+        for q in p.settings.cluster_queues:  # asked after every record: kinds counted earlier and kept must still hold
+            assert list(kept.admitted.kinds(q).items()) == list(whole.admitted.kinds(q).items()), record.event
 
 
 def _fields(w: Workload) -> tuple[Any, ...]:

@@ -28,7 +28,7 @@ from typing import Literal
 
 from ._objects import KueueConfig
 from ._tree import FlavorResource, Node, QuotaTree
-from ._workloads import Workload, usage_of
+from ._workloads import Admitted, Workload, usage_of
 
 __all__ = ["Candidate", "CycleMemo", "Plan", "Reason", "Search", "allowed", "classic", "considered", "in_order", "node_name", "not_candidates", "own_queue_candidates", "queues_under", "reason_text", "refuse", "resource_names"]
 
@@ -66,12 +66,22 @@ class Plan:
 
 def allowed(policy: str, preemptor: Workload, candidate: Workload) -> bool:
     """`candidate` may be preempted by `preemptor` under one of Kueue's policies."""
+    return allows(policy, preemptor, candidate.priority, candidate.seq)
+
+
+def allowed_by_kind(policy: str, preemptor: Workload, priority: int) -> bool | None:
+    """`allowed` for every candidate of `priority`; None if the policy looks at age too."""
+    return None if policy == "LowerOrNewerEqualPriority" else allows(policy, preemptor, priority, 0)
+
+
+def allows(policy: str, preemptor: Workload, priority: int, seq: int) -> bool:
+    """`allowed` for a candidate of `priority`, created at `seq`."""
     if policy == "Any":
         return True
     if policy == "LowerPriority":
-        return candidate.priority < preemptor.priority
+        return priority < preemptor.priority
     if policy == "LowerOrNewerEqualPriority":
-        return candidate.priority < preemptor.priority or (candidate.priority == preemptor.priority and preemptor.seq < candidate.seq)
+        return priority < preemptor.priority or (priority == preemptor.priority and preemptor.seq < seq)
     return False
 
 
@@ -107,7 +117,8 @@ class Search:
         admitted_now: dict[str, list[Workload]] | None = None,
         memo: CycleMemo | None = None,
     ) -> None:
-        self.preemptor, self.config, self.node, self.tree, self.usage, self.admitted = preemptor, config, node, tree, usage, admitted
+        self.preemptor, self.config, self.node, self.tree, self.usage = preemptor, config, node, tree, usage
+        self.admitted = admitted if isinstance(admitted, Admitted) else Admitted(admitted)
         self.admitted_now = admitted_now or {}  # admitted earlier in the cycle: in the usage, no candidates
         self.memo = memo  # what the cycle's searches share (see `CycleMemo`)
         self.queue = config.cluster_queues[preemptor.queue]
@@ -334,18 +345,19 @@ def _cohort_candidates(s: Search) -> tuple[list[Candidate], list[Candidate]]:
                 continue
             for queue in s.borrowing_queues(other):
                 borrows = f"ClusterQueue {queue.name} borrows {resource_names(s.contested)} in cohort {ancestor.name}"
+                # what is said of each candidate of the queue, written once for all of them
+                takes_back = f"{borrows}, and {node_name(within)} stays within its quota with the preemptor: it takes back what it lent" if within else ""
+                while_borrowing = f"{borrows}; the preemptor borrows too, which borrowWithinCohort allows against {_threshold(policy.max_priority_threshold)}"
+                own_quota = f"{borrows}, and the preemptor fits within its own nominal quota once it is gone"
                 for w in s.admitted.get(queue.name, ()):
                     if not (s.contests(w) and allowed(policy.reclaim_within_cohort, s.preemptor, w)):
                         continue
                     if within is not None:
-                        why = f"{borrows}, and {node_name(within)} stays within its quota with the preemptor: it takes back what it lent"
-                        reclaimed.append(Candidate(w, "InCohortReclamation", ancestor, why=why))
+                        reclaimed.append(Candidate(w, "InCohortReclamation", ancestor, why=takes_back))
                     elif _while_borrowing(s, w):
-                        why = f"{borrows}; the preemptor borrows too, which borrowWithinCohort allows against {_threshold(policy.max_priority_threshold)}"
-                        by_priority.append(Candidate(w, "InCohortReclaimWhileBorrowing", ancestor, why=why))
+                        by_priority.append(Candidate(w, "InCohortReclaimWhileBorrowing", ancestor, why=while_borrowing))
                     else:
-                        why = f"{borrows}, and the preemptor fits within its own nominal quota once it is gone"
-                        by_priority.append(Candidate(w, "InCohortReclamation", ancestor, without_borrowing=True, why=why))
+                        by_priority.append(Candidate(w, "InCohortReclamation", ancestor, without_borrowing=True, why=own_quota))
         child, ancestor = ancestor, ancestor.parent
         if within is None and s.within_quota_with_request(child):
             within = child
@@ -421,18 +433,19 @@ def not_candidates(s: Search, candidates: list[Candidate]) -> tuple[str, ...]:
     """One line summing up the admitted workloads of the preemptor's cohort tree that were
     never candidates: how many, why, and in which ClusterQueues; none if there are none."""
     seen = {c.workload.id for c in candidates}
+    seen_in = {c.workload.queue for c in candidates}
     policies = (s.queue.preemption.within_cluster_queue, s.queue.preemption.reclaim_within_cohort)
     newness = s.preemptor.seq if "LowerOrNewerEqualPriority" in policies else None
     whole = (s.node.path()[-1].name, s.preemptor.queue, policies, s.preemptor.priority, newness, s.contested)
     if s.memo is not None and not seen and whole in s.memo.summaries:  # a backlog of workloads alike: said once per cycle
         return s.memo.summaries[whole]
-    summary = _not_candidates(s, seen)
+    summary = _not_candidates(s, seen, seen_in)
     if s.memo is not None and not seen:
         s.memo.summaries[whole] = summary
     return summary
 
 
-def _not_candidates(s: Search, seen: set[str]) -> tuple[str, ...]:
+def _not_candidates(s: Search, seen: set[str], seen_in: set[str]) -> tuple[str, ...]:
     counts: dict[str, int] = {}
     queues: dict[str, set[str]] = {}
     names = resource_names(s.contested)
@@ -447,7 +460,7 @@ def _not_candidates(s: Search, seen: set[str]) -> tuple[str, ...]:
         key = (queue.name, judge.refused, judge.borrowing, s.preemptor.priority, newness, s.contested, len(s.admitted_now.get(queue.name, ())))
         counted = s.memo.counted.get(key) if s.memo is not None and not seen else None
         if counted is None:
-            counted = _count_never(s, queue, judge, seen, names)
+            counted = _count_never(s, queue, judge, seen if queue.name in seen_in else set(), names)
             if s.memo is not None and not seen:
                 s.memo.counted[key] = counted
         for why, n in counted.items():
@@ -461,11 +474,23 @@ def _not_candidates(s: Search, seen: set[str]) -> tuple[str, ...]:
 
 
 def _count_never(s: Search, queue: Node, judge: _Why, seen: set[str], names: str) -> dict[str, int]:
-    """Per reason, how many admitted workloads of `queue` were never candidates."""
-    never = [judge.of(w) or f"of ClusterQueues whose cohort does not borrow {names}" for w in s.admitted.get(queue.name, ()) if w.id not in seen]
-    never += [judge.of(w) or "admitted earlier in this cycle" for w in s.admitted_now.get(queue.name, ())]
+    """Per reason, in the order each first comes, how many admitted workloads of `queue` were
+    never candidates (none of `seen`). Counted by kind of workload where the reason depends
+    only on the kind: thousands of workloads alike are one line of arithmetic."""
     counted: dict[str, int] = {}
-    for why in never:
+    unborrowed = f"of ClusterQueues whose cohort does not borrow {names}"
+    by_kind = not seen and allowed_by_kind(judge.policy, s.preemptor, 0) is not None
+    if by_kind:
+        for (held, priority), n in s.admitted.kinds(queue.name).items():
+            why = judge.of_kind(held, priority) or unborrowed
+            counted[why] = counted.get(why, 0) + n
+    else:
+        for w in s.admitted.get(queue.name, ()):
+            if w.id not in seen:
+                why = judge.of(w) or unborrowed
+                counted[why] = counted.get(why, 0) + 1
+    for w in s.admitted_now.get(queue.name, ()):
+        why = judge.of(w) or "admitted earlier in this cycle"
         counted[why] = counted.get(why, 0) + 1
     return counted
 
@@ -484,9 +509,16 @@ class _Why:
 
     def of(self, w: Workload) -> str | None:
         """The reason, None if none of these stops it."""
-        if not self.s.contests(w):
+        return self._why(self.s.contests(w), allowed(self.policy, self.s.preemptor, w))
+
+    def of_kind(self, held: frozenset[FlavorResource], priority: int) -> str | None:
+        """`of` for every workload of one kind (under a policy that looks at priority only)."""
+        return self._why(not self.s.contested.isdisjoint(held), bool(allowed_by_kind(self.policy, self.s.preemptor, priority)))
+
+    def _why(self, contests: bool, allowed: bool) -> str | None:
+        if not contests:
             return f"holding none of {self.names}"
-        if not allowed(self.policy, self.s.preemptor, w):
+        if not allowed:
             return self.refused
         if not self.borrowing:
             return f"of ClusterQueues not borrowing {self.names}"

@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, field
 
 from preemptd.projections import AppState, PartitionState
 
 from ._state import KueueState, admission_of, preempting
 from ._tree import FlavorResource
 
-__all__ = ["KeptWorkloads", "Workload", "Workloads", "kept_workloads", "usage_of", "workload_of"]
+__all__ = ["Admitted", "KeptWorkloads", "Kind", "Workload", "Workloads", "kept_workloads", "usage_of", "workload_of"]
+
+
+Kind = tuple[frozenset[FlavorResource], int]  # the flavor-resources a workload holds, and its priority
 
 
 @dataclass(frozen=True, eq=False)
@@ -35,10 +37,15 @@ class Workload:
     preempting: bool
     running: bool
 
-    @cached_property  # read for every candidate of every preemption
-    def usage(self) -> dict[FlavorResource, int]:
-        """What an admitted workload holds, per flavor-resource."""
-        return usage_of(self.flavors or {}, self.request)
+    usage: dict[FlavorResource, int] = field(init=False, repr=False)  # what an admitted workload holds, per flavor-resource
+    kind: Kind = field(init=False, repr=False)  # what the never-candidates summary tells workloads apart by
+
+    def __post_init__(self) -> None:
+        # Made with the workload, not on first read: read for every candidate of every
+        # preemption, and a cached_property takes a lock on each read (Python 3.11).
+        usage = usage_of(self.flavors or {}, self.request)
+        object.__setattr__(self, "usage", usage)
+        object.__setattr__(self, "kind", (frozenset(usage), self.priority))
 
 
 def usage_of(flavors: Mapping[str, str], request: Mapping[str, int]) -> dict[FlavorResource, int]:
@@ -71,13 +78,32 @@ def workload_of(p: PartitionState, app: AppState) -> Workload | None:
     )
 
 
+class Admitted(dict[str, Sequence[Workload]]):
+    """Admitted workloads by ClusterQueue, each queue's by creation; and, asked per queue, how
+    many of each `Kind` it holds, in the order each kind first comes (what a preemption's
+    summary of the workloads that were never candidates needs, counted once per change of the
+    queue, not once per preemption). `kinds` may be shared with the next cycles' (`KeptWorkloads`)."""
+
+    def __init__(self, listings: Mapping[str, Sequence[Workload]], kinds: dict[str, dict[Kind, int]] | None = None) -> None:
+        super().__init__(listings)
+        self._kinds = {} if kinds is None else kinds
+
+    def kinds(self, queue: str) -> dict[Kind, int]:
+        found = self._kinds.get(queue)
+        if found is None:
+            found = self._kinds[queue] = {}
+            for w in self.get(queue, ()):
+                found[w.kind] = found.get(w.kind, 0) + 1
+        return found
+
+
 @dataclass
 class Workloads:
     """The partition's workloads at one moment: pending ones in Kueue's order (priority, then
     creation), admitted ones by ClusterQueue (by creation), and each ClusterQueue's usage."""
 
     pending: list[Workload]
-    admitted: Mapping[str, Sequence[Workload]]
+    admitted: Admitted
     usage: Mapping[str, Mapping[FlavorResource, int]]
 
     @classmethod
@@ -96,7 +122,7 @@ class Workloads:
             admitted.setdefault(app.queue, []).append(workload)
             _charge(usage.setdefault(app.queue, {}), workload, +1)
         pending.sort(key=_pending_order)
-        return cls(pending, admitted, usage)
+        return cls(pending, Admitted(admitted), usage)
 
 
 def _pending_order(w: Workload) -> tuple[int, int]:
@@ -134,6 +160,7 @@ class KeptWorkloads:
         self.changed: dict[str, None] = {}  # applications to read again, in the order they changed
         self.requeued: dict[str, None] = {}  # ClusterQueues whose workloads changed since the last `take_requeued`
         self._listed: dict[str, tuple[Workload, ...]] = {}  # each ClusterQueue's admitted, by creation
+        self._kinds: dict[str, dict[Kind, int]] = {}  # each ClusterQueue's admitted kinds, counted when asked (`Admitted.kinds`)
 
     @classmethod
     def of(cls, p: PartitionState) -> KeptWorkloads:
@@ -150,7 +177,7 @@ class KeptWorkloads:
             self._read(p, app_id)
         self.changed = {}
         admitted = {queue: self._listing(queue) for queue in self.admitted}
-        return Workloads([self.by_app[key[2]] for key in self.pending], admitted, {queue: dict(used) for queue, used in self.usage.items()})
+        return Workloads([self.by_app[key[2]] for key in self.pending], Admitted(admitted, self._kinds), {queue: dict(used) for queue, used in self.usage.items()})
 
     def take_requeued(self) -> dict[str, None]:
         """The ClusterQueues whose workloads changed (submitted, admitted, evicted, bound,
@@ -175,6 +202,7 @@ class KeptWorkloads:
             return
         self.admitted.setdefault(new.queue, {})[new.id] = new
         self._listed.pop(new.queue, None)
+        self._kinds.pop(new.queue, None)
         _charge(self.usage.setdefault(new.queue, {}), new, +1)
 
     def _drop(self, old: Workload) -> None:
@@ -184,6 +212,7 @@ class KeptWorkloads:
         queue = self.admitted[old.queue]
         del queue[old.id]
         self._listed.pop(old.queue, None)
+        self._kinds.pop(old.queue, None)
         _charge(self.usage[old.queue], old, -1)
         if not queue:
             del self.admitted[old.queue], self.usage[old.queue]
