@@ -41,8 +41,8 @@ class Workload:
     kind: Kind = field(init=False, repr=False)  # what the never-candidates summary tells workloads apart by
 
     def __post_init__(self) -> None:
-        # Made with the workload, not on first read: read for every candidate of every
-        # preemption, and a cached_property takes a lock on each read (Python 3.11).
+        # Made with the workload, not on first read: the first preemption in a cohort reads
+        # those of thousands, and a cached_property's first read takes a lock (Python 3.11).
         usage = usage_of(self.flavors or {}, self.request)
         object.__setattr__(self, "usage", usage)
         object.__setattr__(self, "kind", (frozenset(usage), self.priority))
