@@ -110,7 +110,7 @@ def bench_admission(queues: int) -> tuple[float, float]:
     pending = _pending(b, {_name(q): PENDING_PER_QUEUE for q in range(queues)})
     gc.collect()
     admitted, elapsed = 0, 0.0
-    while admitted < pending:  # a cycle admits at most ADMISSIONS_PER_CYCLE
+    while admitted < pending:  # a cycle admits at most the model's Budget.placements
         started = time.perf_counter()
         decisions = b.tick()
         elapsed += time.perf_counter() - started

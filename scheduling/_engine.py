@@ -57,8 +57,8 @@ def run_cycle(state: ClusterState, tick: LogRecord) -> CycleRecords:
     then costs nothing until something happens. After a restore the first cycle runs."""
     apply(state, tick)
     partition = state.partitions[tick.event.partition]
-    cycle = Cycle(state, partition, tick, apply)
     model = MODELS[partition.model]
+    cycle = Cycle(state, partition, tick, apply, model.budget)
     if model.waits_on_time or not partition.__dict__.get("settled"):
         model.schedule(cycle)
         partition.__dict__["settled"] = not cycle.records

@@ -16,10 +16,10 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from preemptd.events import Blocked, DecisionEvent, LogEvent, cut_text
+from preemptd.events import Admitted, Allocated, Blocked, DecisionEvent, Evicted, LogEvent, Preempted, cut_text
 from preemptd.projections import ClusterState, LogRecord, ParsedConfig, PartitionState, Rejected, TaskState, fold_nothing, refuse_decision
 
-__all__ = ["BLOCKED_PER_CYCLE", "Cycle", "Model", "bounded", "counted", "decision_id", "describe_queues", "one_partition"]
+__all__ = ["BLOCKED_PER_CYCLE", "Budget", "Cycle", "Model", "bounded", "counted", "decision_id", "describe_queues", "one_partition"]
 
 D = TypeVar("D", bound=DecisionEvent)  # the type of decision `Cycle.emit` is asked to make
 
@@ -67,6 +67,25 @@ BLOCKED_PER_CYCLE = 1000
 BLOCKED_TEXT_PER_CYCLE = 4_000_000
 
 
+@dataclass(frozen=True)
+class Budget:
+    """What one cycle may decide, whatever the model's own settings allow, so that the daemon
+    reads events between cycles at least about once a second; the rest is decided in the next
+    cycles. The bounds count decisions, not time, so a replay repeats them.
+
+    - `placements`: the allocations (`decision.allocated`) and admissions (`decision.admitted`)
+      a cycle may make.
+    - `preemptions`: the preemptors a cycle may serve: a `decision.preempted` is one, and the
+      `decision.evicted` of one preemptor count as one together (its victims count as one).
+
+    `Cycle.emit` counts every such decision, whichever phase of the model's cycle made it; the
+    model asks `Cycle.may_place()` before it places more and `Cycle.may_preempt()` before it
+    serves another preemptor, instead of counting for itself."""
+
+    placements: int = 20_000  # about half a second on a 2-core machine
+    preemptions: int = 100  # about a second at worst (YuniKorn: p99 10 ms each with 2,000 candidates)
+
+
 def bounded(lines: tuple[str, ...]) -> tuple[str, ...]:
     """`lines`, at most `MAX_LINES` of at most `MAX_LINE` characters, saying what was left out.
     Bounding what is bounded already changes nothing."""
@@ -79,16 +98,36 @@ def bounded(lines: tuple[str, ...]) -> tuple[str, ...]:
 class Cycle:
     """What a model sees during one cycle: the partition, the time (`now`, the tick's), and a
     way to decide. `fold` folds a record into the state (the registry's fold); `records` are the
-    decisions made so far, as the log records that follow the tick."""
+    decisions made so far, as the log records that follow the tick. `budget` is the model's
+    (`Model.budget`): `emit` counts placements and preemptions against it, and `may_place` and
+    `may_preempt` say whether the cycle may make more."""
 
-    __slots__ = ("blocked", "fold", "now", "partition", "records", "state", "text", "tick")
+    __slots__ = ("blocked", "budget", "fold", "now", "partition", "placed", "preempted", "preemptors", "records", "state", "text", "tick")
 
-    def __init__(self, state: ClusterState, partition: PartitionState, tick: LogRecord, fold: Callable[[ClusterState, LogRecord], object]) -> None:
-        self.state, self.partition, self.tick, self.fold = state, partition, tick, fold
+    def __init__(
+        self,
+        state: ClusterState,
+        partition: PartitionState,
+        tick: LogRecord,
+        fold: Callable[[ClusterState, LogRecord], object],
+        budget: Budget = Budget(),
+    ) -> None:
+        self.state, self.partition, self.tick, self.fold, self.budget = state, partition, tick, fold, budget
         self.now: int = tick.event.ts
         self.records: list[LogRecord] = []
         self.blocked = 0  # decision.blocked made
         self.text = 0  # characters of explanations and reasons made
+        self.placed = 0  # decision.allocated and decision.admitted made
+        self.preempted = 0  # preemptors served: decision.preempted made, and preemptors of decision.evicted
+        self.preemptors: set[str] = set()  # the preemptors named by decision.evicted so far
+
+    def may_place(self) -> bool:
+        """Whether the cycle may make another allocation or admission (`Budget.placements`)."""
+        return self.placed < self.budget.placements
+
+    def may_preempt(self) -> bool:
+        """Whether the cycle may serve another preemptor (`Budget.preemptions`)."""
+        return self.preempted < self.budget.preemptions
 
     def block(self, task: TaskState, *, app: str, queue: str, reasons: tuple[str, ...], explanation: tuple[str, ...] = ()) -> bool:
         """Say why `task` waits, unless it was told so already or the cycle's budget for such
@@ -121,7 +160,22 @@ class Cycle:
         except Rejected as exc:  # not the input's fault: the model decided what cannot be
             raise RuntimeError(f"the {self.partition.model} model made a decision the fold refuses, a bug: {exc.reason}") from exc
         self.records.append(record)
+        self._count(decision)
         return decision
+
+    def _count(self, decision: DecisionEvent) -> None:
+        """Spend the budget: an allocation or admission is a placement; a preemption, or the
+        first eviction for a preemptor (one without a preemptor on its own), a preemption."""
+        if isinstance(decision, (Allocated, Admitted)):
+            self.placed += 1
+        elif isinstance(decision, Preempted):
+            self.preempted += 1
+        elif isinstance(decision, Evicted):
+            if decision.preemptor is None:
+                self.preempted += 1
+            elif decision.preemptor not in self.preemptors:
+                self.preemptors.add(decision.preemptor)
+                self.preempted += 1
 
 
 @dataclass(frozen=True)
@@ -153,6 +207,11 @@ class Model:
     - `claims(item)`: whether a Kubernetes object is one of this model's own (a ClusterQueue
       is Kueue's), so that an object given to another model, or a file without `model:`, can
       say which model reads it.
+    - `budget`: what one cycle may decide (`Budget`): at most `placements` allocations and
+      admissions, and `preemptions` preemptors served (a preemptor's victims count as one),
+      whatever the model's settings allow; the rest in the next cycles. `Cycle.emit` counts
+      the decisions; the model asks `cycle.may_place()` before it places more and
+      `cycle.may_preempt()` before it serves another preemptor.
     """
 
     name: str
@@ -167,3 +226,4 @@ class Model:
     describe: Callable[[PartitionState], str] = describe_queues
     claims: Callable[[Any], bool] = claims_nothing
     waits_on_time: bool = True
+    budget: Budget = Budget()

@@ -22,7 +22,7 @@ from preemptd.daemon.config_file import config_events
 from preemptd.daemon.errors import UsageError
 from preemptd.events import ConfigError, Scenario
 from preemptd.projections import ClusterState, LogRecord, ParsedConfig, PartitionState, QueueConfig, Rejected, SnapshotError
-from preemptd.scheduling import MODELS, Cycle, Model, Replayer, apply, restore, run_cycle, simulate, snapshot, tick_record
+from preemptd.scheduling import MODELS, Budget, Cycle, Model, Replayer, apply, restore, run_cycle, simulate, snapshot, tick_record
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -221,6 +221,37 @@ def test_a_decision_the_fold_refuses_is_reported_as_the_models_bug_not_as_bad_in
     state = folded(stub_config(), node("n1", vcore=4), task("t1", "app-1", "root.a"))
     with pytest.raises(RuntimeError, match="the stub model made a decision the fold refuses, a bug: unknown task 'ghost'"):
         run_cycle(state, tick_record(state, 1000, "default"))
+
+
+def test_a_cycle_counts_its_decisions_against_the_models_budget(stub: Model, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`Cycle.emit` counts admissions and allocations as placements, and a preemption, or the
+    evictions for one preemptor together, as one preemption; a model asks `may_place` and
+    `may_preempt` before it goes on, and the engine gives the cycle the model's budget."""
+    asked = []
+
+    def schedule(cycle: Cycle) -> None:
+        for app in ("app-1", "app-2", "app-3"):
+            if cycle.may_place():
+                cycle.emit(ev.Admitted, app=app, queue="root.a")
+        for victim, preemptor in (("app-1", "app-3"), ("app-2", "app-3"), ("app-1", "app-4"), ("app-2", "app-5")):
+            asked.append(cycle.may_preempt())
+            cycle.emit(ev.Evicted, app=victim, queue="root.a", reason="InClusterQueue", preemptor=preemptor)
+
+    def fold_decision(p: PartitionState, decision: ev.DecisionEvent) -> None:
+        if isinstance(decision, ev.Admitted):
+            p.model_state.admitted.append(decision.app)
+
+    budgeted = dataclasses.replace(stub, schedule=schedule, fold_decision=fold_decision, budget=Budget(placements=2, preemptions=2))
+    monkeypatch.setitem(MODELS, "stub", budgeted)
+    state = folded(stub_config(), node("n1", vcore=4), task("t1", "app-1", "root.a"))
+    run_cycle(state, tick_record(state, 1000, "default"))
+    assert state.partitions["default"].model_state.admitted == ["app-1", "app-2"]
+    assert asked == [True, True, True, False], "app-3's two evictions are one preemption, app-4's the second"
+
+
+def test_the_models_keep_the_budgets_their_wings_had() -> None:
+    assert MODELS["yunikorn"].budget == Budget(placements=20_000, preemptions=100) == Budget()
+    assert MODELS["kueue"].budget == Budget(placements=20_000, preemptions=50)
 
 
 # -- the structure that keeps a model in its wing ------------------------------------------------

@@ -18,8 +18,8 @@ from typing import Any
 
 from preemptd.projections import ParsedConfig, PartitionState, QueueConfig, Words
 
-from .._model import Bounds, Model, counted
-from ._cycle import ADMISSIONS_PER_CYCLE as ADMISSIONS_PER_CYCLE, PREEMPTIONS_PER_CYCLE as PREEMPTIONS_PER_CYCLE, schedule
+from .._model import Bounds, Budget, Model, counted
+from ._cycle import schedule
 from ._objects import KueueConfig, claims, parse_objects
 from ._state import KueueState, fold_decision, fold_event
 from ._tree import QuotaTree
@@ -109,6 +109,7 @@ MODEL = Model(
     state_type=KueueState,
     fold_event=fold_event,
     waits_on_time=False,
+    budget=Budget(preemptions=50),
     bounds=bounds,
     claims=claims,
     describe=describe,

@@ -30,9 +30,11 @@ evicts again, without end).
   without a decision of their own. A stopped one (stopPolicy Hold or HoldAndDrain) admits
   nothing.
 
-A cycle admits at most `ADMISSIONS_PER_CYCLE` workloads, plans at most `PREEMPTIONS_PER_CYCLE`
-preemptions and blocks workloads anew within the cycle's budget (`Cycle.block`), so that ingest is never held
-up for long and a backlog does not flood the log; the rest wait for the next cycle.
+A cycle considers workloads while `cycle.may_place()` (the model's `Budget`: 20,000 admissions,
+those recorded running counted, though they are recorded whatever the budget), plans a
+preemption only while `cycle.may_preempt()` (50 preemptors, each one's evictions counting as
+one) and blocks workloads anew within the cycle's budget (`Cycle.block`), so that ingest is
+never held up for long and a backlog does not flood the log; the rest wait for the next cycle.
 """
 
 from __future__ import annotations
@@ -52,10 +54,7 @@ from ._state import KueueState
 from ._tree import Node, QuotaTree
 from ._workloads import Workload, kept_workloads, usage_of
 
-__all__ = ["ADMISSIONS_PER_CYCLE", "PREEMPTIONS_PER_CYCLE", "preemption", "schedule"]
-
-ADMISSIONS_PER_CYCLE = 20_000
-PREEMPTIONS_PER_CYCLE = 50
+__all__ = ["preemption", "schedule"]
 
 
 def schedule(cycle: Cycle) -> None:
@@ -75,8 +74,6 @@ class _Admission:
         self.requeued = {self._tree_of(queue) for queue in kept.take_requeued()}  # trees where something changed
         self.ranks: dict[str, tuple[bool, Share]] = {}  # a waiting workload planned this cycle: its borrows and share at the start
         self.usage = self.tree.usage(self.workloads.usage)
-        self.admissions = 0
-        self.preemptions = 0
         self.preempted_in: set[Node] = set()  # roots of the cohort trees with a preemption this cycle
         self.recorded_in: set[Node] = set()  # roots of the cohort trees with running workloads recorded this cycle
         self.admitted_now: dict[str, list[Workload]] = {}  # by ClusterQueue: in the usage, not candidates
@@ -90,7 +87,7 @@ class _Admission:
             else:
                 waiting.append(workload)
         for workload in self._in_order(waiting):
-            if self.admissions >= ADMISSIONS_PER_CYCLE:
+            if not self.cycle.may_place():
                 return
             self._consider(workload)
 
@@ -172,7 +169,7 @@ class _Admission:
         if assignment.mode == Mode.NO_FIT:
             return self._block(workload, assignment.passed_over or (f"ClusterQueue {queue.name} has no quota for this request",))
         root = node.path()[-1]
-        if root in self.preempted_in or self.preemptions >= PREEMPTIONS_PER_CYCLE:
+        if root in self.preempted_in or not self.cycle.may_preempt():
             return None  # the next cycle plans on the state with this cycle's evictions in it
         search = Search(
             workload, self.config, node, self.tree, self.usage, self.workloads.admitted, assignment.flavors, assignment.contested, self.admitted_now, self.memo
@@ -185,7 +182,6 @@ class _Admission:
             return self._block(
                 workload, (*assignment.passed_over, _no_room(workload, queue, assignment, plan, fair_sharing), *plan.considered, *plan.not_candidates)
             )
-        self.preemptions += 1
         self.preempted_in.add(root)
         self._evict(workload, plan)
         self.tree.change(self.usage, node, usage_of(assignment.flavors, workload.request), +1)
@@ -197,7 +193,6 @@ class _Admission:
         if node is not None:
             self.tree.change(self.usage, node, usage_of(flavors, workload.request), +1)
         self.memo.usage_changed()  # the admitted-now counts of the summaries change too
-        self.admissions += 1
         self.admitted_now.setdefault(workload.queue, []).append(replace(workload, flavors=flavors))
 
     def _evict(self, preemptor: Workload, plan: Plan) -> None:

@@ -12,10 +12,10 @@ A cycle has three phases:
    cycle's budget for them (`Cycle.block`: the rest in the next cycles), so that a large backlog
    does not flood the log and the stream at once.
 
-A cycle's work is bounded, whatever the pace settings allow, so that the daemon reads events
-between cycles at least about once a second: at most `PLACEMENTS_PER_CYCLE` placements (then
-no preemption: the tasks left may fit the next cycle) and `PREEMPTIONS_PER_CYCLE` preemptions;
-the rest come in the next cycles. The bounds count decisions, not time, so a replay repeats them.
+A cycle's work is bounded, whatever the pace settings allow, by the model's `Budget` (the
+default: 20,000 placements, landed reservations counted, and 100 preemptions): allocation stops
+when `cycle.may_place()` says no (then no preemption: the tasks left may fit the next cycle),
+and preemption when `cycle.may_preempt()` does; the rest come in the next cycles.
 """
 
 from __future__ import annotations
@@ -31,10 +31,7 @@ from ._placement import Placement, fits_node, queue_blocker
 from ._preemption import frees_unclaimed_room, plan_for_guarantee
 from ._victims import Plan, Refusal
 
-__all__ = ["PLACEMENTS_PER_CYCLE", "PREEMPTIONS_PER_CYCLE", "next_wakeup", "schedule"]
-
-PLACEMENTS_PER_CYCLE = 20_000  # about half a second on a 2-core machine
-PREEMPTIONS_PER_CYCLE = 100  # as many as the pace allows by default (max_victims_per_cycle); about a second at worst (p99 10 ms each with 2,000 candidates)
+__all__ = ["next_wakeup", "schedule"]
 
 
 def schedule(cycle: Cycle) -> None:
@@ -82,11 +79,12 @@ def _land_reservations(cycle: Cycle) -> None:
 
 
 def _allocate(cycle: Cycle) -> bool:
-    """Place every pending task that fits, in queue order; False if the cycle's bound on
+    """Place every pending task that fits, in queue order; False if the cycle's budget for
     placements stopped it (the tasks left are tried first the next cycle)."""
     p = cycle.partition
+    if not cycle.may_place():
+        return False
     order, placement = QueueOrder(p), Placement(p)
-    placed = 0
     for task in order:
         node = placement.find(task) if queue_blocker(p, task) is None else None
         if node is None:
@@ -94,8 +92,7 @@ def _allocate(cycle: Cycle) -> bool:
         where = f"required node {node.name} has room" if task.required_node else f"{node.name} is the first node by name with room"
         _emit_allocated(cycle, task, node.name, f"{where}; {task.queue} and its parents stay within their max")
         order.allocated(task)
-        placed += 1
-        if placed == PLACEMENTS_PER_CYCLE:
+        if not cycle.may_place():
             return False
     return True
 
@@ -107,18 +104,17 @@ def _emit_allocated(cycle: Cycle, task: TaskState, node: str, why: str) -> None:
 # 3. preemption -------------------------------------------------------------------------------
 
 
-class _Budget:
+class _Pace:
     """Pace control: victims per cycle, and their share of the cluster per resource.
-    The first preemption of a cycle is always allowed, so a large ask is never starved."""
+    The first preemption of a cycle is always allowed, so a large ask is never starved.
+    (The cycle's own bound on preemptions, whatever the pace allows, is `cycle.may_preempt()`.)"""
 
     def __init__(self, settings: PreemptionSettings, capacity: dict[str, int]) -> None:
         self.settings, self.capacity = settings, capacity
-        self.preemptions = self.victims = 0
+        self.victims = 0
         self.freed: dict[str, int] = {}
 
     def allows(self, victims: list[TaskState]) -> bool:
-        if self.preemptions == PREEMPTIONS_PER_CYCLE:  # the cycle's own bound, whatever the pace allows
-            return False
         if not self.victims:
             return True
         if self.victims + len(victims) > self.settings.max_victims_per_cycle:
@@ -131,7 +127,6 @@ class _Budget:
         return True
 
     def spend(self, victims: list[TaskState]) -> None:
-        self.preemptions += 1
         self.victims += len(victims)
         for victim in victims:
             for name, amount in victim.resources.items():
@@ -142,7 +137,7 @@ def _preempt(cycle: Cycle) -> None:
     """Try preemption for the tasks still pending, in queue order; a queue that got room by
     preemption is ranked again, as after an allocation, so equals take turns."""
     p = cycle.partition
-    budget = _Budget(p.settings, p.capacity)
+    pace = _Pace(p.settings, p.capacity)
     refusals: dict[_Situation, Refusal] = {}
     draining = [node for node in p.nodes.values() if node.preempting and frees_unclaimed_room(node)]
     order = QueueOrder(p)
@@ -150,9 +145,9 @@ def _preempt(cycle: Cycle) -> None:
         key = _situation(p, task, cycle.now)
         outcome = refusals.get(key) or _plan(p, task, cycle.now, draining)
         if isinstance(outcome, Plan):
-            if not budget.allows(outcome.victims):
+            if not cycle.may_preempt() or not pace.allows(outcome.victims):
                 return
-            budget.spend(outcome.victims)
+            pace.spend(outcome.victims)
             _emit_preempted(cycle, task, outcome)
             if frees_unclaimed_room(outcome.node):
                 draining.append(outcome.node)
