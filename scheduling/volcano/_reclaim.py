@@ -11,6 +11,7 @@ import functools
 from ._evict import for_gang, starving_jobs
 from ._jobs import Job, Task
 from ._session import Session
+from ._victims import ByNode
 
 __all__ = ["reclaim"]
 
@@ -50,9 +51,9 @@ def _reclaimable(s: Session, task: Task, reclaimer: str) -> bool | str:
     return True
 
 
-def _by_node(tasks: list[Task]) -> dict[str, list[Task]]:
+def _by_node(tasks: list[Task]) -> ByNode:
     """`tasks` by node, each node's in their order."""
-    by_node: dict[str, list[Task]] = {}
+    by_node = ByNode()
     for task in tasks:
         by_node.setdefault(task.node or "", []).append(task)
     return by_node

@@ -19,6 +19,7 @@ from ._nodes import Nodes
 from ._order import drf_share, job_key, job_orders, queue_key, victims_in_order
 from ._queues import Quotas, demands_of
 from ._state import session_jobs
+from ._victims import ByNode
 from ._votes import Ballot
 
 __all__ = ["Session"]
@@ -103,11 +104,11 @@ class Session:
         """The running tasks of `jobs` in victim order, as the shares are now."""
         return victims_in_order(self.config.queues, {q: self.quotas.share(q) for q in self.config.queues}, jobs, self.job_key)
 
-    def running(self, queues: set[str]) -> dict[str, dict[str, list[Task]]]:
+    def running(self, queues: set[str]) -> dict[str, ByNode]:
         """The running tasks of `queues`, by queue and node, in victim order."""
-        by_queue: dict[str, dict[str, list[Task]]] = {}
+        by_queue: dict[str, ByNode] = {}
         for task in self.victims_in_order(job for job in self.jobs.values() if job.queue in queues):
-            by_queue.setdefault(task.queue, {}).setdefault(task.node or "", []).append(task)
+            by_queue.setdefault(task.queue, ByNode()).setdefault(task.node or "", []).append(task)
         return by_queue
 
     # -- what the actions decide ----------------------------------------------------------------

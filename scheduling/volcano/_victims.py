@@ -10,15 +10,26 @@ does not fit has its evictions undone, and the next node is tried.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import heapq
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from ._config import SchedulerConf
 from ._jobs import Task
 from ._nodes import Nodes, Statement
 from ._votes import Ballot, victims
 
-__all__ = ["Room", "make_room"]
+__all__ = ["ByNode", "Room", "make_room"]
+
+
+class ByNode(dict[str, list[Task]]):
+    """Running tasks by node, each node's in victim order; made once for the preemptors of a
+    session's action, which try the nodes by name (`names`, sorted once)."""
+
+    @cached_property
+    def names(self) -> list[str]:
+        return sorted(self)
 
 
 @dataclass(frozen=True)
@@ -54,7 +65,7 @@ def make_room(
     seen = 0
     tried: Iterable[str] = nodes.capacity
     if fits_no_node_now:
-        tried = sorted(node for node in {*candidates, *nodes.releasing} if node in nodes.capacity)
+        tried = _with_candidates_or_releasing(candidates, nodes)
     for node in tried:
         here = []
         for task in candidates.get(node, ()):
@@ -88,6 +99,14 @@ def make_room(
         statement.absorb(attempt)
         return room, spared, seen
     return None, spared, seen
+
+
+def _with_candidates_or_releasing(candidates: Mapping[str, Sequence[Task]], nodes: Nodes) -> Iterator[str]:
+    """The schedulable nodes with candidates or with room being released, by name, as the
+    search asks for them (it stops at the first that makes room)."""
+    names = candidates.names if isinstance(candidates, ByNode) else sorted(candidates)
+    releasing_only = sorted(node for node in nodes.releasing if node not in candidates)
+    return (node for node in heapq.merge(names, releasing_only) if node in nodes.capacity)
 
 
 def _fits_without(nodes: Nodes, node: str, preemptor: Task, allowed: list[Task]) -> bool:
