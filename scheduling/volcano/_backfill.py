@@ -12,4 +12,6 @@ __all__ = ["backfill"]
 def backfill(s: Session) -> None:
     waiting = {job_id: [task for task in s.waiting(s.jobs[job_id]) if task.best_effort] for job_id in s.admitted}
     for job in sorted((s.jobs[j] for j, best_effort in waiting.items() if best_effort), key=s.job_key):
+        if not s.within_budget():
+            return
         place(s, job, "backfill", tasks=waiting[job.id])

@@ -26,6 +26,9 @@ as in Volcano: `_enqueue`, `_allocate`, `_preempt`, `_reclaim`, `_backfill`.
 - **backfill**: BestEffort tasks (they ask only a pod slot) of jobs let in, on the first node
   with a slot, gang-aware.
 
+A session's work is bounded by the cycle's budget (`Model.budget`): it stops between jobs at the
+first budget spent (placements, or preemptors served), and the next session goes on from there.
+
 A preemptor that needs no victim but fits the room others' victims are releasing waits on that
 node too (`decision.preempted` with no victims). A BestEffort preemptor takes only BestEffort
 victims; a task whose preemptionPolicy is Never evicts nothing. Queue priority orders queues and
@@ -60,6 +63,8 @@ def schedule(cycle: Cycle) -> None:
     if "enqueue" not in s.conf.actions:
         admit_open(s)
     for action in s.conf.actions:
+        if not s.within_budget():
+            break  # the next session goes on from here
         ACTIONS[action](s)
     s.block()
 

@@ -12,6 +12,7 @@ from ._evict import commit, for_gang, may_not_evict, starving_jobs, try_room
 from ._jobs import Job, Task
 from ._nodes import Statement
 from ._session import Session
+from ._victims import ByNode
 
 __all__ = ["preempt"]
 
@@ -20,8 +21,10 @@ def preempt(s: Session) -> None:
     starving = starving_jobs(s)
     running = s.running({queue for queue, _ in starving})
     for queue, jobs in starving:
-        mine = running.get(queue, {})
+        mine = running.get(queue) or ByNode()
         for job in jobs:
+            if not s.within_budget():
+                return
             for_gang(s, job, "preempt", mine, functools.partial(_of_another_job, job.id), "preemptable")
         for job in jobs:
             _within_job(s, job, mine)
@@ -36,7 +39,7 @@ def _within_job(s: Session, job: Job, running: dict[str, list[Task]]) -> None:
     if not s.nodes.ready.get(job.id):
         return  # nothing of its own to give
     for task in s.waiting(job):
-        if not s.starving(job):
+        if not s.starving(job) or not s.within_budget():
             return
         if may_not_evict(s, task, "preempt"):
             continue

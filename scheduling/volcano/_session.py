@@ -88,13 +88,18 @@ class Session:
         ordered = sorted(by_queue, key=lambda q: queue_key(self.config.queues[q], self.quotas.share(q)))
         return [(q, sorted(by_queue[q], key=self.job_key)) for q in ordered]
 
+    def within_budget(self) -> bool:
+        """Whether the cycle may still place and preempt (`Cycle.may_place`, `may_preempt`): a
+        session stops at the first budget spent, and the next goes on from there."""
+        return self.cycle.may_place() and self.cycle.may_preempt()
+
     def in_turns(self, lines: list[tuple[str, list[Job]]], serve: Callable[[str, Job], None]) -> None:
         """Queues in order, one job at a time: after each, its queue goes back in line by its
-        share as it is then (Volcano's priority queue of queues)."""
+        share as it is then (Volcano's priority queue of queues); within the cycle's budget."""
         heap = [(queue_key(self.config.queues[q], self.quotas.share(q)), q) for q, _ in lines]
         heapq.heapify(heap)
         jobs = {q: list(reversed(js)) for q, js in lines}
-        while heap:
+        while heap and self.within_budget():
             _, queue = heapq.heappop(heap)
             serve(queue, jobs[queue].pop())
             if jobs[queue]:
