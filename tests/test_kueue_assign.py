@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from preemptd.scheduling.kueue._assign import Mode, assign
-from preemptd.scheduling.kueue._objects import parse_objects
+from preemptd.scheduling.kueue._config import parse_objects
 from preemptd.scheduling.kueue._tree import QuotaTree
 
 

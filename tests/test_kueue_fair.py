@@ -9,8 +9,8 @@ from fractions import Fraction
 import pytest
 
 from preemptd.events import ConfigError, parse_quantity
+from preemptd.scheduling.kueue._config import parse_objects
 from preemptd.scheduling.kueue._fair import NO_SHARE, Share, share, sides
-from preemptd.scheduling.kueue._objects import parse_objects
 from preemptd.scheduling.kueue._tree import QuotaTree
 
 API = "kueue.x-k8s.io/v1beta2"

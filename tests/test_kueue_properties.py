@@ -27,11 +27,12 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from preemptd.events import Admitted, Blocked, Evicted, Scenario, TaskReleased, encode
 from preemptd.projections import ClusterState, LogRecord, PartitionState
 from preemptd.scheduling import MODELS, _model as model_module, apply, replay, run_cycle, simulate, tick_record
-from preemptd.scheduling.kueue import QuotaTree, _cycle as kueue_cycle
+from preemptd.scheduling.kueue import _cycle as kueue_cycle
 from preemptd.scheduling.kueue._assign import Mode, assign
 from preemptd.scheduling.kueue._classic import Plan, Search
 from preemptd.scheduling.kueue._cycle import preemption
 from preemptd.scheduling.kueue._fair import share, sides
+from preemptd.scheduling.kueue._tree import QuotaTree
 from preemptd.scheduling.kueue._workloads import Workload, Workloads, kept_workloads
 
 API = "kueue.x-k8s.io/v1beta2"

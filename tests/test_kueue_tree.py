@@ -3,7 +3,7 @@ ClusterQueue has available, in cohorts nested three levels deep. Figures compute
 
 from __future__ import annotations
 
-from preemptd.scheduling.kueue._objects import KueueConfig, parse_objects
+from preemptd.scheduling.kueue._config import KueueConfig, parse_objects
 from preemptd.scheduling.kueue._tree import QuotaTree
 
 CPU = ("default", "cpu")

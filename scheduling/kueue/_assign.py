@@ -19,7 +19,7 @@ from enum import IntEnum
 
 from preemptd.events import format_human
 
-from ._objects import ClusterQueue, ResourceGroup
+from ._config import ClusterQueue, ResourceGroup
 from ._tree import FlavorResource, Node, QuotaTree
 
 __all__ = ["Assignment", "Mode", "assign"]

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ._objects import KueueConfig
+from ._config import KueueConfig
 from ._tree import FlavorResource, Node, QuotaTree
 from ._workloads import Admitted, Workload, usage_of
 

@@ -48,13 +48,13 @@ from preemptd.projections import PartitionState
 from .._model import Cycle, bounded
 from ._assign import Assignment, Mode, assign
 from ._classic import CycleMemo, Plan, Search, classic, reason_text
+from ._config import ClusterQueue, KueueConfig
 from ._fair import NO_SHARE, Share, fair, share
-from ._objects import ClusterQueue, KueueConfig
 from ._state import KueueState
 from ._tree import Node, QuotaTree
 from ._workloads import Workload, kept_workloads, usage_of
 
-__all__ = ["preemption", "schedule"]
+__all__ = ["next_wakeup", "preemption", "schedule"]
 
 
 def schedule(cycle: Cycle) -> None:
@@ -263,3 +263,9 @@ def _no_room(workload: Workload, queue: ClusterQueue, assignment: Assignment, pl
     p = queue.preemption
     policy = f"withinClusterQueue {p.within_cluster_queue}, reclaimWithinCohort {p.reclaim_within_cohort}, borrowWithinCohort {p.borrow_within_cohort}"
     return f"needs preemption for {contested}, and no admitted workload is a candidate (its policy: {policy})"
+
+
+def next_wakeup(partition: PartitionState, now: int) -> int | None:
+    """`Model.next_wakeup`: none."""
+    return None  # nothing in this model waits on time
+

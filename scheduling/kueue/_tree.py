@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from ._objects import KueueConfig, Quota, ResourceGroup
+from ._config import KueueConfig, Quota, ResourceGroup
 
 __all__ = ["FlavorResource", "Node", "QuotaTree"]
 

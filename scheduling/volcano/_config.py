@@ -28,7 +28,7 @@ from typing import Any
 import msgspec
 
 from preemptd.events import MAX_DEPTH, ConfigError, QuantityError, closest, cut_text, parse_quantity
-from preemptd.projections import PriorityClass
+from preemptd.projections import ParsedConfig, PartitionState, PriorityClass, QueueConfig, Words
 
 from .._kubernetes import (
     ANY,
@@ -46,8 +46,9 @@ from .._kubernetes import (
     shown,
     unique,
 )
+from .._model import Bounds, counted
 
-__all__ = ["ACTIONS", "PLUGINS", "Plugin", "Queue", "SchedulerConf", "VolcanoConfig", "claims", "parse_objects"]
+__all__ = ["ACTIONS", "PLUGINS", "WORDS", "bounds", "claims", "describe", "parse_config", "parse_objects", "Plugin", "Queue", "SchedulerConf", "VolcanoConfig"]
 
 _CONF_FILE = "volcano-scheduler.conf"
 
@@ -380,3 +381,50 @@ def _flag(value: Any, where: str) -> bool:
     if isinstance(value, str) and value in ("true", "false"):  # a string, as an annotation or a hand-written conf gives it
         return value == "true"
     raise ConfigError(f"{where} must be true or false, got {shown(value)}")
+
+
+def parse_config(document: Any, partition: str) -> ParsedConfig:
+    """Volcano's objects (`{}`: none) as the partition's configuration: the queue tree under
+    `root` by `spec.parent` (a queue without one is under root), each queue named as in Volcano."""
+    config, warnings = parse_objects([] if document == {} else document)
+    children: dict[str, list[Queue]] = {}
+    for queue in config.queues.values():
+        if queue.name != "root":
+            children.setdefault(queue.parent or "root", []).append(queue)
+
+    def node(queue: Queue) -> QueueConfig:
+        below = tuple(node(child) for child in children.get(queue.name, ()))
+        return QueueConfig(name=queue.name, path=queue.name, children=below, is_parent=bool(below) or queue.name == "root")
+
+    return ParsedConfig(root=node(config.queues["root"]), settings=config, warnings=warnings, priority_classes=config.priority_classes, words=WORDS)
+
+
+#: Volcano's words for its things, in the fold's refusals.
+WORDS = Words(
+    queue="queue",
+    queues="queues jobs may use",
+    application="job",
+    priority_class="PriorityClass",
+    define_class="add the PriorityClass to the configuration, or publish priorityclass.upserted",
+)
+
+
+def bounds(partition: PartitionState) -> Bounds:
+    """Per queue, its deserved (else its guarantee) as its guarantee, its capability as its max."""
+    config: VolcanoConfig = partition.settings
+    return {
+        name: (dict(queue.deserved or queue.guarantee or {}), dict(queue.capability) if queue.capability is not None else None)
+        for name, queue in config.queues.items()
+    }
+
+
+def describe(partition: PartitionState) -> str:
+    """The queues, the session's actions, the plugins tier by tier, and whether anything can be preempted."""
+    config: VolcanoConfig = partition.settings
+    conf = config.scheduler
+    tiers = " ".join(f"[{', '.join(plugin.name for plugin in tier)}]" for tier in conf.tiers) or "none"
+    line = f"volcano: {counted(len(config.queues) - 1, 'queue')} under root; actions {', '.join(conf.actions) or 'none'}; plugins by tier {tiers}"
+    if not {"preempt", "reclaim"} & set(conf.actions):
+        line += "; no preempt or reclaim action: nothing will be preempted"
+    return line
+

@@ -40,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from preemptd.events import Unreserved
+from preemptd.projections import PartitionState
 
 from .._model import Cycle
 from ._allocate import allocate
@@ -50,7 +51,7 @@ from ._preempt import preempt
 from ._reclaim import reclaim
 from ._session import Session
 
-__all__ = ["schedule"]
+__all__ = ["next_wakeup", "schedule"]
 
 ACTIONS: dict[str, Callable[[Session], None]] = {"enqueue": enqueue, "allocate": allocate, "preempt": preempt, "reclaim": reclaim, "backfill": backfill}
 
@@ -91,3 +92,9 @@ def _land_reservations(s: Session) -> None:
         if node in s.nodes.capacity:
             Statement(s.nodes).unpipeline(task, node)
         s.settled.add(task.id)  # pending again: tried from the next session on
+
+
+def next_wakeup(partition: PartitionState, now: int) -> int | None:
+    """`Model.next_wakeup`: none."""
+    return None  # nothing in this model waits on time
+

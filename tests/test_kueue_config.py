@@ -9,8 +9,7 @@ import yaml
 
 from preemptd.events import ConfigError
 from preemptd.projections import PriorityClass
-from preemptd.scheduling.kueue import parse_objects
-from preemptd.scheduling.kueue._objects import FairSharing, Preemption, Quota
+from preemptd.scheduling.kueue._config import FairSharing, Preemption, Quota, parse_objects
 
 V1BETA2 = """
 - apiVersion: kueue.x-k8s.io/v1beta2
