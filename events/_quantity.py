@@ -63,7 +63,7 @@ def _as_decimal(text: str) -> Decimal:
             return number
         if len(match["exponent"].lstrip("+-").lstrip("0")) > 4:  # 1e10000 and beyond: out of range whatever the digits (the decimal module would overflow)
             beyond = "above the limit, 2^60 in its unit" if not match["exponent"].startswith("-") else "finer than any unit"
-            raise QuantityError(f"{cut_text(repr(text), 40)} is {beyond}")
+            raise QuantityError(f"{cut_text(repr(text), 72)} is {beyond}")
         return number.scaleb(int(match["exponent"]))
     return number * _DECIMAL[match["decimal"] or ""]
 
@@ -91,7 +91,7 @@ def _parse(resource: str, value: object) -> int:
     except QuantityError as exc:
         raise QuantityError(f"{resource}: {exc}") from None
     except ArithmeticError:  # the decimal module's overflow or invalid operation: never past here
-        raise QuantityError(f"{resource}: {cut_text(repr(value), 40)} is out of range (quantities are integers from 0 to 2^60)") from None
+        raise QuantityError(f"{resource}: {cut_text(repr(value), 72)} is out of range (quantities are integers from 0 to 2^60)") from None
     if amount < 0:
         raise QuantityError(f"{resource}: {value!r} is negative; quantities must be >= 0")
     if not whole:

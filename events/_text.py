@@ -9,8 +9,18 @@ __all__ = ["cut_text", "shown"]
 
 
 def cut_text(text: str, chars: int) -> str:
-    """`text` in at most `chars` characters, saying how many it left out."""
-    return text if len(text) <= chars else f"{text[:chars]}... ({len(text) - chars:,} more characters)"
+    """`text` in at most `chars` characters (at least 40), saying how many it left out; so
+    cutting what was cut changes nothing (a decision's reasons, cut when made, compare equal to
+    the same reasons cut again: a blocked task is not told them again every cycle)."""
+    if len(text) <= chars:
+        return text
+    left_out = len(text) - chars
+    while True:  # the note's length depends on the count it gives: at most a few rounds
+        note = f"... ({left_out:,} more characters)"
+        kept = max(chars - len(note), 0)
+        if len(text) - kept == left_out:
+            return text[:kept] + note
+        left_out = len(text) - kept
 
 
 def shown(value: Any) -> str:

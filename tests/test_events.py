@@ -340,7 +340,7 @@ def test_a_decision_beyond_the_budget_is_cut_saying_what_it_left_out_and_where_t
     assert data is not None and len(ev.encode(big)) > 32_768 >= len(data)
     cut = ev.decode_decision(data)
     assert [v.task for v in cut.victims] == [v.task for v in victims], "every victim stays: the shim needs them all"
-    assert cut.explanation[-1] == "... 499 more lines: preemptd explain log:7.0"
+    assert cut.explanation[-1] == "... 495 more lines: preemptd explain log:7.0"
     assert cut.victims[0].why.endswith("more characters)")
     assert ev.encode_within(big, 2_000) is None, "a hundred victims cannot fit in 2 kB"
 

@@ -158,11 +158,41 @@ def test_a_decision_about_thousands_of_flavors_is_bounded_and_not_made_again_eac
     assert max(len(json.dumps(list(d.reasons))) for d in blocked) < 110_000
 
 
+def test_a_reason_longer_than_a_line_is_told_once_not_again_every_cycle() -> None:
+    """The never-candidates line of a workload in a cohort of 120 full ClusterQueues names them
+    all (about 4,000 characters): cut to 1,000 when told, it compares equal to the same reason cut
+    again, so the workload is told once, not again every cycle."""
+    from preemptd.events import Blocked, Scenario
+    from preemptd.scheduling import simulate
+
+    spec = {
+        "cohortName": "everyone",
+        "preemption": {"reclaimWithinCohort": "Never", "withinClusterQueue": "Never"},
+        "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": 1}]}]}],
+    }
+    queues = [f"a-team-with-a-rather-long-name-{i:03d}" for i in range(120)]
+    config = [
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "f"}},
+        *({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": q}, "spec": spec} for q in queues),
+    ]
+    events: list[dict] = [{"at": "0s", "type": "node.upserted", "node": "n", "capacity": {"cpu": 1000}}]
+    events += [{"at": "0s", "type": "task.bound", "task": f"run-{q}", "app": f"run-{q}", "queue": q, "node": "n", "resources": {"cpu": 1}} for q in queues]
+    events.append({"at": "2s", "type": "task.submitted", "task": "late", "app": "late", "queue": queues[0], "resources": {"cpu": 1}})
+    result = simulate(Scenario(name="long reasons", model="kueue", config=config, events=events, until="10s"))
+    told = [d for d in result.decisions if isinstance(d, Blocked)]
+    assert len(told) == 1 and any(line.endswith("more characters)") for line in told[0].reasons), "cut, and told once"
+
+
 def test_bounded_lines_say_what_they_left_out_and_nothing_more() -> None:
     from preemptd.scheduling import bounded
 
     assert bounded(("short",)) == ("short",)
-    assert bounded(("x" * 1500,)) == ("x" * 1000 + "... (500 more characters)",), "one long line is cut, no line added"
+    (cut,) = bounded(("x" * 1500,))
+    kept = cut.index(".")
+    assert len(cut) == 1000 and cut == "x" * kept + f"... ({1500 - kept} more characters)", "one long line is cut to 1,000 characters, saying how many it left out"
+    for length in (1001, 1030, 10_000, 1_000_000):
+        cut = bounded(("x" * length,))
+        assert len(cut[0]) == 1000 and bounded(cut) == cut, "a line cut is not cut again: a blocked task is told its reasons once"
     many = bounded(tuple(f"line {i}" for i in range(250)))
     assert len(many) == 100 and many[-1] == "... and 151 more lines" and many[98] == "line 98"
     assert bounded(many) == many, "bounding what is bounded changes nothing"
