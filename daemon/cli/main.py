@@ -654,11 +654,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: The state is hundreds of thousands of objects that hold no reference cycles: with Python's
+#: default thresholds the collector went through them again and again, a tenth of a fold.
+GC_THRESHOLDS = (50_000, 20, 100)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    # The state is hundreds of thousands of objects that hold no reference cycles: with Python's
-    # default thresholds the collector went through them again and again, a tenth of a fold.
-    gc.set_threshold(50_000, 20, 100)
+    gc.set_threshold(*GC_THRESHOLDS)
     configure(args.log_level, args.log_format)
     if args.func is not cmd_run:  # `run` handles stop signals itself; the others end at once, as ever
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
