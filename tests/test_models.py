@@ -406,19 +406,7 @@ def test_no_wing_iterates_over_a_set(wing: str) -> None:
     assert set_iterations(wing, wing_modules(wing)) == []
 
 
-#: The wings whose configuration module is not `_config.py` yet.
-OBJECTS_MODULE = {"kueue"}
-
-
-@pytest.mark.parametrize(
-    "wing",
-    [
-        pytest.param(wing, marks=pytest.mark.xfail(strict=True, reason="renamed to _config.py in the Volcano/Kueue restructuring"))
-        if wing in OBJECTS_MODULE
-        else wing
-        for wing in WINGS
-    ],
-)
+@pytest.mark.parametrize("wing", WINGS)
 def test_every_wing_has_the_one_skeleton(wing: str) -> None:
     """`__init__.py` defines `MODEL` (what the registry lists), `_config.py` reads the model's
     configuration, `_cycle.py` runs its cycle: every wing is laid out alike."""
