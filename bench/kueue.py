@@ -35,7 +35,7 @@ from _figures import ms, percentiles
 
 from preemptd import events as ev
 from preemptd.projections import ClusterState, LogRecord
-from preemptd.scheduling import apply, run_cycle, tick_record
+from preemptd.scheduling import apply, restore, run_cycle, snapshot, tick_record
 from preemptd.scheduling.kueue import _cycle as kueue_cycle
 
 API = "kueue.x-k8s.io/v1beta2"
@@ -191,11 +191,13 @@ def _baseline_candidates(search: Any) -> float:
 
 
 
-def bench_backlog(queues: int, rounds: int = 20) -> tuple[float, float, float, float, int, float]:
+def bench_backlog(queues: int, rounds: int = 20) -> tuple[float, float, float, float, float, int, float]:
     """(median time of a cycle with nothing changed since the last, of the same cycle on an
     empty partition, of a cycle after a workload finished in one cohort, of the same planning
-    every waiting workload again, blocked workloads, seconds until each was told why): every
-    queue full, 10 pending workloads each that fit nowhere and may preempt nothing."""
+    every waiting workload again, of the first cycle after a restore from a snapshot (every
+    workload read and planned again: what a cycle keeps beside the state is not in snapshots),
+    blocked workloads, seconds until each was told why): every queue full, 10 pending workloads
+    each that fit nowhere and may preempt nothing."""
     b = Builder(_objects(queues, borrowers=set(), fair_sharing=False, preemption=False))
     _running(b, {_name(q): 60 for q in range(queues)})
     blocked = _pending(b, {_name(q): PENDING_PER_QUEUE for q in range(queues)})
@@ -212,7 +214,12 @@ def bench_backlog(queues: int, rounds: int = 20) -> tuple[float, float, float, f
         planning_all = _after_a_change(b, range(rounds, rounds + 3))
     finally:
         kueue_cycle.blocked_outcomes = original
-    return quiet, nothing, after_change, planning_all, blocked, telling
+    b.state = restore(snapshot(b.state))
+    b.add(ev.NodeUpserted(id="again-restored", ts=b.now, node="node-0", capacity=ev.Resources({"cpu": 10**9})))
+    started = time.perf_counter()
+    b.tick()
+    restored = time.perf_counter() - started
+    return quiet, nothing, after_change, planning_all, restored, blocked, telling
 
 
 def _after_a_change(b: Builder, rounds: range) -> float:
@@ -251,10 +258,11 @@ def main() -> None:
             b50, _ = percentiles(baselines)
             kind = "fair sharing" if fair_sharing else "classic"
             print(f"  preemption ({kind}, {admitted:,} admitted): {preempted} decisions, p50 {ms(p50)}, p99 {ms(p99)}; p50 = {p50 / b50:.1f}x gathering and sorting the candidates ({ms(b50)})")
-        quiet, empty, after_change, planning_all, blocked, telling = bench_backlog(queues)
+        quiet, empty, after_change, planning_all, restored, blocked, telling = bench_backlog(queues)
         print(f"  a backlog of {blocked:,} blocked workloads (each told why, 1,000 a cycle, in {telling:.1f} s):")
         print(f"    nothing changed since the last cycle: a cycle takes {quiet * 1e6:.1f} µs (a cycle of the same partition with no workload: {empty * 1e6:.1f} µs)")
         print(f"    a workload finished in one cohort: {ms(after_change)} = {after_change / planning_all:.3f} of planning every waiting workload again ({ms(planning_all)})")
+        print(f"    the first cycle after a restore from a snapshot (every workload read and planned again): {ms(restored)}")
 
 
 if __name__ == "__main__":
