@@ -19,7 +19,7 @@ import msgspec
 from preemptd.events import Admitted, Allocated, Blocked, DecisionEvent, Evicted, LogEvent, Preempted, cut_text
 from preemptd.projections import ClusterState, LogRecord, ParsedConfig, PartitionState, Rejected, TaskState, fold_nothing, refuse_decision
 
-__all__ = ["BLOCKED_PER_CYCLE", "Budget", "Cycle", "Model", "bounded", "counted", "decision_id", "describe_queues", "one_partition"]
+__all__ = ["BLOCKED_PER_CYCLE", "Budget", "Column", "Cycle", "Model", "bounded", "counted", "decision_id", "describe_queues", "one_partition"]
 
 D = TypeVar("D", bound=DecisionEvent)  # the type of decision `Cycle.emit` is asked to make
 
@@ -52,9 +52,23 @@ def claims_nothing(item: Any) -> bool:
 Bounds = dict[str, tuple[dict[str, int], dict[str, int] | None]]  # queue path -> (guaranteed, max)
 
 
+#: A column of `preemptd state` in the model's own terms: its name (the JSON key; the text
+#: table heads it in capitals, `_` as a space) and per queue its value: amounts (a resource
+#: dict), a number, a share (a Fraction), text, or None (nothing to say).
+Column = tuple[str, dict[str, Any]]
+
+
 def queue_bounds(partition: PartitionState) -> Bounds:
     """`Model.bounds` of a model whose queues carry their guarantee and max themselves."""
     return {path: (queue.guaranteed, queue.max) for path, queue in partition.queues.items()}
+
+
+def bound_columns(partition: PartitionState) -> list[Column]:
+    """`Model.queue_columns` of a model whose queues carry their guarantee and max themselves."""
+    return [
+        ("guaranteed", {path: queue.guaranteed or None for path, queue in partition.queues.items()}),
+        ("max", {path: queue.max for path, queue in partition.queues.items()}),
+    ]
 
 
 #: A decision's explanation and reasons keep at most this many lines, each at most this long
@@ -198,6 +212,10 @@ class Model:
     - `bounds(partition)`: per queue, what to draw as its guarantee and its max (YuniKorn's
       guaranteed and max, Kueue's nominal quota and what borrowing allows, Volcano's deserved
       and capability): for reports, not for decisions.
+    - `queue_columns(partition)`: what `preemptd state` shows of each queue beside its usage,
+      in the model's own terms (`Column`s: YuniKorn's guaranteed and max, Kueue's cohort,
+      nominal quota, limits and admitted usage, Volcano's weight, deserved, capability and
+      share); the text table and `--json` show the same.
     - `describe(partition)`: what runs, in one line: the model and what is on (for the log,
       `state`, the report and `explain` of a configuration change), saying plainly when the
       configuration can preempt nothing.
@@ -223,6 +241,7 @@ class Model:
     fold_event: Callable[[PartitionState, LogEvent], None] = fold_nothing
     state_type: type[msgspec.Struct] | None = None
     bounds: Callable[[PartitionState], Bounds] = queue_bounds
+    queue_columns: Callable[[PartitionState], list[Column]] = bound_columns
     describe: Callable[[PartitionState], str] = describe_queues
     claims: Callable[[Any], bool] = claims_nothing
     waits_on_time: bool = True

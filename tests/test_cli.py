@@ -283,16 +283,37 @@ def test_a_file_that_is_not_a_database_is_named_as_such(tmp_path: Path) -> None:
     assert result.stderr.strip() == f"preemptd: cannot open the log at {text}: file is not a database"
 
 
-def test_state_shows_what_each_model_guarantees_a_queue(tmp_path: Path) -> None:
-    """Kueue's nominal quota, Volcano's deserved and capability, in the GUARANTEED and MAX columns."""
-    for example, row in (
-        ("kueue/reclaim-within-cohort", r"^svc-a\s+0\s+cpu 4\s+0\s+cpu 4\s+-\s+0 run / 1 wait$"),
-        ("volcano/hierarchical-capacity", r"^eng\s+cpu 5\s+0\s+0\s+cpu 6\s+cpu 8$"),
-    ):
-        db = tmp_path / f"{example.replace('/', '-')}.db"
-        assert preemptd("simulate", str(ROOT / "examples" / f"{example}.yaml"), "--quiet", "--db", str(db)).returncode == 0
-        state = preemptd("state", "--db", str(db))
-        assert re.search(row, state.stdout, re.M), state.stdout
+@pytest.mark.parametrize(
+    ("example", "queue", "said", "row"),
+    [
+        (
+            "kueue/reclaim-within-cohort",
+            "svc-b",
+            {"cohort": "prod", "weight": 1.0, "nominal": {"default-flavor": {"cpu": 4}}, "borrowing_limit": None, "admitted": {"default-flavor": {"cpu": 8}}, "admitted_workloads": 2},
+            r"^svc-b\s+cpu 8\s+0\s+0\s+prod\s+1\.0\s+default-flavor: cpu 4\s+-\s+-\s+default-flavor: cpu 8\s+2\s+2 run / 0 wait$",
+        ),
+        (
+            "volcano/hierarchical-capacity",
+            "eng",
+            {"weight": 1, "capability": {"cpu": 8}, "guarantee": None, "deserved": {"cpu": 6}, "share": 0.8333},
+            r"^eng\s+cpu 5\s+0\s+0\s+1\s+cpu 8\s+-\s+cpu 6\s+0\.83$",
+        ),
+        ("general", "root.normal.queue-1", {"guaranteed": {"vcore": 5}, "max": {"vcore": 10}}, r"^    queue-1\s+vcore 7\s+0\s+0\s+vcore 5\s+vcore 10\s+7 run / 0 wait$"),
+    ],
+)
+def test_state_shows_each_queue_in_its_models_terms_and_the_json_says_the_same(example: str, queue: str, said: dict, row: str, tmp_path: Path) -> None:
+    """Kueue's cohort, quotas per flavor and what admitted workloads hold (quota reserved, pods
+    running or not); Volcano's weight, capability, deserved and share; YuniKorn's guarantee
+    and max: a column each in the table, a key each in `--json`."""
+    db = tmp_path / "log.db"
+    assert preemptd("simulate", str(ROOT / "examples" / f"{example}.yaml"), "--quiet", "--db", str(db)).returncode == 0
+    state = preemptd("state", "--db", str(db))
+    assert re.search(row, state.stdout, re.M), state.stdout
+    shown = json.loads(preemptd("state", "--db", str(db), "--json").stdout)["queues"][queue]
+    assert {key: shown[key] for key in said} == said
+    header = next(line for line in state.stdout.splitlines() if line.startswith("QUEUE"))
+    columns = [key for key in shown if key.upper().replace("_", " ") in header and key not in ("allocated", "pending", "preempting")]
+    assert [key.upper().replace("_", " ") for key in columns] == re.split(r"\s{2,}", header)[4:-1], "every column of the table is a key of the JSON"
 
 
 def test_publish_reads_a_large_yaml_file_of_events(tmp_path: Path) -> None:

@@ -354,7 +354,12 @@ async def cmd_state(args: argparse.Namespace) -> int:
         raise UsageError("the log is empty" if not last else f"no partition yet at seq {state.seq} (the log runs from 1 to {last})")
     for partition in partitions:
         if args.json:
-            print(json.dumps(partition_view(partition), indent=2))
+            view = partition_view(partition)
+            for path, said in render.queue_columns_json(partition).items():  # the table's columns, in the model's terms
+                queue = view["queues"][path]
+                del queue["guaranteed"], queue["max"]  # the model says what bounds a queue (YuniKorn's columns are these)
+                queue.update(said)
+            print(json.dumps(view, indent=2))
         else:
             print(render.queue_table(partition, state.seq) + "\n")
     return 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 import unicodedata
 from collections.abc import Mapping
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -153,19 +154,48 @@ def dead_letter(dead: DeadLetter) -> str:
 
 
 def queue_table(p: PartitionState, seq: int) -> str:
-    """The queue tree with usage against guarantee and max."""
-    header = ("QUEUE", "ALLOCATED", "PENDING", "PREEMPTING", "GUARANTEED", "MAX", "TASKS")
+    """The queue tree with usage, and what the model says of each queue in its own terms
+    (`Model.queue_columns`: YuniKorn's guarantee and max, Kueue's quotas, Volcano's shares)."""
+    columns = model_named(p.model).queue_columns(p)
+    header = ("QUEUE", "ALLOCATED", "PENDING", "PREEMPTING", *(name.upper().replace("_", " ") for name, _ in columns), "TASKS")
     rows = [header]
-    bounds = model_named(p.model).bounds(p)  # Kueue's nominal quota, Volcano's deserved and capability
     for queue in p.queues.values():
         name = "  " * queue_depth(queue.path) + printable(queue.path.rsplit(".", 1)[-1])
         tasks = f"{len(queue.running)} run / {len(queue.waiting)} wait" if queue.leaf else ""
-        guaranteed, most = bounds.get(queue.path, (queue.guaranteed, queue.max))
-        rows.append((name, _amounts(queue.allocated), _amounts(queue.pending), _amounts(queue.preempting), _amounts(guaranteed or None), _amounts(most), tasks))
+        said = tuple(_column_text(values.get(queue.path)) for _, values in columns)
+        rows.append((name, _amounts(queue.allocated), _amounts(queue.pending), _amounts(queue.preempting), *said, tasks))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     body = "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
     nodes = f"{count(len(p.nodes), 'node')}, capacity {_amounts(p.capacity)}; {count(len(p.tasks), 'task')} ({p.pending_count} pending)"
     return f"partition {printable(p.name)} at log seq {seq}\n{printable(describe(p))}\n{nodes}\n\n{body}"
+
+
+def queue_columns_json(p: PartitionState) -> dict[str, dict[str, Any]]:
+    """Per queue, the model's columns as `state --json` gives them: what the table shows."""
+    columns = model_named(p.model).queue_columns(p)
+    return {path: {name: _column_json(values.get(path)) for name, values in columns} for path in p.queues}
+
+
+def _column_text(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, Fraction):
+        return f"{float(value):.2f}"
+    if isinstance(value, Mapping) and any(isinstance(v, Mapping) for v in value.values()):  # per flavor
+        return "; ".join(f"{printable(flavor)}: {_amounts(amounts)}" for flavor, amounts in value.items())
+    if isinstance(value, Mapping):
+        return _amounts(value)
+    return printable(str(value))
+
+
+def _column_json(value: Any) -> Any:
+    if isinstance(value, Fraction):
+        return round(float(value), 4)
+    if isinstance(value, Mapping) and any(isinstance(v, Mapping) for v in value.values()):
+        return {flavor: Resources(amounts).to_wire() for flavor, amounts in value.items()}
+    if isinstance(value, Mapping):
+        return Resources(value).to_wire()
+    return value
 
 
 def replay_summary(report: ReplayReport, *, what_if: bool) -> str:

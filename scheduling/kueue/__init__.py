@@ -25,6 +25,7 @@ from .._model import Budget, Model
 from ._config import bounds, claims, describe, parse_config
 from ._cycle import next_wakeup, schedule
 from ._state import KueueState, fold_decision, fold_event
+from ._workloads import queue_columns
 
 __all__ = ["MODEL"]
 
@@ -41,4 +42,5 @@ MODEL = Model(
     bounds=bounds,
     claims=claims,
     describe=describe,
+    queue_columns=queue_columns,
 )

@@ -11,10 +11,12 @@ from dataclasses import dataclass, field
 
 from preemptd.projections import AppState, PartitionState
 
+from .._model import Column
+from ._config import KueueConfig
 from ._state import KueueState, admission_of, preempting
 from ._tree import FlavorResource
 
-__all__ = ["Admitted", "KeptWorkloads", "Kind", "Workload", "Workloads", "kept_workloads", "usage_of", "workload_of"]
+__all__ = ["Admitted", "KeptWorkloads", "queue_columns", "Kind", "Workload", "Workloads", "kept_workloads", "usage_of", "workload_of"]
 
 
 Kind = tuple[frozenset[FlavorResource], int]  # the flavor-resources a workload holds, and its priority
@@ -222,3 +224,32 @@ class KeptWorkloads:
         if listed is None:
             listed = self._listed[queue] = tuple(sorted(self.admitted[queue].values(), key=lambda w: w.seq))
         return listed
+
+
+def queue_columns(p: PartitionState) -> list[Column]:
+    """`Model.queue_columns`: per ClusterQueue its cohort, its fair-sharing weight, and per
+    flavor its nominal quota, borrowing and lending limits and what its admitted workloads
+    hold (quota reserved, whether their pods run yet or not), with how many there are."""
+    config: KueueConfig = p.settings
+    workloads = Workloads.of(p)
+    columns: dict[str, dict[str, object]] = {name: {} for name in ("cohort", "weight", "nominal", "borrowing_limit", "lending_limit", "admitted", "admitted_workloads")}
+    for name, queue in config.cluster_queues.items():
+        limits: dict[str, dict[str, dict[str, int]]] = {"nominal": {}, "borrowing_limit": {}, "lending_limit": {}}
+        for group in queue.resource_groups:
+            for flavor in group.flavors:
+                for resource, quota in flavor.resources.items():
+                    limits["nominal"].setdefault(flavor.flavor, {})[resource] = quota.nominal
+                    if quota.borrowing_limit is not None:
+                        limits["borrowing_limit"].setdefault(flavor.flavor, {})[resource] = quota.borrowing_limit
+                    if quota.lending_limit is not None:
+                        limits["lending_limit"].setdefault(flavor.flavor, {})[resource] = quota.lending_limit
+        admitted: dict[str, dict[str, int]] = {}
+        for (flavor_name, resource), amount in sorted(workloads.usage.get(name, {}).items()):
+            admitted.setdefault(flavor_name, {})[resource] = amount
+        columns["cohort"][name] = queue.cohort
+        columns["weight"][name] = queue.weight
+        for key, by_flavor in limits.items():
+            columns[key][name] = by_flavor or None
+        columns["admitted"][name] = admitted or None
+        columns["admitted_workloads"][name] = len(workloads.admitted.get(name, ()))
+    return list(columns.items())

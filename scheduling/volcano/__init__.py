@@ -30,6 +30,7 @@ from __future__ import annotations
 from .._model import Model
 from ._config import bounds, claims, describe, parse_config
 from ._cycle import next_wakeup, schedule
+from ._queues import queue_columns
 from ._state import VolcanoState, fold_event
 
 __all__ = ["MODEL"]
@@ -43,6 +44,7 @@ MODEL = Model(
     bounds=bounds,
     claims=claims,
     describe=describe,
+    queue_columns=queue_columns,
     waits_on_time=False,
     state_type=VolcanoState,
     fold_event=fold_event,

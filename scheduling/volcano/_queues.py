@@ -24,10 +24,13 @@ from fractions import Fraction
 from preemptd.events import format_human
 from preemptd.projections import PartitionState, add, subtract
 
+from .._model import Column
 from ._config import Plugin, Queue, VolcanoConfig
+from ._jobs import POD_SLOT
+from ._nodes import Nodes
 from ._shares import QUEUE_EXEMPT, Demand, capacity_deserved, capped_deserved, proportion_deserved, real_capability, share, summed
 
-__all__ = ["Quotas", "demands_of"]
+__all__ = ["Quotas", "demands_of", "queue_columns"]
 
 Limits = Mapping[str, Fraction]
 
@@ -238,3 +241,21 @@ def _parents_first(queues: Mapping[str, Queue]) -> list[str]:
         return depth[name]
 
     return sorted(queues, key=lambda name: (of(name), name))
+
+
+def queue_columns(p: PartitionState) -> list[Column]:
+    """`Model.queue_columns`: per queue its weight, capability and guarantee as configured, and
+    what it deserves and its share (what it holds over what it deserves) as a session would
+    find them now, by the sharing plugin (none without one)."""
+    config: VolcanoConfig = p.settings
+    with_jobs = {app.queue for app in p.apps.values() if app.tasks}  # the queues of the session's jobs
+    quotas = Quotas(config, p.capacity, demands_of(p, with_jobs), Nodes.of(p).held)
+    deserved = {q: {r: int(a) for r, a in amounts.items() if r != POD_SLOT} for q, amounts in quotas.deserved.items()}
+    queues = config.queues
+    return [
+        ("weight", {q: queue.weight for q, queue in queues.items()}),
+        ("capability", {q: dict(queue.capability) if queue.capability is not None else None for q, queue in queues.items()}),
+        ("guarantee", {q: dict(queue.guarantee) if queue.guarantee is not None else None for q, queue in queues.items()}),
+        ("deserved", {q: deserved.get(q) for q in queues}),
+        ("share", {q: quotas.share(q) if q in deserved else None for q in queues}),
+    ]
