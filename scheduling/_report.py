@@ -2,8 +2,11 @@
 guaranteed and max, every decision, configuration changes and dead letters, and a summary.
 
 A pure fold over the log's records (the same `apply` as the daemon's), observed as it goes:
-queue amounts are sampled (after each of at most `samples` evenly spaced records of a
-partition, fewer in a large tree, and at the end), decisions are all kept. Times are the records' `received`, in seconds.
+queue amounts are sampled (at most `samples` times a partition, fewer in a large tree, about
+evenly spaced in its records, and at the end), decisions are all kept. A sample is taken at the
+end of the instant it falls in (once the partition's records of that `received` time are all
+folded), never between a tick and its decisions: a curve shows what a queue held between
+cycles, not half a cycle's decisions. Times are the records' `received`, in seconds.
 """
 
 from __future__ import annotations
@@ -76,9 +79,14 @@ class Timeline:
         self.first: LogRecord | None = None
         self.last: LogRecord | None = None
         self.dead_letters: list[dict[str, Any]] = []
+        self.due: dict[str, int] = {}  # per partition: a sample is due when the instant (received, ms) ends
 
     def step(self, record: LogRecord) -> None:
         event = record.event
+        due = self.due.get(event.partition)
+        if due is not None and record.received != due:  # the instant ended with the record before
+            del self.due[event.partition]
+            self._sample(self.partitions[event.partition], due)
         part = self.state.partitions.get(event.partition)
         submitted = part.submitted_for(event) if part is not None and isinstance(event, Decision) else None
         refused = None
@@ -100,7 +108,7 @@ class Timeline:
             partition.markers.append({"seq": record.seq, "t": record.received / 1000, "kind": "config", "text": said})
         seen = self.seen[event.partition] = self.seen[event.partition] + 1
         if seen == 1 or seen % self.stride.get(event.partition, 1) == 0 or isinstance(event, ConfigApplied):  # its first record in the window too
-            self._sample(partition, record)
+            self.due[event.partition] = record.received
 
     def dead_letter(self, received: int, partition: str | None, reason: str, event_id: str | None) -> None:
         """A dead letter, marked where it arrived if that is within the window's period."""
@@ -110,8 +118,10 @@ class Timeline:
     def result(self, title: str) -> dict[str, Any]:
         """The report's data, as JSON values (once: it closes the curves)."""
         for name, partition in self.partitions.items():
+            if name in self.due:
+                self._sample(partition, self.due.pop(name))
             if self.last is not None:
-                self._sample(partition, self.last)  # the state at the end of the window
+                self._sample(partition, self.last.received)  # the state at the end of the window
                 _hold(partition)
             end = self.last.received if self.last is not None else 0
             for task in sorted(self.state.partitions[name].tasks.values(), key=lambda t: t.id):
@@ -133,12 +143,13 @@ class Timeline:
             self.partitions[name] = _Partition(name)
         return self.partitions[name]
 
-    def _sample(self, partition: _Partition, record: LogRecord) -> None:
+    def _sample(self, partition: _Partition, received: int) -> None:
+        """What each queue of `partition` holds now, at `received` (ms)."""
         view = self.state.partitions.get(partition.name)
         if view is None:
             return
         partition.model = view.model
-        t = record.received / 1000
+        t = received / 1000
         if partition.times and partition.times[-1] == t:  # one point per moment: the last state at it
             partition.times.pop()
             for entry in partition.queues.values():

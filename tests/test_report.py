@@ -191,6 +191,34 @@ def test_curves_of_a_long_log_are_sampled_and_every_series_has_a_value_per_sampl
     assert len(partition["decisions"]) == 23, "decisions are never sampled"
 
 
+def test_a_curve_is_sampled_between_cycles_never_within_one() -> None:
+    """300 tasks arrive at once and one cycle allocates them all: with samples due every few
+    records, each point is what the queue held once every record of its instant was folded
+    (here 0, then 300 vcores), never a part of the cycle's decisions."""
+    from preemptd.projections import ClusterState
+    from preemptd.scheduling import Timeline, apply
+
+    events = [{"type": "node.upserted", "node": "n1", "capacity": {"vcore": 1000}}]
+    events += [{"at": "1s", "type": "task.submitted", "task": f"t{i}", "app": "a", "queue": "root.default", "resources": {"vcore": 1}} for i in range(300)]
+    records = simulate(msgspec.convert({"name": "burst", "config": {"queues": [{"name": "default"}]}, "events": events, "until": "3s"}, Scenario)).records
+    timeline = Timeline("sim", len(records), samples=40)
+    for record in records:
+        timeline.step(record)
+    (partition,) = timeline.result("sampled")["partitions"]
+    (queue,) = [q for q in partition["queues"] if q["path"] == "root.default"]
+    allocated = queue["series"]["vcore"]["allocated"]
+    assert len(partition["times"]) >= 3
+    state, folded = ClusterState(log_id="sim"), iter(records)
+    pending = next(folded)
+    for t, value in zip(partition["times"][:-1], allocated[:-1], strict=True):  # the last point is the end's hold
+        while pending is not None and pending.received <= t * 1000:
+            apply(state, pending)
+            pending = next(folded, None)
+        held = state.partitions["default"].queues["root.default"].allocated.get("vcore", 0) // 1000
+        assert value == held, f"at {t} s the curve says {value}, the queue held {held} once the instant's records were folded"
+    assert set(allocated) <= {0, 300}, allocated
+
+
 def test_an_eviction_shows_how_long_the_workload_it_makes_room_for_waited(tmp_path: Path) -> None:
     """Kueue evicts workloads for a workload (its preemptor is an application): the wait shown
     is that workload's, found by its name among applications, whatever its pods are called."""
