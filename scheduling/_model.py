@@ -212,6 +212,9 @@ class Model:
     - `bounds(partition)`: per queue, what to draw as its guarantee and its max (YuniKorn's
       guaranteed and max, Kueue's nominal quota and what borrowing allows, Volcano's deserved
       and capability): for reports, not for decisions.
+    - `bound_words`: what the model's users call the two `bounds` (YuniKorn's guaranteed and
+      max, Kueue's nominal quota and borrowing limit, Volcano's deserved as configured and capability), for
+      the report's lines, legends and summary.
     - `queue_columns(partition)`: what `preemptd state` shows of each queue beside its usage,
       in the model's own terms (`Column`s: YuniKorn's guaranteed and max, Kueue's cohort,
       nominal quota, limits and admitted usage, Volcano's weight, deserved, capability and
@@ -242,6 +245,7 @@ class Model:
     state_type: type[msgspec.Struct] | None = None
     bounds: Callable[[PartitionState], Bounds] = queue_bounds
     queue_columns: Callable[[PartitionState], list[Column]] = bound_columns
+    bound_words: tuple[str, str] = ("guaranteed", "max")
     describe: Callable[[PartitionState], str] = describe_queues
     claims: Callable[[Any], bool] = claims_nothing
     waits_on_time: bool = True

@@ -187,6 +187,7 @@ class Timeline:
         return {
             "name": partition.name,
             "model": partition.model,
+            "bounds": dict(zip(("guarantee", "max"), model_named(partition.model).bound_words, strict=True)) if partition.model else {"guarantee": "guaranteed", "max": "max"},
             "times": partition.times,
             "queues": [{"path": path, **_drawn(queue)} for path, queue in sorted(partition.queues.items(), key=lambda item: item[1]["lineage"])],  # tree order
             "decisions": partition.decisions,

@@ -132,15 +132,22 @@ def test_an_unknown_partition_or_window_is_a_one_line_refusal(tmp_path: Path) ->
         assert refused.returncode == 2 and said in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("example", ["general", "kueue/reclaim-within-cohort", "volcano/hierarchical-capacity"])
-def test_the_page_opens_in_a_headless_browser_without_a_script_error(example: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("example", "bounds"),
+    [("general", ("guaranteed", "max")), ("kueue/reclaim-within-cohort", ("nominal quota", "borrowing limit")), ("volcano/hierarchical-capacity", ("deserved (as configured, else the guarantee)", "capability"))],
+)
+def test_the_page_opens_in_a_headless_browser_without_a_script_error_in_its_models_words(example: str, bounds: tuple[str, str], tmp_path: Path) -> None:
+    """The page draws, and names a queue's bounds as the model's users do, in its summary and legend."""
+    guarantee, most = bounds
+    data, _, _ = report_of(tmp_path, ROOT / "examples" / f"{example}.yaml")
+    assert data["partitions"][0]["bounds"] == {"guarantee": guarantee, "max": most}
     if not BROWSER:
         if BROWSER_REQUIRED:
             pytest.fail("no chromium on PATH, and PREEMPTD_TEST_BROWSER=required")
         pytest.skip("no chromium on PATH (Debian: apt-get install chromium); .ci/run installs it")
-    _, _, _ = report_of(tmp_path, ROOT / "examples" / f"{example}.yaml")
     body = _rendered(tmp_path / "log.html")
     assert body.get("data-rendered") == "ok" and "data-error" not in body, body
+    assert f"Longest under {guarantee} with asks pending" in body["dom"] and f"and {most} (dotted red) lines" in body["dom"]
 
 
 def _report(db: Path, tmp_path: Path, *options: str) -> str:
@@ -159,7 +166,7 @@ def _rendered(page: Path) -> dict[str, str]:
     assert body, dom[:500]
     found = dict(re.findall(r'([\w-]+)="([^"]*)"', body.group(1)))
     title = re.search(r"<title>(.*?)</title>", dom, re.S)
-    return {**found, "title": title.group(1) if title else ""}
+    return {**found, "title": title.group(1) if title else "", "dom": dom}
 
 
 def test_a_what_if_replay_writes_the_report_of_the_log_with_the_decisions_another_configuration_changes(tmp_path: Path) -> None:

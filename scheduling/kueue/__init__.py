@@ -43,4 +43,5 @@ MODEL = Model(
     claims=claims,
     describe=describe,
     queue_columns=queue_columns,
+    bound_words=("nominal quota", "borrowing limit"),
 )

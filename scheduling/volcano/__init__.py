@@ -45,6 +45,7 @@ MODEL = Model(
     claims=claims,
     describe=describe,
     queue_columns=queue_columns,
+    bound_words=("deserved (as configured, else the guarantee)", "capability"),
     waits_on_time=False,
     state_type=VolcanoState,
     fold_event=fold_event,
