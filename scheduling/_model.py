@@ -19,7 +19,7 @@ import msgspec
 from preemptd.events import Admitted, Allocated, Blocked, DecisionEvent, Evicted, LogEvent, Preempted, cut_text
 from preemptd.projections import ClusterState, LogRecord, ParsedConfig, PartitionState, Rejected, TaskState, fold_nothing, refuse_decision
 
-__all__ = ["BLOCKED_PER_CYCLE", "Budget", "Column", "Cycle", "Model", "bounded", "counted", "decision_id", "describe_queues", "one_partition"]
+__all__ = ["BLOCKED_PER_CYCLE", "Budget", "Column", "Cycle", "Table", "Model", "bounded", "counted", "decision_id", "describe_queues", "one_partition"]
 
 D = TypeVar("D", bound=DecisionEvent)  # the type of decision `Cycle.emit` is asked to make
 
@@ -56,6 +56,16 @@ Bounds = dict[str, tuple[dict[str, int], dict[str, int] | None]]  # queue path -
 #: table heads it in capitals, `_` as a space) and per queue its value: amounts (a resource
 #: dict), a number, a share (a Fraction), text, or None (nothing to say).
 Column = tuple[str, dict[str, Any]]
+
+
+#: A table `preemptd state` shows below the queues: its name (the JSON key) and its rows, each a
+#: dict of column name to value (amounts, a number or text), in order.
+Table = tuple[str, list[dict[str, Any]]]
+
+
+def no_tables(partition: PartitionState) -> list[Table]:
+    """`Model.tables` of a model with nothing to show beyond its queues."""
+    return []
 
 
 def queue_bounds(partition: PartitionState) -> Bounds:
@@ -215,6 +225,8 @@ class Model:
     - `bound_words`: what the model's users call the two `bounds` (YuniKorn's guaranteed and
       max, Kueue's nominal quota and borrowing limit, Volcano's deserved as configured and capability), for
       the report's lines, legends and summary.
+    - `tables(partition)`: what `preemptd state` shows below the queues, in the model's terms
+      (Volcano's jobs with their gangs); the text and `--json` show the same.
     - `queue_columns(partition)`: what `preemptd state` shows of each queue beside its usage,
       in the model's own terms (`Column`s: YuniKorn's guaranteed and max, Kueue's cohort,
       nominal quota, limits and admitted usage, Volcano's weight, deserved, capability and
@@ -246,6 +258,7 @@ class Model:
     bounds: Callable[[PartitionState], Bounds] = queue_bounds
     queue_columns: Callable[[PartitionState], list[Column]] = bound_columns
     bound_words: tuple[str, str] = ("guaranteed", "max")
+    tables: Callable[[PartitionState], list[Table]] = no_tables
     describe: Callable[[PartitionState], str] = describe_queues
     claims: Callable[[Any], bool] = claims_nothing
     waits_on_time: bool = True

@@ -316,6 +316,18 @@ def test_state_shows_each_queue_in_its_models_terms_and_the_json_says_the_same(e
     assert [key.upper().replace("_", " ") for key in columns] == re.split(r"\s{2,}", header)[4:-1], "every column of the table is a key of the JSON"
 
 
+def test_state_lists_volcano_jobs_with_their_gangs(tmp_path: Path) -> None:
+    """Below the queues, each job: its gang (min_available), the tasks running and whether that
+    makes it ready, and those waiting; the same in --json."""
+    db = tmp_path / "log.db"
+    assert preemptd("simulate", str(ROOT / "examples" / "volcano" / "reclaimable-false.yaml"), "--quiet", "--db", str(db)).returncode == 0
+    text = preemptd("state", "--db", str(db)).stdout
+    assert re.search(r"^JOB\s+QUEUE\s+PRIORITY\s+MIN AVAILABLE\s+RUNNING\s+READY\s+PIPELINED\s+WAITING$", text, re.M), text
+    assert re.search(r"^sim\s+science\s+0\s+2\s+2\s+yes\s+0\s+2$", text, re.M), text
+    jobs = json.loads(preemptd("state", "--db", str(db), "--json").stdout)["jobs"]
+    assert {"job": "sim", "queue": "science", "priority": 0, "min_available": 2, "running": 2, "ready": "yes", "pipelined": 0, "waiting": 2} in jobs
+
+
 def test_publish_reads_a_large_yaml_file_of_events(tmp_path: Path) -> None:
     """The bound on a YAML document's values (aliases counted) is a configuration's; a file of
     events may be far larger."""

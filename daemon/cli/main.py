@@ -359,6 +359,7 @@ async def cmd_state(args: argparse.Namespace) -> int:
                 queue = view["queues"][path]
                 del queue["guaranteed"], queue["max"]  # the model says what bounds a queue (YuniKorn's columns are these)
                 queue.update(said)
+            view.update(render.tables_json(partition))
             print(json.dumps(view, indent=2))
         else:
             print(render.queue_table(partition, state.seq) + "\n")

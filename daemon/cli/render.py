@@ -167,7 +167,21 @@ def queue_table(p: PartitionState, seq: int) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     body = "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
     nodes = f"{count(len(p.nodes), 'node')}, capacity {_amounts(p.capacity)}; {count(len(p.tasks), 'task')} ({p.pending_count} pending)"
-    return f"partition {printable(p.name)} at log seq {seq}\n{printable(describe(p))}\n{nodes}\n\n{body}"
+    tables = "".join(f"\n\n{_table(rows)}" for _, rows in model_named(p.model).tables(p) if rows)
+    return f"partition {printable(p.name)} at log seq {seq}\n{printable(describe(p))}\n{nodes}\n\n{body}{tables}"
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    """Rows of a model's table (`Model.tables`), their keys as the heading."""
+    header = tuple(key.upper().replace("_", " ") for key in rows[0])
+    cells = [header, *(tuple(_column_text(value) for value in row.values()) for row in rows)]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in cells)
+
+
+def tables_json(p: PartitionState) -> dict[str, list[dict[str, Any]]]:
+    """The model's tables as `state --json` gives them: what the text shows."""
+    return {name: [{key: _column_json(value) for key, value in row.items()} for row in rows] for name, rows in model_named(p.model).tables(p)}
 
 
 def queue_columns_json(p: PartitionState) -> dict[str, dict[str, Any]]:

@@ -30,6 +30,7 @@ from __future__ import annotations
 from .._model import Model
 from ._config import bounds, claims, describe, parse_config
 from ._cycle import next_wakeup, schedule
+from ._jobs import job_table
 from ._queues import queue_columns
 from ._state import VolcanoState, fold_event
 
@@ -45,6 +46,7 @@ MODEL = Model(
     claims=claims,
     describe=describe,
     queue_columns=queue_columns,
+    tables=job_table,
     bound_words=("deserved (as configured, else the guarantee)", "capability"),
     waits_on_time=False,
     state_type=VolcanoState,

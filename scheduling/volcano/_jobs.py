@@ -23,9 +23,10 @@ from functools import cached_property
 
 from preemptd.projections import AppState, PartitionState, TaskState
 
+from .._model import Table
 from ._shares import summed
 
-__all__ = ["POD_SLOT", "Job", "KeptJobs", "Task", "jobs_of"]
+__all__ = ["POD_SLOT", "Job", "KeptJobs", "Task", "job_table", "jobs_of"]
 
 POD_SLOT = "pods"
 
@@ -204,3 +205,22 @@ def _task(t: TaskState) -> Task:
         priority_class=t.priority_class,
         namespace=t.namespace,
     )
+
+
+def job_table(p: PartitionState) -> list[Table]:
+    """`Model.tables`: the jobs, each with its queue, priority, gang (`min_available`), its tasks
+    running, whether that makes it ready (its gang runs), and its tasks pipelined and waiting."""
+    rows = [
+        {
+            "job": job.id,
+            "queue": job.queue,
+            "priority": job.priority,
+            "min_available": job.min_available,
+            "running": job.running,
+            "ready": "yes" if job.ready else "no",
+            "pipelined": job.pipelined,
+            "waiting": len(job.pending),
+        }
+        for job in jobs_of(p).values()
+    ]
+    return [("jobs", rows)]
