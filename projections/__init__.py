@@ -9,6 +9,7 @@ classes, reservations and victims in flight. No I/O, no clock.
 from ._apply import (
     Projection as Projection,
     Rejected as Rejected,
+    apps_changed_by as apps_changed_by,
     build_queues as build_queues,
     fold_nothing as fold_nothing,
     refuse_decision as refuse_decision,

@@ -74,6 +74,32 @@ def fold_nothing(p: PartitionState, event: LogEvent) -> None:
     """`ModelFold.fold_event` of a model that keeps nothing of the events it is not the author of."""
 
 
+def apps_changed_by(p: PartitionState, event: LogEvent) -> list[str]:
+    """The applications whose tasks (their status, node or reservation) or settings `event`
+    changes, asked before the fold applies it: what a model keeping its own view of them
+    (`ModelFold.fold_event`) reads again. A configuration change is the model's to judge."""
+    match event:
+        case TaskSubmitted() | TaskBound():
+            task = p.tasks.get(event.task)
+            return [app for app in dict.fromkeys((event.app, task.app if task is not None else None)) if app is not None]
+        case TaskReleased() | Allocated() | Unreserved():
+            return _apps_of(p, (event.task,))
+        case Preempted():
+            return _apps_of(p, (event.preemptor, *(victim.task for victim in event.victims)))
+        case NodeRemoved() if event.node in p.nodes:
+            node = p.nodes[event.node]
+            return _apps_of(p, (*node.tasks, *node.reservations))
+        case AppSubmitted() | AppFinished():
+            return [event.app]
+        case _:
+            return []
+
+
+def _apps_of(p: PartitionState, task_ids: Iterable[str]) -> list[str]:
+    """The applications of the known tasks of `task_ids`, each once, in their order."""
+    return list(dict.fromkeys(p.tasks[t].app for t in task_ids if t in p.tasks))
+
+
 def refuse_decision(p: PartitionState, decision: DecisionEvent) -> None:
     """`ModelFold.fold_decision` of a model that makes no decision of its own."""
     raise Rejected(f"{type_of(decision)} is not produced by the {p.model} model")

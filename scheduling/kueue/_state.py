@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import msgspec
 
-from preemptd.events import Admitted, AppFinished, ConfigApplied, DecisionEvent, Evicted, LogEvent, NodeRemoved, TaskBound, TaskReleased, TaskSubmitted, type_of
-from preemptd.projections import AppState, PartitionState, Rejected
+from preemptd.events import Admitted, AppFinished, ConfigApplied, DecisionEvent, Evicted, LogEvent, type_of
+from preemptd.projections import AppState, PartitionState, Rejected, apps_changed_by
 
 __all__ = ["Admission", "KueueState", "admission_of", "fold_decision", "fold_event", "preempting"]
 
@@ -53,21 +53,14 @@ def fold_event(p: PartitionState, event: LogEvent) -> None:
     the next cycle, and a finished workload's admission goes with it (one of the same name
     later starts anew)."""
     match event:
-        case TaskSubmitted():
-            _touch(p, event.app)
-        case TaskBound() | TaskReleased():
-            task = p.tasks.get(event.task)
-            _touch(p, task.app if task is not None else getattr(event, "app", None))
-        case NodeRemoved() if event.node in p.nodes:
-            for task_id in p.nodes[event.node].tasks:
-                _touch(p, p.tasks[task_id].app)
         case ConfigApplied():
             _state(p).__dict__.pop("blocked", None)  # what blocked a workload may have changed
         case AppFinished() if event.app in p.apps:
             state = _state(p)
             state.admissions.pop(event.app, None)
             state.preempting.pop(event.app, None)
-            _touch(p, event.app)
+    for app in apps_changed_by(p, event):
+        _touch(p, app)
 
 
 def _touch(p: PartitionState, app_id: str | None) -> None:

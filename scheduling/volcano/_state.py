@@ -10,20 +10,8 @@ from __future__ import annotations
 
 import msgspec
 
-from preemptd.events import (
-    Allocated,
-    AppFinished,
-    AppSubmitted,
-    ConfigApplied,
-    LogEvent,
-    NodeRemoved,
-    Preempted,
-    TaskBound,
-    TaskReleased,
-    TaskSubmitted,
-    Unreserved,
-)
-from preemptd.projections import PartitionState
+from preemptd.events import ConfigApplied, LogEvent
+from preemptd.projections import PartitionState, apps_changed_by
 
 from ._jobs import Job, KeptJobs, Task
 
@@ -51,29 +39,8 @@ def fold_event(p: PartitionState, event: LogEvent) -> None:
     kept: KeptJobs | None = p.model_state.__dict__.get("kept") if p.model_state is not None else None
     if kept is None:
         return
-    match event:
-        case TaskSubmitted() | TaskBound():
-            task = p.tasks.get(event.task)
-            for app in (event.app, task.app if task is not None else None):
-                if app is not None:
-                    kept.touch(app)
-        case TaskReleased() | Allocated() | Unreserved():
-            _touch_task(p, kept, event.task)
-        case Preempted():
-            _touch_task(p, kept, event.preemptor)
-            for victim in event.victims:
-                _touch_task(p, kept, victim.task)
-        case NodeRemoved() if event.node in p.nodes:
-            node = p.nodes[event.node]
-            for task_id in (*node.tasks, *node.reservations):
-                _touch_task(p, kept, task_id)
-        case AppSubmitted() | AppFinished():
-            kept.touch(event.app)
-        case ConfigApplied():
-            del p.model_state.__dict__["kept"]
-
-
-def _touch_task(p: PartitionState, kept: KeptJobs, task_id: str) -> None:
-    task = p.tasks.get(task_id)
-    if task is not None:
-        kept.touch(task.app)
+    if isinstance(event, ConfigApplied):
+        del p.model_state.__dict__["kept"]
+        return
+    for app in apps_changed_by(p, event):
+        kept.touch(app)
