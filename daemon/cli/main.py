@@ -621,7 +621,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p, db=True)
     p.set_defaults(func=cmd_explain)
 
-    p = commands.add_parser("state", help="the queue tree with usage against guaranteed and max")
+    p = commands.add_parser("state", help="the queue tree: usage, and each queue in its model's terms (guaranteed and max; Kueue's quotas; Volcano's deserved, share and jobs)")
     _common(p, db=True)
     p.add_argument("--at", type=_at_least(0), help="as of this log position (default: the end)")
     p.add_argument("--partition", help="only this partition (default: all)")
