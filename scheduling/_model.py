@@ -19,7 +19,7 @@ import msgspec
 from preemptd.events import Admitted, Allocated, Blocked, DecisionEvent, Evicted, LogEvent, Preempted, cut_text
 from preemptd.projections import ClusterState, LogRecord, ParsedConfig, PartitionState, Rejected, TaskState, fold_nothing, refuse_decision
 
-__all__ = ["BLOCKED_PER_CYCLE", "Budget", "Column", "Cycle", "Table", "Model", "bounded", "counted", "decision_id", "describe_queues", "one_partition"]
+__all__ = ["BLOCKED_PER_CYCLE", "Budget", "Column", "Curve", "Curves", "Cycle", "Table", "Model", "bounded", "counted", "decision_id", "describe_queues", "one_partition"]
 
 D = TypeVar("D", bound=DecisionEvent)  # the type of decision `Cycle.emit` is asked to make
 
@@ -49,7 +49,6 @@ def claims_nothing(item: Any) -> bool:
     return False
 
 
-Bounds = dict[str, tuple[dict[str, int], dict[str, int] | None]]  # queue path -> (guaranteed, max)
 
 
 #: A column of `preemptd state` in the model's own terms: its name (the JSON key; the text
@@ -68,9 +67,43 @@ def no_tables(partition: PartitionState) -> list[Table]:
     return []
 
 
-def queue_bounds(partition: PartitionState) -> Bounds:
-    """`Model.bounds` of a model whose queues carry their guarantee and max themselves."""
-    return {path: (queue.guaranteed, queue.max) for path, queue in partition.queues.items()}
+@dataclass(frozen=True)
+class Curve:
+    """One amount the report draws for each queue over time (and the metrics show as a gauge),
+    in its model's terms: `name` (its key in `Curves`, the gauge's `preemptd_queue_<name>`),
+    `words` (what the model's users call it: the legend, the summary) and `kind`:
+
+    - "held": an area, what the queue holds (allocated; Kueue's quota reserved by admission);
+    - "asked": a band stacked on the held curve named `on`, so that neither hides the other;
+    - "bound": a line, a guarantee or limit (none where the queue has none).
+
+    The summary's "longest under ..." measures the `on` of the asked curve against the first
+    bound."""
+
+    name: str
+    words: str
+    kind: str
+    on: str = ""
+
+
+#: The report's curves of a model whose queues hold what they allocate against their
+#: guaranteed and max.
+QUEUE_CURVES = (Curve("allocated", "allocated", "held"), Curve("pending", "pending", "asked", on="allocated"), Curve("guaranteed", "guaranteed", "bound"), Curve("max", "max", "bound"))
+
+#: What a model gives the report for one moment: per queue path, per curve name, the amounts
+#: by resource (no entry: the curve has no value there; "allocated" and "pending", when not
+#: given, are the queue's own).
+Curves = dict[str, dict[str, dict[str, int]]]
+
+
+def queue_curves(partition: PartitionState) -> Curves:
+    """`Model.curves` of a model whose queues carry their guarantee and max themselves."""
+    return {path: {"guaranteed": queue.guaranteed, **({"max": queue.max} if queue.max is not None else {})} for path, queue in partition.queues.items()}
+
+
+def no_shares(partition: PartitionState) -> dict[str, float]:
+    """`Model.shares` of a model that orders queues by no share."""
+    return {}
 
 
 def bound_columns(partition: PartitionState) -> list[Column]:
@@ -219,12 +252,14 @@ class Model:
       configuration, or None (see `projections.ModelFold`).
     - `fold_event(partition, event)`: the model's own fold of each event, just before the
       generic one, for what it keeps in `state_type` (see `projections.ModelFold`).
-    - `bounds(partition)`: per queue, what to draw as its guarantee and its max (YuniKorn's
-      guaranteed and max, Kueue's nominal quota and what borrowing allows, Volcano's deserved
-      and capability): for reports, not for decisions.
-    - `bound_words`: what the model's users call the two `bounds` (YuniKorn's guaranteed and
-      max, Kueue's nominal quota and borrowing limit, Volcano's deserved as configured and capability), for
-      the report's lines, legends and summary.
+    - `curve_words`: the amounts the report draws of each queue and the metrics gauge, in the
+      model's words (`Curve`: YuniKorn's allocated, pending, guaranteed and max; Kueue's
+      admitted and running against nominal quota and borrowing limit; Volcano's deserved,
+      guarantee and capability).
+    - `curves(partition)`: those amounts now, per queue (`Curves`).
+    - `shares(partition)`: per queue (and cohort), the share the model orders them by now
+      (Volcano's allocated over deserved, Kueue's weighted share under fair sharing), drawn
+      over time in the report under `share_words`; none when the model orders by none.
     - `tables(partition)`: what `preemptd state` shows below the queues, in the model's terms
       (Volcano's jobs with their gangs); the text and `--json` show the same.
     - `queue_columns(partition)`: what `preemptd state` shows of each queue beside its usage,
@@ -255,9 +290,11 @@ class Model:
     fold_decision: Callable[[PartitionState, DecisionEvent], None] = refuse_decision
     fold_event: Callable[[PartitionState, LogEvent], None] = fold_nothing
     state_type: type[msgspec.Struct] | None = None
-    bounds: Callable[[PartitionState], Bounds] = queue_bounds
     queue_columns: Callable[[PartitionState], list[Column]] = bound_columns
-    bound_words: tuple[str, str] = ("guaranteed", "max")
+    curve_words: tuple[Curve, ...] = QUEUE_CURVES
+    curves: Callable[[PartitionState], Curves] = queue_curves
+    shares: Callable[[PartitionState], dict[str, float]] = no_shares
+    share_words: str = ""
     tables: Callable[[PartitionState], list[Table]] = no_tables
     describe: Callable[[PartitionState], str] = describe_queues
     claims: Callable[[Any], bool] = claims_nothing

@@ -1,5 +1,6 @@
 """The timeline of a log, for `preemptd report`: what each queue held over time against its
-guaranteed and max, every decision, configuration changes and dead letters, and a summary.
+bounds, in its model's terms (`Model.curves`), the shares the model orders queues by, every
+decision, configuration changes and dead letters, and a summary.
 
 A pure fold over the log's records (the same `apply` as the daemon's), observed as it goes:
 queue amounts are sampled (at most `samples` times a partition, fewer in a large tree, about
@@ -18,12 +19,12 @@ from typing import Any
 from preemptd.events import Allocated, ConfigApplied, Decision, base_unit, to_builtins
 from preemptd.projections import ClusterState, LogRecord, PartitionState, Rejected
 
+from ._model import Curve, Curves
 from ._registry import apply, describe, model_named
 from ._replay import DecisionKey, builtins_key
 
 __all__ = ["Timeline", "Window", "compare"]
 
-_AMOUNTS = ("allocated", "pending", "guaranteed", "max")
 _LONGEST = 10  # rows of each ranking in the summary
 _VALUES = 1_000_000  # sampled values a partition's curves hold at most (see `Timeline._sample`)
 _FEWEST = 100  # points a curve gets however large the tree
@@ -58,7 +59,8 @@ class _Partition:
     name: str
     model: str = ""
     times: list[float] = field(default_factory=list)
-    queues: dict[str, dict[str, Any]] = field(default_factory=dict)  # path -> {lineage (root first), depth, leaf, series: {resource: {amount: [..]}}}
+    queues: dict[str, dict[str, Any]] = field(default_factory=dict)  # path -> {lineage (root first), depth, leaf, series: {resource: {curve: [..]}}}
+    shares: dict[str, list[float | None]] = field(default_factory=dict)  # queue or cohort -> its share at each time
     decisions: list[dict[str, Any]] = field(default_factory=list)
     markers: list[dict[str, Any]] = field(default_factory=list)
     waits: list[dict[str, Any]] = field(default_factory=list)
@@ -156,45 +158,55 @@ class Timeline:
                 for amounts in entry["series"].values():
                     for values in amounts.values():
                         values.pop()
+            for values in partition.shares.values():
+                values.pop()
         index = len(partition.times)
         partition.times.append(t)
-        bounds = model_named(view.model).bounds(view)
-        resources = _resources(view)
+        model = model_named(view.model)
+        curves = model.curves(view)
+        resources = _resources(view, curves)
         # At most `samples` points a curve, fewer in a large tree: the page holds about
         # _VALUES values a partition (a thousand queues get 250 points each).
-        points = min(self.samples, max(_FEWEST, _VALUES // max(1, len(view.queues) * len(resources) * len(_AMOUNTS))))
+        points = min(self.samples, max(_FEWEST, _VALUES // max(1, len(view.queues) * len(resources) * len(model.curve_words))))
         self.stride[partition.name] = max(1, self.total // points)
         for path, queue in sorted(view.queues.items()):
             entry = partition.queues.setdefault(path, {"lineage": queue.lineage[::-1], "depth": len(queue.lineage) - 1, "leaf": queue.leaf, "series": {}})
             entry["leaf"] = queue.leaf
-            guaranteed, most = bounds.get(path, ({}, None))
+            amounts = {"allocated": queue.allocated, "pending": queue.pending, **curves.get(path, {})}
             for resource in resources:
-                series = entry["series"].setdefault(resource, {amount: [None] * index for amount in _AMOUNTS})
-                for amount, held in zip(_AMOUNTS, (queue.allocated, queue.pending, guaranteed, most), strict=True):
-                    if held is not None and (resource in held or amount in ("allocated", "pending")):
-                        series[amount].append(base_unit(resource, held.get(resource, 0)))
+                series = entry["series"].setdefault(resource, {curve.name: [None] * index for curve in model.curve_words})
+                for curve in model.curve_words:
+                    held = amounts.get(curve.name)
+                    if held is not None and (resource in held or curve.kind != "bound"):
+                        series[curve.name].append(base_unit(resource, held.get(resource, 0)))
                     else:
-                        series[amount].append(None)  # no guarantee, no max: no line
+                        series[curve.name].append(None)  # no guarantee, no max: no line
+        for name, share in sorted(model.shares(view).items()):
+            partition.shares.setdefault(name, [None] * index).append(share)
         for entry in partition.queues.values():  # queues gone, and resources a queue never had: no value here
             for series in entry["series"].values():
                 for values in series.values():
                     values.extend([None] * (index + 1 - len(values)))
+        for values in partition.shares.values():
+            values.extend([None] * (index + 1 - len(values)))
 
     def _partition_result(self, partition: _Partition) -> dict[str, Any]:
         counts = Counter(d["type"] for d in partition.decisions)
+        model = model_named(partition.model or None)
         start, end = (self.first.received / 1000, self.last.received / 1000) if self.first and self.last else (0, -1)
         dead = [d for d in self.dead_letters if d["partition"] == partition.name and start <= d["t"] <= end]
         return {
             "name": partition.name,
             "model": partition.model,
-            "bounds": dict(zip(("guarantee", "max"), model_named(partition.model).bound_words, strict=True)) if partition.model else {"guarantee": "guaranteed", "max": "max"},
+            "curves": [{"name": c.name, "words": c.words, "kind": c.kind, "on": c.on} for c in model.curve_words],
             "times": partition.times,
+            "shares": {"words": model.share_words, "series": partition.shares},
             "queues": [{"path": path, **_drawn(queue)} for path, queue in sorted(partition.queues.items(), key=lambda item: item[1]["lineage"])],  # tree order
             "decisions": partition.decisions,
             "markers": partition.markers + dead,
             "summary": {
                 "decisions": dict(sorted(counts.items())),
-                "under_guarantee": _under_guarantee(partition),
+                "under_guarantee": _under_guarantee(partition, model.curve_words),
                 "longest_waits": sorted(partition.waits, key=lambda w: (-w["seconds"], w["task"]))[:_LONGEST],
             },
         }
@@ -209,6 +221,8 @@ def _hold(partition: _Partition) -> None:
         for series in queue["series"].values():
             for values in series.values():
                 values.append(values[-1])
+    for values in partition.shares.values():
+        values.append(values[-1])
 
 
 def _drawn(queue: dict[str, Any]) -> dict[str, Any]:
@@ -217,10 +231,13 @@ def _drawn(queue: dict[str, Any]) -> dict[str, Any]:
     return {**queue, "series": series}
 
 
-def _resources(view: PartitionState) -> list[str]:
+def _resources(view: PartitionState, curves: Curves) -> list[str]:
     names: set[str] = set(view.capacity)
     for queue in view.queues.values():
-        names.update(queue.guaranteed, queue.allocated, queue.pending, queue.max or ())
+        names.update(queue.allocated, queue.pending)
+    for amounts in curves.values():
+        for held in amounts.values():
+            names.update(held)
     return sorted(names)
 
 
@@ -237,23 +254,23 @@ def _point(record: LogRecord | None) -> dict[str, Any] | None:
     return None if record is None else {"seq": record.seq, "t": record.received / 1000}
 
 
-def _under_guarantee(partition: _Partition) -> list[dict[str, Any]]:
-    """Per queue, the time it spent below its guarantee in some resource with asks pending."""
+def _under_guarantee(partition: _Partition, curves: tuple[Curve, ...]) -> list[dict[str, Any]]:
+    """Per queue, the time it spent below its guarantee (the first bound curve) in some
+    resource with asks pending (what the asked curve stacks on: allocated, or Kueue's admitted)."""
+    asked = next(c for c in curves if c.kind == "asked")
+    bound = next(c.name for c in curves if c.kind == "bound")
     spent: defaultdict[str, float] = defaultdict(float)
     times = partition.times[:-1]  # without the last state's hold (`_hold`): the period ends before it
     for path, queue in partition.queues.items():
         for i in range(len(times) - 1):
-            if any(_short(amounts, i) for amounts in queue["series"].values()):
+            if any(_short(amounts[bound][i], amounts[asked.on][i], amounts[asked.name][i]) for amounts in queue["series"].values()):
                 spent[path] += times[i + 1] - times[i]
     ranked = sorted(((seconds, path) for path, seconds in spent.items() if seconds > 0), key=lambda item: (-item[0], item[1]))
     return [{"queue": path, "seconds": round(seconds, 3)} for seconds, path in ranked[:_LONGEST]]
 
 
-def _short(amounts: dict[str, list[float | None]], i: int) -> bool:
-    guaranteed, allocated, pending = amounts["guaranteed"][i], amounts["allocated"][i], amounts["pending"][i]
-    if not guaranteed:
-        return False
-    return (allocated or 0) < guaranteed and bool(pending)
+def _short(guaranteed: float | None, held: float | None, pending: float | None) -> bool:
+    return bool(guaranteed) and (held or 0) < (guaranteed or 0) and bool(pending)
 
 
 def compare(here: dict[str, Any], other: dict[str, Any], other_name: str) -> dict[str, Any]:

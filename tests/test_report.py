@@ -51,7 +51,8 @@ def test_a_report_shows_every_queue_its_bounds_and_every_preemption_with_its_vic
     view = result.state.partitions[scenario.partition]
     assert partition["model"] == view.model
     assert [q["path"] for q in partition["queues"]] == sorted(view.queues, key=lambda p: view.queues[p].lineage[::-1]), "the whole tree, in tree order"
-    for path, (guaranteed, most) in model_named(view.model).bounds(view).items():
+    for path, curves in model_named(view.model).curves(view).items():
+        guaranteed, most = curves.get("guaranteed", {}), curves.get("max")
         series = next(q for q in partition["queues"] if q["path"] == path)["series"]
         for resource, amount in guaranteed.items():
             assert series[resource]["guaranteed"][-1] == amount / (1000 if resource in ("cpu", "vcore") else 1), f"{path}'s guarantee line"
@@ -140,7 +141,8 @@ def test_the_page_opens_in_a_headless_browser_without_a_script_error_in_its_mode
     """The page draws, and names a queue's bounds as the model's users do, in its summary and legend."""
     guarantee, most = bounds
     data, _, _ = report_of(tmp_path, ROOT / "examples" / f"{example}.yaml")
-    assert data["partitions"][0]["bounds"] == {"guarantee": guarantee, "max": most}
+    curves = {c["name"]: c["words"] for c in data["partitions"][0]["curves"]}
+    assert (curves["guaranteed"], curves["max"]) == (guarantee, most)
     if not BROWSER:
         if BROWSER_REQUIRED:
             pytest.fail("no chromium on PATH, and PREEMPTD_TEST_BROWSER=required")

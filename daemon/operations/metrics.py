@@ -95,16 +95,17 @@ def _busiest(state: ClusterState, limit: int) -> set[tuple[str, str]]:
 
 
 def _queue_rows(name: str, partition: PartitionState, shown: set[tuple[str, str]]) -> Iterator[tuple[str, str, str, str, float]]:
-    bounds = model_named(partition.model).bounds(partition)  # Kueue's nominal quota, Volcano's deserved and capability
+    model = model_named(partition.model)
+    curves = model.curves(partition)  # in the model's terms: Kueue's admitted and nominal quota, Volcano's deserved
     other: dict[tuple[str, str], int] = {}
     for path, queue in sorted(partition.queues.items()):
-        guaranteed, most = bounds.get(path, (queue.guaranteed, queue.max))
-        for what, amounts in (("allocated", queue.allocated), ("guaranteed", guaranteed), ("max", most or {}), ("pending", queue.pending)):
-            for resource, amount in sorted(amounts.items()):
+        amounts = {"allocated": queue.allocated, "pending": queue.pending, **curves.get(path, {})}
+        for curve in model.curve_words:
+            for resource, amount in sorted(amounts.get(curve.name, {}).items()):
                 if (name, path) in shown:
-                    yield what, name, path, resource, base_unit(resource, amount)  # Prometheus counts in base units: cores, bytes
+                    yield curve.name, name, path, resource, base_unit(resource, amount)  # Prometheus counts in base units: cores, bytes
                 elif queue.leaf:  # a parent's amounts are its leaves'
-                    other[what, resource] = other.get((what, resource), 0) + amount
+                    other[curve.name, resource] = other.get((curve.name, resource), 0) + amount
     for (what, resource), amount in sorted(other.items()):
         yield what, name, OTHER, resource, base_unit(resource, amount)
 
@@ -181,6 +182,22 @@ class Metrics:
 _FOR_SOMEONE = (Allocated, Preempted, Admitted, Evicted)
 
 
+#: What each per-queue gauge shows, as the models name it (`Model.curve_words`).
+_QUEUE_GAUGES = {
+    "allocated": "A queue's allocated amount (its running tasks')",
+    "pending": "A queue's pending asks (Kueue: of workloads not admitted yet)",
+    "guaranteed": "A queue's guarantee (Kueue: nominal quota; Volcano: the guarantee configured)",
+    "max": "A queue's max (Kueue: nominal quota and borrowing limit; Volcano: capability)",
+    "admitted": "Kueue: a ClusterQueue's quota reserved by admitted workloads, running or not",
+    "deserved": "Volcano: what a queue deserves now, by its sharing plugin (proportion or capacity)",
+}
+
+
+def _queue_family(what: str) -> GaugeMetricFamily:
+    said = _QUEUE_GAUGES.get(what, f"A queue's {what} amount")
+    return GaugeMetricFamily(f"preemptd_queue_{what}", f"{said} per resource (cpu in cores, memory in bytes)", labels=["partition", "queue", "resource"])
+
+
 class _ReadingCollector(Collector):
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
@@ -192,11 +209,10 @@ class _ReadingCollector(Collector):
             pending.add_metric([partition], count)
         yield pending
         yield GaugeMetricFamily("preemptd_partitions", "Partitions the daemon keeps (run --max-partitions bounds them)", value=len(now.pending))
-        queues = {
-            what: GaugeMetricFamily(f"preemptd_queue_{what}", f"A queue's {what} amount per resource (cpu in cores, memory in bytes)", labels=["partition", "queue", "resource"])
-            for what in ("allocated", "guaranteed", "max", "pending")
-        }
-        for what, partition, queue, resource, amount in now.queues:
+        queues = {what: _queue_family(what) for what in ("allocated", "guaranteed", "max", "pending")}
+        for what, partition, queue, resource, amount in now.queues:  # and the models' own: Kueue's admitted, Volcano's deserved
+            if what not in queues:
+                queues[what] = _queue_family(what)
             queues[what].add_metric([partition, queue, resource], amount)
         yield from queues.values()
         for name, value, text in (

@@ -21,8 +21,8 @@ README.md beside this file describes the model for users, and where it departs f
 
 from __future__ import annotations
 
-from .._model import Budget, Model
-from ._config import bounds, claims, describe, parse_config
+from .._model import Budget, Curve, Model
+from ._config import claims, curves, describe, parse_config
 from ._cycle import next_wakeup, schedule
 from ._state import KueueState, fold_decision, fold_event
 from ._workloads import queue_columns
@@ -39,9 +39,9 @@ MODEL = Model(
     fold_event=fold_event,
     waits_on_time=False,
     budget=Budget(preemptions=50),
-    bounds=bounds,
+    curves=curves,
     claims=claims,
     describe=describe,
     queue_columns=queue_columns,
-    bound_words=("nominal quota", "borrowing limit"),
+    curve_words=(Curve("allocated", "allocated", "held"), Curve("pending", "pending", "asked", on="allocated"), Curve("guaranteed", "nominal quota", "bound"), Curve("max", "borrowing limit", "bound")),
 )

@@ -47,9 +47,9 @@ from .._kubernetes import (
     shown,
     unique,
 )
-from .._model import Bounds, counted
+from .._model import Curves, counted
 
-__all__ = ["FAIR_SHARING_ANNOTATION", "ROOT", "WORDS", "bounds", "claims", "ClusterQueue", "Cohort", "describe", "FairSharing", "FlavorQuotas", "KueueConfig", "parse_config", "parse_objects", "Preemption", "Quota", "ResourceGroup"]
+__all__ = ["FAIR_SHARING_ANNOTATION", "ROOT", "WORDS", "claims", "curves", "ClusterQueue", "Cohort", "describe", "FairSharing", "FlavorQuotas", "KueueConfig", "parse_config", "parse_objects", "Preemption", "Quota", "ResourceGroup"]
 
 _API_GROUP = "kueue.x-k8s.io"
 _CONFIG_GROUP = "config.kueue.x-k8s.io"
@@ -530,11 +530,11 @@ WORDS = Words(
 )
 
 
-def bounds(partition: PartitionState) -> Bounds:
+def curves(partition: PartitionState) -> Curves:
     """Per ClusterQueue, its nominal quota (summed over its flavors) as its guarantee, and as its
     max what borrowing allows on top when every flavor limits it (else none: the cohort does)."""
     config: KueueConfig = partition.settings
-    out: Bounds = {}
+    out: Curves = {}
     for name, queue in config.cluster_queues.items():
         nominal: dict[str, int] = {}
         limit: dict[str, int] | None = {}
@@ -546,7 +546,7 @@ def bounds(partition: PartitionState) -> Bounds:
                         limit[resource] = limit.get(resource, 0) + quota.nominal + quota.borrowing_limit
                     else:
                         limit = None
-        out[name] = (nominal, limit)
+        out[name] = {"guaranteed": nominal, **({"max": limit} if limit is not None else {})}
     return out
 
 

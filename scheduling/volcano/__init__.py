@@ -27,8 +27,8 @@ README.md beside this file describes the model for users, and where it departs f
 
 from __future__ import annotations
 
-from .._model import Model
-from ._config import bounds, claims, describe, parse_config
+from .._model import Curve, Model
+from ._config import claims, curves, describe, parse_config
 from ._cycle import next_wakeup, schedule
 from ._jobs import job_table
 from ._queues import queue_columns
@@ -42,12 +42,12 @@ MODEL = Model(
     parse_config=parse_config,
     schedule=schedule,
     next_wakeup=next_wakeup,
-    bounds=bounds,
+    curves=curves,
     claims=claims,
     describe=describe,
     queue_columns=queue_columns,
     tables=job_table,
-    bound_words=("deserved (as configured, else the guarantee)", "capability"),
+    curve_words=(Curve("allocated", "allocated", "held"), Curve("pending", "pending", "asked", on="allocated"), Curve("guaranteed", "deserved (as configured, else the guarantee)", "bound"), Curve("max", "capability", "bound")),
     waits_on_time=False,
     state_type=VolcanoState,
     fold_event=fold_event,

@@ -46,9 +46,9 @@ from .._kubernetes import (
     shown,
     unique,
 )
-from .._model import Bounds, counted
+from .._model import Curves, counted
 
-__all__ = ["ACTIONS", "PLUGINS", "WORDS", "bounds", "claims", "describe", "parse_config", "parse_objects", "Plugin", "Queue", "SchedulerConf", "VolcanoConfig"]
+__all__ = ["ACTIONS", "PLUGINS", "WORDS", "claims", "curves", "describe", "parse_config", "parse_objects", "Plugin", "Queue", "SchedulerConf", "VolcanoConfig"]
 
 _CONF_FILE = "volcano-scheduler.conf"
 
@@ -409,11 +409,11 @@ WORDS = Words(
 )
 
 
-def bounds(partition: PartitionState) -> Bounds:
+def curves(partition: PartitionState) -> Curves:
     """Per queue, its deserved (else its guarantee) as its guarantee, its capability as its max."""
     config: VolcanoConfig = partition.settings
     return {
-        name: (dict(queue.deserved or queue.guarantee or {}), dict(queue.capability) if queue.capability is not None else None)
+        name: {"guaranteed": dict(queue.deserved or queue.guarantee or {}), **({"max": dict(queue.capability)} if queue.capability is not None else {})}
         for name, queue in config.queues.items()
     }
 

@@ -33,6 +33,8 @@ function when(t) {
   return new Date(t * 1000).toISOString().replace("T", " ").replace("Z", "");
 }
 
+function words(partition, name) { return (partition.curves.find((c) => c.name === name) || { words: name }).words; }
+
 function kind(type) { return type.replace("decision.", ""); }
 
 // An amount as its axis shows it: bytes in binary units (memory), counts and cores in SI.
@@ -62,7 +64,7 @@ function summary(partition) {
   const waits = s.longest_waits.map((w) => el("li", {}, `${w.task} (${w.queue}): ${+w.seconds.toFixed(1)} s`, w.id ? el("code", {}, ` ${w.id}`) : " (still pending)"));
   return el("section", { class: "summary" },
     el("div", {}, el("h3", {}, "Decisions"), el("ul", {}, counts.length ? counts : el("li", {}, "none"))),
-    el("div", {}, el("h3", {}, `Longest under ${partition.bounds.guarantee} with asks pending`), el("ul", {}, under.length ? under : el("li", {}, "none"))),
+    el("div", {}, el("h3", {}, `Longest under ${words(partition, "guaranteed")} with asks pending`), el("ul", {}, under.length ? under : el("li", {}, "none"))),
     el("div", {}, el("h3", {}, "Longest waits"), el("ul", {}, waits.length ? waits : el("li", {}, "none"))));
 }
 
@@ -105,8 +107,8 @@ function chart(partition, queue, resource, marks, table) {
       { label: "time", value: (u, v) => (v == null ? "" : when(v)) },
       { label: "allocated", value: (u, v) => short(v, resource), stroke: "#2b6cb0", fill: "rgba(43,108,176,0.18)", paths: stepped, points: { show: false } },
       { label: "pending", value: (u, v) => short(v, resource), stroke: "#dd6b20", fill: "rgba(221,107,32,0.12)", paths: stepped, points: { show: false } },
-      { label: partition.bounds.guarantee, value: (u, v) => short(v, resource), stroke: "#2f855a", dash: [6, 4], paths: stepped, points: { show: false } },
-      { label: partition.bounds.max, value: (u, v) => short(v, resource), stroke: "#c53030", dash: [2, 3], paths: stepped, points: { show: false } },
+      { label: words(partition, "guaranteed"), value: (u, v) => short(v, resource), stroke: "#2f855a", dash: [6, 4], paths: stepped, points: { show: false } },
+      { label: words(partition, "max"), value: (u, v) => short(v, resource), stroke: "#c53030", dash: [2, 3], paths: stepped, points: { show: false } },
     ],
     plugins: [markerLines(marks)],
   };
@@ -225,7 +227,7 @@ function main() {
     const table = decisionTable(partition);
     page.append(el("section", { class: "partition", "data-partition": partition.name },
       el("h2", {}, `Partition ${partition.name} (${partition.model})`), summary(partition), markersList(partition),
-      el("h3", {}, "Queues"), el("p", { class: "legend" }, `Usage as a step chart per resource against the ${partition.bounds.guarantee} (dashed green) and ${partition.bounds.max} (dotted red) lines; pending asks in orange. A vertical line is a decision (coloured by type) or a configuration change or dead letter; click near one to list its decisions below.`),
+      el("h3", {}, "Queues"), el("p", { class: "legend" }, `Usage as a step chart per resource against the ${words(partition, "guaranteed")} (dashed green) and ${words(partition, "max")} (dotted red) lines; pending asks in orange. A vertical line is a decision (coloured by type) or a configuration change or dead letter; click near one to list its decisions below.`),
       queueTree(partition, table), table.section));
   }
   if (!DATA.partitions.length) page.append(el("p", {}, "Nothing in this window."));
