@@ -4,7 +4,17 @@ the offline drivers (scenario simulation and replay). No I/O, no clock, no rando
 
 from ._engine import CycleRecords as CycleRecords, is_daemon_id as is_daemon_id, next_wakeup as next_wakeup, run_cycle as run_cycle, tick_record as tick_record
 from ._kubernetes import flat_objects as flat_objects, is_object as is_object, yaml_documents as yaml_documents
-from ._model import BLOCKED_PER_CYCLE as BLOCKED_PER_CYCLE, Budget as Budget, Cycle as Cycle, Model as Model, bounded as bounded, decision_id as decision_id
+from ._model import (
+    BLOCKED_PER_CYCLE as BLOCKED_PER_CYCLE,
+    Budget as Budget,
+    Curve as Curve,
+    Curves as Curves,
+    Cycle as Cycle,
+    Model as Model,
+    bounded as bounded,
+    curve_unit as curve_unit,
+    decision_id as decision_id,
+)
 from ._pacing import Cadence as Cadence, Pacer as Pacer
 from ._registry import (
     DEFAULT_MODEL as DEFAULT_MODEL,

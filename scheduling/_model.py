@@ -16,10 +16,10 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from preemptd.events import Admitted, Allocated, Blocked, DecisionEvent, Evicted, LogEvent, Preempted, cut_text
+from preemptd.events import Admitted, Allocated, Blocked, DecisionEvent, Evicted, LogEvent, Preempted, base_unit, cut_text
 from preemptd.projections import ClusterState, LogRecord, ParsedConfig, PartitionState, Rejected, TaskState, fold_nothing, refuse_decision
 
-__all__ = ["BLOCKED_PER_CYCLE", "Budget", "Column", "Curve", "Curves", "Cycle", "Table", "Model", "bounded", "counted", "decision_id", "describe_queues", "one_partition"]
+__all__ = ["BLOCKED_PER_CYCLE", "Budget", "Column", "Curve", "Curves", "curve_unit", "Cycle", "Table", "Model", "bounded", "counted", "decision_id", "describe_queues", "one_partition"]
 
 D = TypeVar("D", bound=DecisionEvent)  # the type of decision `Cycle.emit` is asked to make
 
@@ -92,8 +92,14 @@ QUEUE_CURVES = (Curve("allocated", "allocated", "held"), Curve("pending", "pendi
 
 #: What a model gives the report for one moment: per queue path, per curve name, the amounts
 #: by resource (no entry: the curve has no value there; "allocated" and "pending", when not
-#: given, are the queue's own).
+#: given, are the queue's own). A resource may be named with where it is held, as
+#: "<resource> in <where>" (Kueue's "cpu in spot"): one chart each, in the resource's unit.
 Curves = dict[str, dict[str, dict[str, int]]]
+
+
+def curve_unit(key: str, amount: int) -> float:
+    """An amount of a `Curves` resource key in the unit people chart in (`base_unit`)."""
+    return base_unit(key.split(" in ", 1)[0], amount)
 
 
 def queue_curves(partition: PartitionState) -> Curves:

@@ -16,10 +16,10 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from preemptd.events import Allocated, ConfigApplied, Decision, base_unit, to_builtins
+from preemptd.events import Allocated, ConfigApplied, Decision, to_builtins
 from preemptd.projections import ClusterState, LogRecord, PartitionState, Rejected
 
-from ._model import Curve, Curves
+from ._model import Curve, Curves, curve_unit
 from ._registry import apply, describe, model_named
 from ._replay import DecisionKey, builtins_key
 
@@ -178,7 +178,7 @@ class Timeline:
                 for curve in model.curve_words:
                     held = amounts.get(curve.name)
                     if held is not None and (resource in held or curve.kind != "bound"):
-                        series[curve.name].append(base_unit(resource, held.get(resource, 0)))
+                        series[curve.name].append(curve_unit(resource, held.get(resource, 0)))
                     else:
                         series[curve.name].append(None)  # no guarantee, no max: no line
         for name, share in sorted(model.shares(view).items()):

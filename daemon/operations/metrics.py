@@ -25,9 +25,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from preemptd.events import Admitted, Allocated, DecisionEvent, Evicted, Preempted, base_unit, type_of
+from preemptd.events import Admitted, Allocated, DecisionEvent, Evicted, Preempted, type_of
 from preemptd.projections import ClusterState, PartitionState
-from preemptd.scheduling import model_named
+from preemptd.scheduling import curve_unit, model_named
 
 from ..errors import UsageError
 from ..ingest import DEAD_LETTER_KINDS
@@ -103,11 +103,11 @@ def _queue_rows(name: str, partition: PartitionState, shown: set[tuple[str, str]
         for curve in model.curve_words:
             for resource, amount in sorted(amounts.get(curve.name, {}).items()):
                 if (name, path) in shown:
-                    yield curve.name, name, path, resource, base_unit(resource, amount)  # Prometheus counts in base units: cores, bytes
+                    yield curve.name, name, path, resource, curve_unit(resource, amount)  # Prometheus counts in base units: cores, bytes
                 elif queue.leaf:  # a parent's amounts are its leaves'
                     other[curve.name, resource] = other.get((curve.name, resource), 0) + amount
     for (what, resource), amount in sorted(other.items()):
-        yield what, name, OTHER, resource, base_unit(resource, amount)
+        yield what, name, OTHER, resource, curve_unit(resource, amount)
 
 
 class Health:
