@@ -4,6 +4,8 @@ opened in a real headless browser."""
 
 from __future__ import annotations
 
+import html
+import json
 import os
 import re
 import shutil
@@ -135,21 +137,18 @@ def test_an_unknown_partition_or_window_is_a_one_line_refusal(tmp_path: Path) ->
 
 @pytest.mark.parametrize(
     ("example", "bounds"),
-    [("general", ("guaranteed", "max")), ("kueue/reclaim-within-cohort", ("nominal quota", "borrowing limit")), ("volcano/hierarchical-capacity", ("deserved (as configured, else the guarantee)", "capability"))],
+    [("general", ("guaranteed", "max")), ("kueue/reclaim-within-cohort", ("nominal quota", "borrowing limit")), ("volcano/hierarchical-capacity", ("deserved", "capability"))],
 )
 def test_the_page_opens_in_a_headless_browser_without_a_script_error_in_its_models_words(example: str, bounds: tuple[str, str], tmp_path: Path) -> None:
     """The page draws, and names a queue's bounds as the model's users do, in its summary and legend."""
     guarantee, most = bounds
     data, _, _ = report_of(tmp_path, ROOT / "examples" / f"{example}.yaml")
-    curves = {c["name"]: c["words"] for c in data["partitions"][0]["curves"]}
-    assert (curves["guaranteed"], curves["max"]) == (guarantee, most)
-    if not BROWSER:
-        if BROWSER_REQUIRED:
-            pytest.fail("no chromium on PATH, and PREEMPTD_TEST_BROWSER=required")
-        pytest.skip("no chromium on PATH (Debian: apt-get install chromium); .ci/run installs it")
+    bounds = [c for c in data["partitions"][0]["curves"] if c["kind"] == "bound"]
+    assert (bounds[0]["words"], next(c["words"] for c in bounds if c["name"] == "max")) == (guarantee, most), "the summary's bound first"
+    _browser()
     body = _rendered(tmp_path / "log.html")
     assert body.get("data-rendered") == "ok" and "data-error" not in body, body
-    assert f"Longest under {guarantee} with asks pending" in body["dom"] and f"and {most} (dotted red) lines" in body["dom"]
+    assert f"Longest under {guarantee} with asks pending" in body["dom"] and f"{most} (dotted red line)" in body["dom"]
 
 
 def _report(db: Path, tmp_path: Path, *options: str) -> str:
@@ -159,16 +158,63 @@ def _report(db: Path, tmp_path: Path, *options: str) -> str:
     return page.read_text()
 
 
-def _rendered(page: Path) -> dict[str, str]:
-    """The page as the browser left it after its scripts ran: the body's attributes, and the title."""
+def _rendered(page: Path, *, then: str = "", size: str = "1400,900") -> dict[str, str]:
+    """The page as the browser left it after its scripts ran (and `then`, a script run once the
+    page has drawn): the body's attributes, the title and the DOM."""
+    if then:
+        waiting = "(function wait() { if (document.body.dataset.rendered !== 'ok') return setTimeout(wait, 20); %s })();" % then
+        page.write_text(page.read_text().replace("</body>", f"<script>{waiting}</script></body>"))
     profile = page.parent / "chromium-profile"
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-    dom = subprocess.run([BROWSER, *flags, f"--user-data-dir={profile}", "--virtual-time-budget=5000", "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120).stdout
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
+    dom = subprocess.run([BROWSER, *flags, f"--user-data-dir={profile}", f"--window-size={size}", "--virtual-time-budget=5000", "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120).stdout
     body = re.search(r"<body([^>]*)>", dom)
     assert body, dom[:500]
-    found = dict(re.findall(r'([\w-]+)="([^"]*)"', body.group(1)))
+    found = {key: html.unescape(value) for key, value in re.findall(r'([\w-]+)="([^"]*)"', body.group(1))}
     title = re.search(r"<title>(.*?)</title>", dom, re.S)
     return {**found, "title": title.group(1) if title else "", "dom": dom}
+
+
+def _browser() -> None:
+    if not BROWSER:
+        if BROWSER_REQUIRED:
+            pytest.fail("no chromium on PATH, and PREEMPTD_TEST_BROWSER=required")
+        pytest.skip("no chromium on PATH (Debian: apt-get install chromium); .ci/run installs it")
+
+
+#: Run in the page once drawn: the text of what is on the first screen (1400x900) in the strip
+#: and the decision table, then a click on the strip's first preemption and what the table shows.
+_FIRST_SCREEN = """
+const seen = (selector) => [...document.querySelectorAll(selector)].filter((n) => { const b = n.getBoundingClientRect(); return b.width > 0 && b.top >= 0 && b.bottom <= innerHeight; }).map((n) => n.textContent);
+document.body.dataset.strip = JSON.stringify(seen(".strip text.who, .strip text.why"));
+document.body.dataset.rows = JSON.stringify(seen(".decisions tbody tr"));
+document.querySelector(".strip .preemption").dispatchEvent(new MouseEvent("click", { bubbles: true }));
+document.body.dataset.focused = JSON.stringify({ caption: document.querySelector(".decisions .caption").textContent, ids: [...document.querySelectorAll(".decisions tbody tr")].map((r) => r.dataset.id), open: [...document.querySelectorAll(".decisions tbody details")].every((d) => d.open) });
+"""
+
+
+@pytest.mark.parametrize("example", ["general", "kueue/reclaim-within-cohort", "volcano/hierarchical-capacity"])
+def test_the_first_screen_says_who_preempted_whom_and_why(example: str, tmp_path: Path) -> None:
+    """At 1400x900, without scrolling: the strip labels the first preemption preemptor -> victims
+    with its reason, and the decision table's rows give the reason and each victim's why; a click
+    on the strip lists that preemption's decisions with their explanations open."""
+    data, _, _ = report_of(tmp_path, ROOT / "examples" / f"{example}.yaml")
+    _browser()
+    body = _rendered(tmp_path / "log.html", then=_FIRST_SCREEN)
+    assert body.get("data-rendered") == "ok" and "data-error" not in body, body.get("data-error")
+    strip, rows, focused = (json.loads(body[f"data-{name}"]) for name in ("strip", "rows", "focused"))
+    decisions = [d for d in data["partitions"][0]["decisions"] if d["type"] in ("decision.preempted", "decision.evicted")]
+    first = decisions[0]
+    if first["type"] == "decision.preempted":
+        preemptor, victims, reason, why = first["preemptor"], [v["task"] for v in first["victims"]], first["reason"], first["victims"][0]["why"]
+    else:  # Kueue: one eviction per victim of the preemptor, in the same cycle
+        mine = [d for d in decisions if d["cycle"] == first["cycle"] and d["preemptor"] == first["preemptor"]]
+        preemptor, victims, reason, why = first["preemptor"], [d["app"] for d in mine], first["reason"], first["message"]
+    assert f"{preemptor} → {', '.join(victims[:2])}" in strip[0], strip
+    assert reason.startswith(strip[1].rstrip("…")), (reason, strip)
+    shown = next(row for row in rows if first["queue"] in row and preemptor in row)
+    assert why in shown and reason[:40] in shown, shown
+    assert focused["ids"] == [d["id"] for d in decisions if d["t"] == first["t"] and (d.get("preemptor") == preemptor)] and focused["open"], focused
+    assert preemptor in focused["caption"]
 
 
 def test_a_what_if_replay_writes_the_report_of_the_log_with_the_decisions_another_configuration_changes(tmp_path: Path) -> None:

@@ -184,6 +184,17 @@ def tables_json(p: PartitionState) -> dict[str, list[dict[str, Any]]]:
     return {name: [{key: _column_json(value) for key, value in row.items()} for row in rows] for name, rows in model_named(p.model).tables(p)}
 
 
+def tables_text(p: PartitionState, limit: int) -> dict[str, dict[str, Any]]:
+    """The model's tables as the text shows them, at most `limit` rows each (for the report):
+    per table its headings, its rows of cells, and how many rows it has."""
+    out = {}
+    for name, rows in model_named(p.model).tables(p):
+        if rows:
+            headings = [key.replace("_", " ") for key in rows[0]]
+            out[name] = {"columns": headings, "rows": [[_column_text(value) for value in row.values()] for row in rows[:limit]], "total": len(rows)}
+    return out
+
+
 def queue_columns_json(p: PartitionState) -> dict[str, dict[str, Any]]:
     """Per queue, the model's columns as `state --json` gives them: what the table shows."""
     columns = model_named(p.model).queue_columns(p)

@@ -21,11 +21,13 @@ from preemptd.scheduling import ReplayReport, Timeline, Window, compare
 from ..errors import UsageError
 from ..log.history import records
 from ..log.store import Store
+from .render import tables_text
 
 __all__ = ["build", "page", "page_data", "what_if", "window", "with_comparison"]
 
 _ASSETS = resources.files("preemptd.daemon.cli") / "report_page"
 _MAX_DEAD_LETTERS = 10_000  # marked on the timeline; `preemptd dead-letters` lists them all
+_TABLE_ROWS = 500  # of each model table; `preemptd state` lists them all
 
 
 def window(since: str | None, until: str | None) -> Window:
@@ -71,7 +73,10 @@ async def build(store: Store, *, window: Window, partition: str | None, title: s
                 break
     for dead in await store.dead_letters(_MAX_DEAD_LETTERS):
         timeline.dead_letter(dead.received, dead.partition, dead.reason, dead.event_id)
-    return timeline.result(title)
+    data = timeline.result(title)
+    for partition in data["partitions"]:  # the model's own tables (Kueue's cohorts, Volcano's jobs), as `state` shows them at the window's end
+        partition["tables"] = tables_text(timeline.state.partitions[partition["name"]], _TABLE_ROWS)
+    return data
 
 
 def with_comparison(data: dict[str, Any], other: dict[str, Any], other_name: str) -> dict[str, Any]:

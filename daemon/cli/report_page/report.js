@@ -1,6 +1,8 @@
 // preemptd report: draws the timeline of a log from the JSON in #report-data, with uPlot.
-// Charts are drawn when their queue is opened (a log may hold a thousand queues); decisions
-// are listed whole, a few hundred rows at a time.
+// The first screen tells what happened: a strip of the preemptions over time, each labelled
+// preemptor -> victims with its reason, and the table of those decisions with each victim's why.
+// Below: the summary, the queues' charts in their model's terms (drawn when a queue is opened:
+// a log may hold a thousand queues), the shares, and every decision, a few hundred rows at a time.
 "use strict";
 window.addEventListener("error", (e) => { document.body.dataset.error = String(e.message); });
 
@@ -16,7 +18,12 @@ const COLORS = {
   "decision.admitted": "#2b6cb0", "decision.evicted": "#b7791f", "decision.unreserved": "#805ad5",
   config: "#319795", dead_letter: "#d53f8c",
 };
+// How each curve is drawn: held amounts as areas, asked amounts as a band stacked on what they
+// wait beside, bounds as lines (the max always dotted red).
+const HELD = { allocated: ["#2b6cb0", "rgba(43,108,176,0.22)"], admitted: ["#6b46c1", "rgba(107,70,193,0.14)"] };
+const BOUNDS = [["#2f855a", [6, 4]], ["#319795", [8, 3, 2, 3]], ["#718096", [1, 3]]];
 const ROWS = 300;
+const LANES = 3;  // rows of labels in the strip; more preemptions at once show as ticks with a tooltip
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -28,23 +35,58 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
+function svg(tag, attrs, ...children) {
+  const node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [key, value] of Object.entries(attrs || {})) node.setAttribute(key, value);
+  for (const child of children) node.append(child);
+  return node;
+}
+
 function when(t) {
   if (!DATA.absolute_time) return `${+t.toFixed(3)} s`;
   return new Date(t * 1000).toISOString().replace("T", " ").replace("Z", "");
 }
 
 function words(partition, name) { return (partition.curves.find((c) => c.name === name) || { words: name }).words; }
+function firstBound(partition) { return partition.curves.find((c) => c.kind === "bound") || { words: "guarantee" }; }
 
 function kind(type) { return type.replace("decision.", ""); }
 
-// An amount as its axis shows it: bytes in binary units (memory), counts and cores in SI.
+// The resource a chart's key is in ("cpu in spot" is cpu), and how its amounts read.
+function unitOf(resource) { return resource.split(" in ")[0]; }
+function binary(resource) { return /memory|storage|bytes/.test(unitOf(resource)); }
+function unitWord(resource) {
+  const unit = unitOf(resource);
+  if (binary(resource)) return "bytes";
+  if (unit === "cpu" || unit === "vcore") return "cores";
+  if (/gpu/.test(unit)) return "GPUs";
+  return unit === "pods" ? "pods" : "";
+}
+
+// An amount as people read it: memory in binary units (16 GiB), cores and counts as numbers.
 function short(value, resource) {
   if (value == null) return "";
-  const binary = /memory|storage|bytes/.test(resource);
-  const [base, units] = binary ? [1024, ["", "Ki", "Mi", "Gi", "Ti", "Pi"]] : [1000, ["", "k", "M", "G", "T", "P"]];
+  if (binary(resource)) {
+    const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let i = 0;
+    while (Math.abs(value) >= 1024 && i < units.length - 1) { value /= 1024; i++; }
+    return `${+value.toFixed(2)} ${units[i]}`;
+  }
+  const units = ["", "k", "M", "G"];
   let i = 0;
-  while (Math.abs(value) >= base && i < units.length - 1) { value /= base; i++; }
+  while (Math.abs(value) >= 10000 && i < units.length - 1) { value /= 1000; i++; }
   return `${+value.toFixed(2)}${units[i]}`;
+}
+
+// Round steps for an axis: powers of two of a binary unit for memory (1, 2, 4 ... GiB), 1-2-5 otherwise.
+function increments(resource) {
+  const out = [];
+  if (binary(resource)) {
+    for (let power = 0; power < 60; power++) out.push(2 ** power);
+  } else {
+    for (let exp = -3; exp < 16; exp++) for (const m of [1, 2, 5]) out.push(+(m * 10 ** exp).toPrecision(1));
+  }
+  return out;
 }
 
 // What a decision is about: the task placed or preempted for, or the application admitted or evicted.
@@ -57,6 +99,72 @@ function queuesOf(d) {
   return [d.queue, ...(d.victims || []).map((v) => v.queue)].filter(Boolean);
 }
 
+// Why, in one line: the model's reason, its message, or the first reason it waits.
+function reasonOf(d) {
+  return d.message || d.reason || (d.reasons || [])[0] || "";
+}
+
+function clip(text, chars) { return text.length <= chars ? text : text.slice(0, chars - 1) + "…"; }
+
+// The preemptions of a partition, as its strip shows them: one per preemptor and cycle
+// (Kueue evicts a preemptor's victims as several decisions), each with its victims and reason.
+function preemptions(partition) {
+  const out = [], byPreemptor = new Map();
+  for (const d of partition.decisions) {
+    if (d.type === "decision.preempted") {
+      out.push({ t: d.t, preemptor: d.preemptor, queue: d.queue, victims: d.victims.map((v) => v.task), why: d.reason || "", decisions: [d] });
+    } else if (d.type === "decision.evicted") {
+      const key = d.preemptor ? `${d.cycle} ${d.preemptor}` : null;
+      const known = key && byPreemptor.get(key);
+      if (known) { known.victims.push(d.app); known.decisions.push(d); continue; }
+      const item = { t: d.t, preemptor: d.preemptor || "", queue: d.queue, victims: [d.app], why: d.reason || reasonOf(d), decisions: [d] };
+      if (key) byPreemptor.set(key, item);
+      out.push(item);
+    }
+  }
+  return out;
+}
+
+function label(item) {
+  const victims = item.victims.length > 2 ? `${item.victims.slice(0, 2).join(", ")} +${item.victims.length - 2}` : item.victims.join(", ");
+  return item.preemptor ? `${item.preemptor} → ${victims}` : `evicted ${victims}`;
+}
+
+// The strip: time across the page, a tick per preemption, labels in lanes where they fit.
+function strip(partition, table) {
+  const items = preemptions(partition);
+  const section = el("section", { class: "strip" }, el("h3", {}, `What happened: ${items.length ? `${items.length} preemption${items.length === 1 ? "" : "s"}` : "no preemptions"}`));
+  if (!items.length) return section;
+  const width = Math.min(1300, document.body.clientWidth - 40), pad = 12, laneHeight = 36;
+  const height = 24 + LANES * laneHeight + 18;
+  const t0 = partition.times[0] ?? items[0].t, t1 = Math.max(partition.times[partition.times.length - 1] ?? t0, items[items.length - 1].t, t0 + 1e-9);
+  const x = (t) => pad + ((t - t0) / (t1 - t0)) * (width - 2 * pad);
+  const picture = svg("svg", { width, height, class: "strip-svg", role: "img", "aria-label": "preemptions over time" });
+  picture.append(svg("line", { x1: pad, x2: width - pad, y1: height - 16, y2: height - 16, stroke: "#a0aec0" }));
+  for (const t of [t0, (t0 + t1) / 2, t1]) picture.append(svg("text", { x: x(t), y: height - 2, "text-anchor": t === t0 ? "start" : t === t1 ? "end" : "middle", class: "tick" }, when(t)));
+  const free = new Array(LANES).fill(-Infinity);  // where each lane's last label ends
+  for (const item of items) {
+    const at = x(item.t), text = label(item), why = clip(item.why, 48);
+    const size = Math.max(text.length, why.length) * 6.4 + 8;
+    const lane = free.findIndex((end) => end < at && at + size < width + 200);
+    const shown = lane >= 0;
+    const top = shown ? 4 + lane * laneHeight : height - 30;
+    const group = svg("g", { class: "preemption", "data-t": item.t, tabindex: 0 });
+    group.append(svg("title", {}, `${when(item.t)} ${text}: ${item.why}`));
+    group.append(svg("line", { x1: at, x2: at, y1: shown ? top : height - 26, y2: height - 16, stroke: COLORS[item.decisions[0].type], "stroke-width": 2 }));
+    if (shown) {
+      const anchor = at + size > width ? "end" : "start", dx = anchor === "end" ? -4 : 4;
+      group.append(svg("text", { x: at + dx, y: top + 12, "text-anchor": anchor, class: "who" }, text));
+      group.append(svg("text", { x: at + dx, y: top + 26, "text-anchor": anchor, class: "why" }, why));
+      free[lane] = anchor === "end" ? at : at + size;
+    }
+    group.addEventListener("click", () => table.focus(item.decisions, `${label(item)} at ${when(item.t)}`));
+    picture.append(group);
+  }
+  section.append(picture);
+  return section;
+}
+
 function summary(partition) {
   const s = partition.summary;
   const counts = Object.entries(s.decisions).map(([type, n]) => el("li", {}, el("span", { class: "dot", style: `background:${COLORS[type]}` }), ` ${kind(type)}: ${n}`));
@@ -64,12 +172,13 @@ function summary(partition) {
   const waits = s.longest_waits.map((w) => el("li", {}, `${w.task} (${w.queue}): ${+w.seconds.toFixed(1)} s`, w.id ? el("code", {}, ` ${w.id}`) : " (still pending)"));
   return el("section", { class: "summary" },
     el("div", {}, el("h3", {}, "Decisions"), el("ul", {}, counts.length ? counts : el("li", {}, "none"))),
-    el("div", {}, el("h3", {}, `Longest under ${words(partition, "guaranteed")} with asks pending`), el("ul", {}, under.length ? under : el("li", {}, "none"))),
+    el("div", {}, el("h3", {}, `Longest under ${firstBound(partition).words} with asks pending`), el("ul", {}, under.length ? under : el("li", {}, "none"))),
     el("div", {}, el("h3", {}, "Longest waits"), el("ul", {}, waits.length ? waits : el("li", {}, "none"))));
 }
 
-// A uPlot plugin: a vertical line per decision or marker, in its type's colour.
-function markerLines(marks) {
+// A uPlot plugin: a vertical line per decision or marker, in its type's colour; the one under
+// the cursor is named in `said`.
+function markerLines(marks, said) {
   return {
     hooks: {
       draw: [(u) => {
@@ -89,35 +198,82 @@ function markerLines(marks) {
         }
         ctx.restore();
       }],
+      setCursor: [(u) => {
+        const left = u.cursor.left;
+        if (left == null || left < 0) { said.textContent = ""; return; }
+        const near = marks.filter((m) => Math.abs(u.valToPos(m.t, "x") - left) <= 4);
+        said.textContent = near.length ? `${when(near[0].t)}: ${near.slice(0, 3).map(markText).join("; ")}${near.length > 3 ? `; and ${near.length - 3} more` : ""}` : "";
+      }],
     },
   };
 }
 
+function markText(m) {
+  if (m.kind) return m.text;
+  const victims = (m.victims || []).map((v) => v.task);
+  if (m.type === "decision.preempted") return `preempted ${victims.join(", ")} for ${m.preemptor} (${m.reason})`;
+  if (m.type === "decision.evicted") return `evicted ${m.app}${m.preemptor ? ` for ${m.preemptor}` : ""} (${m.reason})`;
+  return `${kind(m.type)} ${subject(m)}${m.node ? ` on ${m.node}` : ""}`;
+}
+
+// One chart: a queue's curves for one resource, in its model's words.
 function chart(partition, queue, resource, marks, table) {
   const series = queue.series[resource];
   const stepped = uPlot.paths.stepped({ align: 1 });
   const holder = el("div", { class: "chart" });
+  const said = el("p", { class: "near" });
+  const last = (values) => { for (let i = values.length - 1; i >= 0; i--) if (values[i] != null) return values[i]; return null; };
+  const data = [partition.times], drawn = [{ label: "time", value: (u, v) => (v == null ? "" : when(v)) }], bands = [];
+  const index = {};
+  let bound = 0;
+  for (const curve of partition.curves) {
+    const values = series[curve.name];
+    if (!values || (curve.kind === "bound" && values.every((v) => v == null))) continue;
+    index[curve.name] = data.length;
+    // Without the cursor on the chart, the legend says the amount at the end of the window.
+    const show = (amount) => (u, v, s, i) => short(i == null ? last(amount) : v, resource);
+    if (curve.kind === "asked") {
+      const on = series[curve.on] || values.map(() => 0);
+      const stacked = values.map((v, i) => (v == null ? null : v + (on[i] || 0)));
+      data.push(stacked);
+      drawn.push({ label: curve.words, stroke: "#dd6b20", width: 1, paths: stepped, points: { show: false }, value: (u, v, s, i) => short(i == null ? last(values) : values[i], resource) });
+      if (index[curve.on]) bands.push({ series: [data.length - 1, index[curve.on]], fill: "rgba(221,107,32,0.22)" });
+    } else if (curve.kind === "held") {
+      const [stroke, fill] = HELD[curve.name] || ["#4a5568", "rgba(74,85,104,0.12)"];
+      data.push(values);
+      drawn.push({ label: curve.words, stroke, fill, paths: stepped, points: { show: false }, value: show(values) });
+    } else {
+      const [stroke, dash] = curve.name === "max" ? ["#c53030", [2, 3]] : BOUNDS[Math.min(bound++, BOUNDS.length - 1)];
+      data.push(values);
+      drawn.push({ label: curve.words, stroke, dash, width: 1.5, paths: stepped, points: { show: false }, value: show(values) });
+    }
+  }
+  const unit = unitWord(resource);
+  const ticks = (u, splits) => splits.map((v) => short(v, resource));
   const opts = {
-    title: `${queue.path} · ${resource}`,
+    title: `${queue.path} · ${resource}${unit && unit !== "bytes" ? ` (${unit})` : ""}`,
     width: Math.min(1100, document.body.clientWidth - 60),
-    height: 170,
-    scales: { x: { time: DATA.absolute_time } },
-    axes: [{}, { size: 64, values: (u, splits) => splits.map((v) => short(v, resource)) }],
-    series: [
-      { label: "time", value: (u, v) => (v == null ? "" : when(v)) },
-      { label: "allocated", value: (u, v) => short(v, resource), stroke: "#2b6cb0", fill: "rgba(43,108,176,0.18)", paths: stepped, points: { show: false } },
-      { label: "pending", value: (u, v) => short(v, resource), stroke: "#dd6b20", fill: "rgba(221,107,32,0.12)", paths: stepped, points: { show: false } },
-      { label: words(partition, "guaranteed"), value: (u, v) => short(v, resource), stroke: "#2f855a", dash: [6, 4], paths: stepped, points: { show: false } },
-      { label: words(partition, "max"), value: (u, v) => short(v, resource), stroke: "#c53030", dash: [2, 3], paths: stepped, points: { show: false } },
-    ],
-    plugins: [markerLines(marks)],
+    height: 180,
+    scales: { x: { time: DATA.absolute_time }, y: { range: (u, min, max) => [0, max > 0 ? max * 1.08 : 1] } },
+    axes: [{}, {
+      values: ticks,
+      incrs: increments(resource),
+      // wide enough for the longest tick label: none is clipped
+      size: (u, values) => 18 + Math.max(2, ...(values || []).map((v) => String(v).length)) * 7.2,
+    }],
+    series: drawn,
+    bands,
+    legend: { live: true },
+    plugins: [markerLines(marks, said)],
   };
-  const plot = new uPlot(opts, [partition.times, series.allocated, series.pending, series.guaranteed, series.max], holder);
+  const plot = new uPlot(opts, data, holder);
+  holder.append(said);
   const mine = new Set(marks);
   plot.over.addEventListener("click", () => {
     const at = plot.posToVal(plot.cursor.left, "x");
     const near = (plot.scales.x.max - plot.scales.x.min) / 100;
     table.show((d) => Math.abs(d.t - at) <= near && mine.has(d), `near ${when(at)} in ${queue.path} and below`);
+    table.section.scrollIntoView({ block: "start" });
   });
   return holder;
 }
@@ -161,20 +317,51 @@ function queueTree(partition, table) {
   return root;
 }
 
+const SHARE_LINES = 12;  // the queues with the largest shares get a line each
+const PALETTE = ["#2b6cb0", "#c53030", "#2f855a", "#b7791f", "#6b46c1", "#d53f8c", "#319795", "#dd6b20", "#4a5568", "#38a169", "#805ad5", "#e53e3e"];
+
+// The shares the model orders queues by, over time: one line per queue or cohort.
+function sharesChart(partition) {
+  const shares = partition.shares;
+  const names = Object.keys(shares.series);
+  if (!names.length) return "";
+  const peak = (name) => Math.max(0, ...shares.series[name].filter((v) => v != null));
+  const shown = names.sort((a, b) => peak(b) - peak(a) || (a < b ? -1 : 1)).slice(0, SHARE_LINES);
+  const holder = el("div", { class: "chart shares" });
+  const section = el("section", { class: "shares" }, el("h3", {}, `Shares over time: ${shares.words}`),
+    names.length > shown.length ? el("p", { class: "legend" }, `The ${shown.length} largest of ${names.length}.`) : "", holder);
+  requestAnimationFrame(() => new uPlot({
+    width: Math.min(1100, document.body.clientWidth - 60), height: 200,
+    scales: { x: { time: DATA.absolute_time } },
+    series: [{ label: "time", value: (u, v) => (v == null ? "" : when(v)) },
+      ...shown.map((name, i) => ({ label: name, stroke: PALETTE[i % PALETTE.length], width: 1.5, paths: uPlot.paths.stepped({ align: 1 }), points: { show: false }, value: (u, v) => (v == null ? "" : (+v.toFixed(3)).toString()) }))],
+  }, [partition.times, ...shown.map((name) => shares.series[name])], holder));
+  return section;
+}
+
+function victimsCell(d, table) {
+  const victims = d.victims || (d.type === "decision.evicted" ? [{ task: d.app, queue: d.queue, why: d.message || "" }] : []);
+  return victims.map((v) => el("div", { class: "victim" },
+    el("a", { href: "#", onclick: (e) => { e.preventDefault(); table.show((x) => x.task === v.task || x.app === v.task || x.preemptor === v.task || (x.victims || []).some((w) => w.task === v.task), `about ${v.task}`); } }, v.task),
+    ` (${v.queue})`, v.why ? el("div", { class: "why" }, v.why) : ""));
+}
+
 function decisionTable(partition) {
   const rows = el("tbody");
   const caption = el("p", { class: "caption" });
   const more = el("button", { type: "button" }, "show more");
+  const all = el("button", { type: "button" }, "show all decisions");
   const filter = el("input", { type: "search", placeholder: "filter: a task, queue, node, type or id" });
   let shown = [], count = 0;
   const row = (d) => {
-    const victims = (d.victims || []).map((v) => el("a", { href: "#", onclick: (e) => { e.preventDefault(); table.show((x) => x.task === v.task || x.preemptor === v.task || (x.victims || []).some((w) => w.task === v.task), `about ${v.task}`); } }, `${v.task} (${v.queue})`));
-    const why = [...(d.explanation || []), ...(d.reasons || []), d.message || ""].filter(Boolean);
+    const why = [...(d.explanation || []), ...(d.reasons || [])].filter(Boolean);
+    const preemptor = d.type === "decision.evicted" ? d.preemptor || "" : subject(d);
     return el("tr", { "data-id": d.id, "data-type": d.type },
       el("td", {}, when(d.t)), el("td", {}, el("span", { class: "dot", style: `background:${COLORS[d.type]}` }), ` ${kind(d.type)}`),
-      el("td", {}, d.queue || ""), el("td", {}, subject(d)), el("td", {}, d.node || ""),
-      el("td", {}, victims.length ? victims.flatMap((v, i) => (i ? [", ", v] : [v])) : ""),
-      el("td", {}, el("details", {}, el("summary", {}, el("code", {}, d.id)), el("ul", {}, why.map((w) => el("li", {}, w))), el("p", {}, "preemptd explain ", el("code", {}, d.id)))));
+      el("td", {}, d.queue || ""), el("td", {}, preemptor), el("td", {}, d.node || ""),
+      el("td", { class: "reason" }, d.type === "decision.evicted" ? d.reason : reasonOf(d)),  // an eviction's message is its victim's why
+      el("td", {}, victimsCell(d, table)),
+      el("td", {}, el("details", {}, el("summary", {}, "explanation"), el("ul", {}, why.map((w) => el("li", {}, w))), el("p", {}, "preemptd explain ", el("code", {}, d.id)))));
   };
   const render = () => {
     for (const d of shown.slice(count, count + ROWS)) rows.append(row(d));
@@ -187,19 +374,37 @@ function decisionTable(partition) {
       count = 0;
       rows.replaceChildren();
       caption.textContent = `${shown.length} of ${partition.decisions.length} decisions${what ? " " + what : ""}`;
+      all.hidden = shown.length === partition.decisions.length;
       render();
+    },
+    // The decisions of one preemption, their explanation open.
+    focus(decisions, what) {
+      const ids = new Set(decisions.map((d) => d.id));
+      table.show((d) => ids.has(d.id), what);
+      for (const open of rows.querySelectorAll("details")) open.open = true;
+      section.scrollIntoView({ block: "start" });
     },
   };
   more.addEventListener("click", render);
+  all.addEventListener("click", () => { filter.value = ""; table.show(() => true, ""); });
   filter.addEventListener("input", () => {
-    const words = filter.value.trim().toLowerCase();
-    table.show((d) => !words || JSON.stringify(d).toLowerCase().includes(words), words ? `matching “${words}”` : "");
+    const text = filter.value.trim().toLowerCase();
+    table.show((d) => !text || JSON.stringify(d).toLowerCase().includes(text), text ? `matching “${text}”` : "");
   });
-  const section = el("section", { class: "decisions" }, el("h3", {}, "Decisions"), filter, caption,
-    el("table", {}, el("thead", {}, el("tr", {}, ["time", "decision", "queue", "task", "node", "victims", "id and why"].map((h) => el("th", {}, h)))), rows), more);
+  const section = el("section", { class: "decisions" }, el("h3", {}, "Decisions"), el("div", { class: "tools" }, filter, all), caption,
+    el("div", { class: "scroll" }, el("table", {}, el("thead", {}, el("tr", {}, ["time", "decision", "queue", "task or preemptor", "node", "why", "victims and why each", "details"].map((h) => el("th", {}, h)))), rows)), more);
   table.section = section;
-  table.show(() => true, "");
+  const preempting = (d) => d.type === "decision.preempted" || d.type === "decision.evicted";
+  if (partition.decisions.some(preempting)) table.show(preempting, "that preempt or evict");
+  else table.show(() => true, "");
   return table;
+}
+
+// The model's tables at the end of the window (Kueue's cohorts, Volcano's jobs), as `state` shows them.
+function modelTables(partition) {
+  return Object.entries(partition.tables || {}).map(([name, t]) => el("details", { class: "model-table", "data-table": name, open: "" },
+    el("summary", {}, `${name} at the end of the window${t.rows.length < t.total ? ` (the first ${t.rows.length} of ${t.total})` : ""}`),
+    el("div", { class: "scroll" }, el("table", {}, el("thead", {}, el("tr", {}, t.columns.map((c) => el("th", {}, c)))), el("tbody", {}, t.rows.map((r) => el("tr", {}, r.map((c) => el("td", {}, c)))))))));
 }
 
 function markersList(partition) {
@@ -219,16 +424,23 @@ function differences() {
       el("div", {}, el("h3", {}, `Only in ${diff.other}`), el("ul", { class: "only-other" }, diff.only_other.map(item)))));
 }
 
+function legend(partition) {
+  const lines = partition.curves.map((c) => `${c.words} (${c.kind === "held" ? "area" : c.kind === "asked" ? `orange band above ${words(partition, c.on)}` : c.name === "max" ? "dotted red line" : "dashed line"})`);
+  return el("p", { class: "legend" }, `Per queue and resource: ${lines.join(", ")}. A vertical line is a decision (coloured by type) or a configuration change or dead letter; hover to name it, click near one to list its decisions.`);
+}
+
 function main() {
   const page = document.getElementById("report");
   const period = DATA.period.from ? `${when(DATA.period.from.t)} to ${when(DATA.period.to.t)} (log seq ${DATA.period.from.seq} to ${DATA.period.to.seq})` : "an empty window";
   page.append(el("h1", {}, DATA.title), el("p", { class: "period" }, `Log ${DATA.log_id}: ${period}`), differences());
   for (const partition of DATA.partitions) {
     const table = decisionTable(partition);
+    const config = partition.markers.filter((m) => m.kind === "config").pop();
     page.append(el("section", { class: "partition", "data-partition": partition.name },
-      el("h2", {}, `Partition ${partition.name} (${partition.model})`), summary(partition), markersList(partition),
-      el("h3", {}, "Queues"), el("p", { class: "legend" }, `Usage as a step chart per resource against the ${words(partition, "guaranteed")} (dashed green) and ${words(partition, "max")} (dotted red) lines; pending asks in orange. A vertical line is a decision (coloured by type) or a configuration change or dead letter; click near one to list its decisions below.`),
-      queueTree(partition, table), table.section));
+      el("h2", {}, `Partition ${partition.name} (${partition.model})`),
+      config ? el("p", { class: "config" }, config.text.replace(/^configuration applied: /, "What runs: ")) : "",
+      strip(partition, table), table.section, summary(partition), markersList(partition), modelTables(partition),
+      el("h3", {}, "Queues"), legend(partition), queueTree(partition, table), sharesChart(partition)));
   }
   if (!DATA.partitions.length) page.append(el("p", {}, "Nothing in this window."));
   document.body.dataset.rendered = "ok";
