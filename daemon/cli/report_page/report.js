@@ -44,7 +44,22 @@ function svg(tag, attrs, ...children) {
 
 function when(t) {
   if (!DATA.absolute_time) return `${+t.toFixed(3)} s`;
-  return new Date(t * 1000).toISOString().replace("T", " ").replace("Z", "");
+  const moment = new Date(t * 1000).toISOString().replace("T", " ").replace("Z", "");
+  return oneDay() ? moment.slice(11) : moment;  // the period line says which day
+}
+
+// Whether the window lies within one day (UTC): then times show as the time of day.
+function oneDay() {
+  const { from, to } = DATA.period;
+  return from && to && new Date(from.t * 1000).toISOString().slice(0, 10) === new Date(to.t * 1000).toISOString().slice(0, 10);
+}
+
+// A duration as people say it: 350 ms, 8.8 s, 3 min 20 s, 2 h 5 min.
+function duration(seconds) {
+  if (seconds < 1) return `${Math.round(seconds * 1000)} ms`;
+  if (seconds < 60) return `${+seconds.toFixed(1)} s`;
+  if (seconds < 3600) return `${Math.floor(seconds / 60)} min ${Math.round(seconds % 60)} s`;
+  return `${Math.floor(seconds / 3600)} h ${Math.round((seconds % 3600) / 60)} min`;
 }
 
 function words(partition, name) { return (partition.curves.find((c) => c.name === name) || { words: name }).words; }
@@ -168,8 +183,8 @@ function strip(partition, table) {
 function summary(partition) {
   const s = partition.summary;
   const counts = Object.entries(s.decisions).map(([type, n]) => el("li", {}, el("span", { class: "dot", style: `background:${COLORS[type]}` }), ` ${kind(type)}: ${n}`));
-  const under = s.under_guarantee.map((q) => el("li", {}, `${q.queue}: ${+q.seconds.toFixed(1)} s`));
-  const waits = s.longest_waits.map((w) => el("li", {}, `${w.task} (${w.queue}): ${+w.seconds.toFixed(1)} s`, w.id ? el("code", {}, ` ${w.id}`) : " (still pending)"));
+  const under = s.under_guarantee.map((q) => el("li", {}, `${q.queue}: ${duration(q.seconds)}`));
+  const waits = s.longest_waits.map((w) => el("li", {}, `${w.task} (${w.queue}): ${duration(w.seconds)}`, w.id ? el("code", {}, ` ${w.id}`) : " (still pending)"));
   return el("section", { class: "summary" },
     el("div", {}, el("h3", {}, "Decisions"), el("ul", {}, counts.length ? counts : el("li", {}, "none"))),
     el("div", {}, el("h3", {}, `Longest under ${firstBound(partition).words} with asks pending`), el("ul", {}, under.length ? under : el("li", {}, "none"))),
@@ -431,7 +446,8 @@ function legend(partition) {
 
 function main() {
   const page = document.getElementById("report");
-  const period = DATA.period.from ? `${when(DATA.period.from.t)} to ${when(DATA.period.to.t)} (log seq ${DATA.period.from.seq} to ${DATA.period.to.seq})` : "an empty window";
+  const day = DATA.absolute_time && oneDay() ? `${new Date(DATA.period.from.t * 1000).toISOString().slice(0, 10)} (UTC), ` : "";
+  const period = DATA.period.from ? `${day}${when(DATA.period.from.t)} to ${when(DATA.period.to.t)} (log seq ${DATA.period.from.seq} to ${DATA.period.to.seq})` : "an empty window";
   page.append(el("h1", {}, DATA.title), el("p", { class: "period" }, `Log ${DATA.log_id}: ${period}`), differences());
   for (const partition of DATA.partitions) {
     const table = decisionTable(partition);
