@@ -246,17 +246,13 @@ def test_curves_of_a_long_log_are_sampled_and_every_series_has_a_value_per_sampl
     assert len(partition["decisions"]) == 23, "decisions are never sampled"
 
 
-def test_a_curve_is_sampled_between_cycles_never_within_one() -> None:
-    """300 tasks arrive at once and one cycle allocates them all: with samples due every few
-    records, each point is what the queue held once every record of its instant was folded
-    (here 0, then 300 vcores), never a part of the cycle's decisions."""
+def _sampled_at_instant_ends(records: list, samples: int) -> list[float]:
+    """Each point of root.default's allocated curve is what the queue held once every record of
+    its instant was folded (checked by folding the log again); the curve's values."""
     from preemptd.projections import ClusterState
     from preemptd.scheduling import Timeline, apply
 
-    events = [{"type": "node.upserted", "node": "n1", "capacity": {"vcore": 1000}}]
-    events += [{"at": "1s", "type": "task.submitted", "task": f"t{i}", "app": "a", "queue": "root.default", "resources": {"vcore": 1}} for i in range(300)]
-    records = simulate(msgspec.convert({"name": "burst", "config": {"queues": [{"name": "default"}]}, "events": events, "until": "3s"}, Scenario)).records
-    timeline = Timeline("sim", len(records), samples=40)
+    timeline = Timeline("sim", len(records), samples=samples)
     for record in records:
         timeline.step(record)
     (partition,) = timeline.result("sampled")["partitions"]
@@ -271,7 +267,28 @@ def test_a_curve_is_sampled_between_cycles_never_within_one() -> None:
             pending = next(folded, None)
         held = state.partitions["default"].queues["root.default"].allocated.get("vcore", 0) // 1000
         assert value == held, f"at {t} s the curve says {value}, the queue held {held} once the instant's records were folded"
-    assert set(allocated) <= {0, 300}, allocated
+    return allocated
+
+
+def _bursts(count: int, size: int) -> list:
+    """The records of `count` bursts of `size` one-core tasks, a second apart, each allocated in one cycle."""
+    events = [{"type": "node.upserted", "node": "n1", "capacity": {"vcore": count * size}}]
+    events += [{"at": f"{1 + b}s", "type": "task.submitted", "task": f"t{b}-{i}", "app": f"a{b}", "queue": "root.default", "resources": {"vcore": 1}} for b in range(count) for i in range(size)]
+    return simulate(msgspec.convert({"name": "bursts", "config": {"queues": [{"name": "default"}]}, "events": events, "until": f"{count + 2}s"}, Scenario)).records
+
+
+def test_a_curve_is_sampled_between_cycles_never_within_one() -> None:
+    """300 tasks arrive at once and one cycle allocates them all: with samples due every few
+    records, each point is what the queue held once every record of its instant was folded
+    (here 0, then 300 vcores), never a part of the cycle's decisions."""
+    assert set(_sampled_at_instant_ends(_bursts(1, 300), samples=40)) <= {0, 300}
+
+
+def test_the_curves_of_a_long_generated_log_are_sampled_at_cycle_boundaries_only() -> None:
+    """200 bursts of 50 tasks (about 20,000 records), 100 samples: every point is a multiple of
+    50, the queue's usage between two cycles."""
+    allocated = _sampled_at_instant_ends(_bursts(200, 50), samples=100)
+    assert len(allocated) > 50 and all(value % 50 == 0 for value in allocated), allocated
 
 
 def test_an_eviction_shows_how_long_the_workload_it_makes_room_for_waited(tmp_path: Path) -> None:
