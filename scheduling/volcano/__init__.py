@@ -28,10 +28,10 @@ README.md beside this file describes the model for users, and where it departs f
 from __future__ import annotations
 
 from .._model import Curve, Model
-from ._config import claims, curves, describe, parse_config
+from ._config import claims, describe, parse_config
 from ._cycle import next_wakeup, schedule
 from ._jobs import job_table
-from ._queues import queue_columns
+from ._queues import curves, queue_columns, shares
 from ._state import VolcanoState, fold_event
 
 __all__ = ["MODEL"]
@@ -47,7 +47,15 @@ MODEL = Model(
     describe=describe,
     queue_columns=queue_columns,
     tables=job_table,
-    curve_words=(Curve("allocated", "allocated", "held"), Curve("pending", "pending", "asked", on="allocated"), Curve("guaranteed", "deserved (as configured, else the guarantee)", "bound"), Curve("max", "capability", "bound")),
+    curve_words=(
+        Curve("allocated", "allocated", "held"),
+        Curve("pending", "pending", "asked", on="allocated"),
+        Curve("deserved", "deserved", "bound"),  # the first bound: the summary's "longest under deserved"
+        Curve("guaranteed", "guarantee", "bound"),
+        Curve("max", "capability", "bound"),
+    ),
+    shares=shares,
+    share_words="share: allocated over deserved, by which allocate and reclaim order queues",
     waits_on_time=False,
     state_type=VolcanoState,
     fold_event=fold_event,

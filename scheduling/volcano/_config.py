@@ -46,9 +46,22 @@ from .._kubernetes import (
     shown,
     unique,
 )
-from .._model import Curves, counted
+from .._model import counted
 
-__all__ = ["ACTIONS", "PLUGINS", "WORDS", "claims", "curves", "describe", "parse_config", "parse_objects", "Plugin", "Queue", "SchedulerConf", "VolcanoConfig"]
+__all__ = [
+    "ACTIONS",
+    "PLUGINS",
+    "WORDS",
+    "claims",
+    "describe",
+    "parse_config",
+    "parse_objects",
+    "sharing_plugin",
+    "Plugin",
+    "Queue",
+    "SchedulerConf",
+    "VolcanoConfig",
+]
 
 _CONF_FILE = "volcano-scheduler.conf"
 
@@ -119,6 +132,13 @@ class VolcanoConfig(msgspec.Struct, frozen=True, kw_only=True):
     queues: dict[str, Queue] = {}
     scheduler: SchedulerConf = DEFAULT_CONF
     priority_classes: dict[str, PriorityClass] = {}
+
+
+def sharing_plugin(conf: SchedulerConf) -> Plugin | None:
+    """The plugin that shares the cluster among queues: capacity if the tiers name it, else
+    proportion, else none (no queue deserves anything)."""
+    plugins = {plugin.name: plugin for tier in conf.tiers for plugin in tier}
+    return plugins.get("capacity") or plugins.get("proportion")
 
 
 def parse_objects(document: Any) -> tuple[VolcanoConfig, tuple[str, ...]]:
@@ -409,22 +429,18 @@ WORDS = Words(
 )
 
 
-def curves(partition: PartitionState) -> Curves:
-    """Per queue, its deserved (else its guarantee) as its guarantee, its capability as its max."""
-    config: VolcanoConfig = partition.settings
-    return {
-        name: {"guaranteed": dict(queue.deserved or queue.guarantee or {}), **({"max": dict(queue.capability)} if queue.capability is not None else {})}
-        for name, queue in config.queues.items()
-    }
-
-
 def describe(partition: PartitionState) -> str:
-    """The queues, the session's actions, the plugins tier by tier, and whether anything can be preempted."""
+    """The queues, the session's actions, the plugins tier by tier, how queues share (no sharing
+    plugin; capacity's hierarchy), and whether anything can be preempted."""
     config: VolcanoConfig = partition.settings
     conf = config.scheduler
     tiers = " ".join(f"[{', '.join(plugin.name for plugin in tier)}]" for tier in conf.tiers) or "none"
     line = f"volcano: {counted(len(config.queues) - 1, 'queue')} under root; actions {', '.join(conf.actions) or 'none'}; plugins by tier {tiers}"
+    sharing = sharing_plugin(conf)
+    if sharing is None:
+        line += "; no proportion or capacity plugin: no queue deserves anything"
+    elif sharing.name == "capacity" and sharing.enabled("enableHierarchy"):
+        line += f"; capacity's enableHierarchy on (ancestorReclaimLevel {sharing.arguments.get('ancestorReclaimLevel', 0)})"
     if not {"preempt", "reclaim"} & set(conf.actions):
         line += "; no preempt or reclaim action: nothing will be preempted"
     return line
-

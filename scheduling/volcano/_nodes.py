@@ -31,7 +31,7 @@ from preemptd.projections import PartitionState, add, subtract
 
 from ._jobs import POD_SLOT, Job, Task
 
-__all__ = ["Nodes", "Statement"]
+__all__ = ["Nodes", "Statement", "queues_held"]
 
 Amounts = dict[str, int]
 
@@ -61,12 +61,7 @@ class Nodes:
             if node.preempting:
                 nodes.releasing[name] = _nonzero({**node.preempting, POD_SLOT: sum(1 for t in node.tasks if p.tasks[t].status == "preempting")})
             nodes.pipelined[name] = _nonzero({**node.reserved, POD_SLOT: len(node.reservations)})
-        for name, queue in p.queues.items():  # the fold's aggregates: no pass over the tasks
-            if queue.leaf and (queue.allocated or queue.reserved):
-                held = dict(queue.allocated)
-                subtract(held, queue.preempting)
-                add(held, queue.reserved)
-                nodes.held[name] = _nonzero(held)
+        nodes.held = queues_held(p)
         for job in jobs:
             if job.running:
                 nodes.ready[job.id] = job.running
@@ -103,6 +98,19 @@ class Nodes:
     def first_fitting(self, request: Mapping[str, int], nodes: Iterable[str] | None = None) -> str | None:
         """The first node, by name, where `request` fits now."""
         return next((n for n in (self.capacity if nodes is None else nodes) if not self.short_now(n, request)), None)
+
+
+def queues_held(p: PartitionState) -> dict[str, Amounts]:
+    """What each leaf queue holds as a session counts it (its running tasks and its preemptors
+    pipelined, not its victims in flight), from the fold's aggregates: no pass over the tasks."""
+    held: dict[str, Amounts] = {}
+    for name, queue in p.queues.items():
+        if queue.leaf and (queue.allocated or queue.reserved):
+            amounts = dict(queue.allocated)
+            subtract(amounts, queue.preempting)
+            add(amounts, queue.reserved)
+            held[name] = _nonzero(amounts)
+    return held
 
 
 def _add(amounts: Amounts, request: Mapping[str, int], sign: int) -> None:

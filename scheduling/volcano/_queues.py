@@ -24,13 +24,13 @@ from fractions import Fraction
 from preemptd.events import format_human
 from preemptd.projections import PartitionState, add, subtract
 
-from .._model import Column
-from ._config import Plugin, Queue, VolcanoConfig
+from .._model import Column, Curves
+from ._config import Plugin, Queue, VolcanoConfig, sharing_plugin
 from ._jobs import POD_SLOT
-from ._nodes import Nodes
+from ._nodes import queues_held
 from ._shares import QUEUE_EXEMPT, Demand, capacity_deserved, capped_deserved, proportion_deserved, real_capability, share, summed
 
-__all__ = ["Quotas", "demands_of", "queue_columns"]
+__all__ = ["Quotas", "curves", "demands_of", "deserved_now", "queue_columns", "session_quotas", "shares"]
 
 Limits = Mapping[str, Fraction]
 
@@ -41,7 +41,7 @@ class Quotas:
         each holds, live as the session's statements change it."""
         self.queues = config.queues
         self.held = held  # live: per leaf queue, as the session's statements change it
-        self.plugin = _sharing_plugin(config)
+        self.plugin = sharing_plugin(config.scheduler)
         name = self.plugin.name if self.plugin else None
         self.hierarchy = name == "capacity" and self.plugin is not None and self.plugin.enabled("enableHierarchy")
         self.reclaim_level = _level(self.plugin) if name == "capacity" else 0
@@ -206,11 +206,6 @@ class Quotas:
         return real
 
 
-def _sharing_plugin(config: VolcanoConfig) -> Plugin | None:
-    plugins = {plugin.name: plugin for tier in config.scheduler.tiers for plugin in tier}
-    return plugins.get("capacity") or plugins.get("proportion")
-
-
 def _level(plugin: Plugin | None) -> int:
     return int((plugin.arguments if plugin else {}).get("ancestorReclaimLevel", 0))  # checked when read
 
@@ -243,15 +238,37 @@ def _parents_first(queues: Mapping[str, Queue]) -> list[str]:
     return sorted(queues, key=lambda name: (of(name), name))
 
 
+def session_quotas(p: PartitionState) -> Quotas:
+    """The queue rules as a session would find them now (not to be changed), read from the
+    fold's aggregates (the queues with tasks are those with jobs; what each holds and asks): no
+    pass over the jobs, tasks or nodes, so that the report may ask at every sample of a long log.
+    The last ones found are kept with what they were found from (the configuration, the
+    cluster's capacity, the demands, which say what each queue holds too): the report asks for
+    its curves and shares of one moment in turn, and proportion's water-filling is most of it."""
+    with_jobs = [name for name, queue in p.queues.items() if queue.running or queue.waiting]
+    demands = demands_of(p, with_jobs)
+    kept = p.model_state.__dict__
+    last: tuple[VolcanoConfig, dict[str, int], dict[str, Demand], Quotas] | None = kept.get("quotas")
+    if last is not None and last[0] is p.settings and last[1] == p.capacity and last[2] == demands:
+        return last[3]
+    quotas = Quotas(p.settings, p.capacity, demands, queues_held(p))
+    kept["quotas"] = (p.settings, dict(p.capacity), demands, quotas)
+    return quotas
+
+
+def deserved_now(quotas: Quotas) -> dict[str, dict[str, int]]:
+    """What each queue deserves, in whole resource units (the pod count left out); no entry for
+    a queue that deserves nothing by its sharing plugin, nor for any without one."""
+    return {q: {r: int(a) for r, a in amounts.items() if r != POD_SLOT} for q, amounts in quotas.deserved.items()}
+
+
 def queue_columns(p: PartitionState) -> list[Column]:
     """`Model.queue_columns`: per queue its weight, capability and guarantee as configured, and
     what it deserves and its share (what it holds over what it deserves) as a session would
     find them now, by the sharing plugin (none without one)."""
-    config: VolcanoConfig = p.settings
-    with_jobs = {app.queue for app in p.apps.values() if app.tasks}  # the queues of the session's jobs
-    quotas = Quotas(config, p.capacity, demands_of(p, with_jobs), Nodes.of(p).held)
-    deserved = {q: {r: int(a) for r, a in amounts.items() if r != POD_SLOT} for q, amounts in quotas.deserved.items()}
-    queues = config.queues
+    quotas = session_quotas(p)
+    deserved = deserved_now(quotas)
+    queues = quotas.queues
     return [
         ("weight", {q: queue.weight for q, queue in queues.items()}),
         ("capability", {q: dict(queue.capability) if queue.capability is not None else None for q, queue in queues.items()}),
@@ -259,3 +276,25 @@ def queue_columns(p: PartitionState) -> list[Column]:
         ("deserved", {q: deserved.get(q) for q in queues}),
         ("share", {q: quotas.share(q) if q in deserved else None for q in queues}),
     ]
+
+
+def curves(p: PartitionState) -> Curves:
+    """`Model.curves`: per queue what it deserves now (as `queue_columns` says), and its
+    guarantee and capability as configured; what it allocates and asks are its own."""
+    deserved = deserved_now(session_quotas(p))
+    config: VolcanoConfig = p.settings
+    return {
+        q: {
+            **({"deserved": deserved[q]} if q in deserved else {}),
+            **({"guaranteed": dict(queue.guarantee)} if queue.guarantee is not None else {}),
+            **({"max": dict(queue.capability)} if queue.capability is not None else {}),
+        }
+        for q, queue in config.queues.items()
+    }
+
+
+def shares(p: PartitionState) -> dict[str, float]:
+    """`Model.shares`: per queue that deserves something, its share as `queue_columns` says
+    (the order of allocate and reclaim); none without a sharing plugin."""
+    quotas = session_quotas(p)
+    return {q: float(quotas.share(q)) for q in sorted(quotas.deserved)}

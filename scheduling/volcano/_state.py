@@ -20,7 +20,8 @@ __all__ = ["VolcanoState", "fold_event", "session_jobs"]
 
 class VolcanoState(msgspec.Struct, kw_only=True, dict=True):
     """No fields (snapshots keep nothing of it); `kept`, the jobs kept between sessions, is an
-    attribute beside them, made again when absent."""
+    attribute beside them, made again when absent; so is `quotas`, the queue rules last found
+    for `state`, the report and the metrics (`_queues.session_quotas`)."""
 
 
 def session_jobs(p: PartitionState) -> tuple[dict[str, Job], dict[str, Task]]:
