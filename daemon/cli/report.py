@@ -74,8 +74,8 @@ async def build(store: Store, *, window: Window, partition: str | None, title: s
     for dead in await store.dead_letters(_MAX_DEAD_LETTERS):
         timeline.dead_letter(dead.received, dead.partition, dead.reason, dead.event_id)
     data = timeline.result(title)
-    for partition in data["partitions"]:  # the model's own tables (Kueue's cohorts, Volcano's jobs), as `state` shows them at the window's end
-        partition["tables"] = tables_text(timeline.state.partitions[partition["name"]], _TABLE_ROWS)
+    for drawn in data["partitions"]:  # the model's own tables (Kueue's cohorts, Volcano's jobs), as `state` shows them at the window's end
+        drawn["tables"] = tables_text(timeline.state.partitions[drawn["name"]], _TABLE_ROWS)
     return data
 
 
