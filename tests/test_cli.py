@@ -289,8 +289,18 @@ def test_a_file_that_is_not_a_database_is_named_as_such(tmp_path: Path) -> None:
         (
             "kueue/reclaim-within-cohort",
             "svc-b",
-            {"cohort": "prod", "weight": 1.0, "nominal": {"default-flavor": {"cpu": 4}}, "borrowing_limit": None, "admitted": {"default-flavor": {"cpu": 8}}, "admitted_workloads": 2},
-            r"^svc-b\s+cpu 8\s+0\s+0\s+prod\s+1\.0\s+default-flavor: cpu 4\s+-\s+-\s+default-flavor: cpu 8\s+2\s+2 run / 0 wait$",
+            {
+                "pending": {},
+                "cohort": "prod",
+                "weight": 1.0,
+                "nominal": {"default-flavor": {"cpu": 4}},
+                "borrowing_limit": None,
+                "admitted": {"default-flavor": {"cpu": 8}},
+                "borrowed": {"default-flavor": {"cpu": 4}},
+                "lent": None,
+                "admitted_workloads": 2,
+            },
+            r"^svc-b\s+cpu 8\s+0\s+0\s+prod\s+1\.0\s+default-flavor: cpu 4\s+-\s+-\s+default-flavor: cpu 8\s+default-flavor: cpu 4\s+-\s+2\s+2 run / 0 wait$",
         ),
         (
             "volcano/hierarchical-capacity",

@@ -231,8 +231,8 @@ def test_the_queue_gauges_show_what_each_model_guarantees_a_queue() -> None:
 
     scenario = msgspec.yaml.decode((ROOT / "examples" / "kueue" / "reclaim-within-cohort.yaml").read_bytes(), type=Scenario)
     rows = reading(simulate(scenario).state, lag=0, waiting_decisions=0, snapshot_age=0).queues
-    assert ("guaranteed", "default", "svc-a", "cpu", 4.0) in rows, "a ClusterQueue's nominal quota, in cores"
-    assert ("allocated", "default", "svc-b", "cpu", 8.0) in rows
+    assert ("guaranteed", "default", "svc-a", "cpu in default-flavor", 4.0) in rows, "a ClusterQueue's nominal quota per flavor, in cores"
+    assert ("allocated", "default", "svc-b", "cpu in default-flavor", 8.0) in rows
 
 
 def test_the_per_queue_gauges_name_the_busiest_queues_and_sum_the_rest() -> None:

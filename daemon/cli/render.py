@@ -153,17 +153,25 @@ def dead_letter(dead: DeadLetter) -> str:
     return f"{clock(dead.received)} {where}\n  {printable(dead.reason)}\n  sent: {shown}"
 
 
+#: A queue's usage in `state`, each column the queue's own unless the model gives one of that
+#: name (`Model.queue_columns`: Kueue's pending is what waits for admission, not for a node).
+_USAGE = ("allocated", "pending", "preempting")
+
+
 def queue_table(p: PartitionState, seq: int) -> str:
     """The queue tree with usage, and what the model says of each queue in its own terms
     (`Model.queue_columns`: YuniKorn's guarantee and max, Kueue's quotas, Volcano's shares)."""
     columns = model_named(p.model).queue_columns(p)
-    header = ("QUEUE", "ALLOCATED", "PENDING", "PREEMPTING", *(name.upper().replace("_", " ") for name, _ in columns), "TASKS")
+    usage = {name: values for name, values in columns if name in _USAGE}  # the model's own meaning of one (Kueue's pending: not admitted)
+    columns = [(name, values) for name, values in columns if name not in _USAGE]
+    header = ("QUEUE", *(name.upper() for name in _USAGE), *(name.upper().replace("_", " ") for name, _ in columns), "TASKS")
     rows = [header]
     for queue in p.queues.values():
         name = "  " * queue_depth(queue.path) + printable(queue.path.rsplit(".", 1)[-1])
         tasks = f"{len(queue.running)} run / {len(queue.waiting)} wait" if queue.leaf else ""
+        used = tuple(_column_text(usage[what].get(queue.path)) if what in usage else _amounts(getattr(queue, what)) for what in _USAGE)
         said = tuple(_column_text(values.get(queue.path)) for _, values in columns)
-        rows.append((name, _amounts(queue.allocated), _amounts(queue.pending), _amounts(queue.preempting), *said, tasks))
+        rows.append((name, *used, *said, tasks))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     body = "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
     nodes = f"{count(len(p.nodes), 'node')}, capacity {_amounts(p.capacity)}; {count(len(p.tasks), 'task')} ({p.pending_count} pending)"

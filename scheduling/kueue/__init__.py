@@ -12,6 +12,10 @@ admitted by flavor assignment in Kueue's order, and classic preemption.
 - `_fair`: fair sharing's preemption (shares, strategies, the tournament of candidates).
 - `_cycle`: the cycle: record running workloads, admit, preempt, block; a blocked workload
   kept aside until its cohort tree changes.
+- `_views`: what `state`, the report and the metrics show: per ClusterQueue and flavor the
+  quota admitted workloads reserve, what runs and what waits, against nominal quota and
+  borrowing limit; the cohort tree with what each cohort borrows and lends; fair sharing's
+  weighted shares.
 
 This package names `MODEL` only: the registry imports it; tests and tools that need a detail
 import it from its module (`preemptd.scheduling.kueue._config`, ...).
@@ -22,10 +26,10 @@ README.md beside this file describes the model for users, and where it departs f
 from __future__ import annotations
 
 from .._model import Budget, Curve, Model
-from ._config import claims, curves, describe, parse_config
+from ._config import claims, describe, parse_config
 from ._cycle import next_wakeup, schedule
 from ._state import KueueState, fold_decision, fold_event
-from ._workloads import queue_columns
+from ._views import cohort_table, curves, queue_columns, shares
 
 __all__ = ["MODEL"]
 
@@ -43,5 +47,14 @@ MODEL = Model(
     claims=claims,
     describe=describe,
     queue_columns=queue_columns,
-    curve_words=(Curve("allocated", "allocated", "held"), Curve("pending", "pending", "asked", on="allocated"), Curve("guaranteed", "nominal quota", "bound"), Curve("max", "borrowing limit", "bound")),
+    tables=cohort_table,
+    curve_words=(
+        Curve("admitted", "admitted (quota reserved)", "held"),
+        Curve("allocated", "running", "held"),
+        Curve("pending", "pending (not admitted)", "asked", on="admitted"),
+        Curve("guaranteed", "nominal quota", "bound"),
+        Curve("max", "borrowing limit", "bound"),
+    ),
+    shares=shares,
+    share_words="weighted share (dominant resource share over weight, as Kueue's weightedShare)",
 )

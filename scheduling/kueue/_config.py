@@ -47,9 +47,9 @@ from .._kubernetes import (
     shown,
     unique,
 )
-from .._model import Curves, counted
+from .._model import counted
 
-__all__ = ["FAIR_SHARING_ANNOTATION", "ROOT", "WORDS", "claims", "curves", "ClusterQueue", "Cohort", "describe", "FairSharing", "FlavorQuotas", "KueueConfig", "parse_config", "parse_objects", "Preemption", "Quota", "ResourceGroup"]
+__all__ = ["FAIR_SHARING_ANNOTATION", "ROOT", "WORDS", "claims", "ClusterQueue", "Cohort", "describe", "FairSharing", "FlavorQuotas", "KueueConfig", "parse_config", "parse_objects", "Preemption", "Quota", "ResourceGroup"]
 
 _API_GROUP = "kueue.x-k8s.io"
 _CONFIG_GROUP = "config.kueue.x-k8s.io"
@@ -530,26 +530,6 @@ WORDS = Words(
 )
 
 
-def curves(partition: PartitionState) -> Curves:
-    """Per ClusterQueue, its nominal quota (summed over its flavors) as its guarantee, and as its
-    max what borrowing allows on top when every flavor limits it (else none: the cohort does)."""
-    config: KueueConfig = partition.settings
-    out: Curves = {}
-    for name, queue in config.cluster_queues.items():
-        nominal: dict[str, int] = {}
-        limit: dict[str, int] | None = {}
-        for group in queue.resource_groups:
-            for flavor in group.flavors:
-                for resource, quota in flavor.resources.items():
-                    nominal[resource] = nominal.get(resource, 0) + quota.nominal
-                    if limit is not None and quota.borrowing_limit is not None:
-                        limit[resource] = limit.get(resource, 0) + quota.nominal + quota.borrowing_limit
-                    else:
-                        limit = None
-        out[name] = {"guaranteed": nominal, **({"max": limit} if limit is not None else {})}
-    return out
-
-
 def describe(partition: PartitionState) -> str:
     """The quota tree's size, fair sharing or classic preemption, and which queues may preempt."""
     config: KueueConfig = partition.settings
@@ -562,7 +542,11 @@ def describe(partition: PartitionState) -> str:
         line += f"fair sharing on ({', '.join(config.fair_sharing.strategies)})"
     else:
         trees = [name for name, cohort in config.cohorts.items() if cohort.fair_sharing]
-        line += f"fair sharing on in the cohort trees of {', '.join(trees)} (preemptd's annotation), classic elsewhere" if trees else "classic preemption (fair sharing off)"
+        line += (
+            f"fair sharing on in the cohort trees of {', '.join(trees)} (preemptd's annotation; {', '.join(config.fair_sharing.strategies)}), classic elsewhere"
+            if trees
+            else "classic preemption (fair sharing off)"
+        )
     may = [name for name, queue in config.cluster_queues.items() if {queue.preemption.within_cluster_queue, queue.preemption.reclaim_within_cohort} != {"Never"}]
     if not may:
         return line + "; no ClusterQueue may preempt (withinClusterQueue and reclaimWithinCohort Never): nothing will be preempted"

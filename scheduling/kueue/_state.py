@@ -24,9 +24,11 @@ class Admission(msgspec.Struct, kw_only=True):
 
 
 class KueueState(msgspec.Struct, kw_only=True, dict=True):
-    """Its fields are what snapshots keep. Beside them, two attributes made again after a
-    restore: `kept`, the workloads kept between cycles (`_workloads.KeptWorkloads`), and
-    `blocked`, how cycles found the workloads they blocked (`_cycle.Outcome`)."""
+    """Its fields are what snapshots keep. Beside them, attributes made again after a restore:
+    `kept`, the workloads kept between cycles (`_workloads.KeptWorkloads`), `blocked`, how
+    cycles found the workloads they blocked (`_cycle.Outcome`), and, once `state`, the report or
+    the metrics asked, `totals`, what the ClusterQueues' workloads hold and ask
+    (`_views.Totals`), and `views`, what they read of the configuration (`_views.Settled`)."""
 
     admissions: dict[str, Admission] = {}
     preempting: dict[str, int] = {}  # workload -> its incarnation that evicted others and waits for them to go
@@ -63,10 +65,17 @@ def fold_event(p: PartitionState, event: LogEvent) -> None:
         _touch(p, app)
 
 
+#: What is kept between cycles, or samples, and reads again the applications the fold changed.
+_KEPT = ("kept", "totals")
+
+
 def _touch(p: PartitionState, app_id: str | None) -> None:
-    kept = _state(p).__dict__.get("kept")
-    if kept is not None and app_id is not None:
-        kept.touch(app_id)
+    if app_id is None:
+        return
+    for name in _KEPT:
+        kept = _state(p).__dict__.get(name)
+        if kept is not None:
+            kept.touch(app_id)
 
 
 def fold_decision(p: PartitionState, decision: DecisionEvent) -> None:

@@ -8,17 +8,17 @@ from __future__ import annotations
 import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from preemptd.projections import AppState, PartitionState
 
-from .._model import Column
-from ._config import KueueConfig
 from ._state import KueueState, admission_of, preempting
 from ._tree import FlavorResource
 
-__all__ = ["Admitted", "KeptWorkloads", "queue_columns", "Kind", "Workload", "Workloads", "kept_workloads", "usage_of", "workload_of"]
+__all__ = ["Admitted", "KeptWorkloads", "Kind", "charge", "Workload", "Workloads", "kept_workloads", "usage_of", "workload_of"]
 
 
+K = TypeVar("K")
 Kind = tuple[frozenset[FlavorResource], int]  # the flavor-resources a workload holds, and its priority
 
 
@@ -122,7 +122,7 @@ class Workloads:
                 pending.append(workload)
                 continue
             admitted.setdefault(app.queue, []).append(workload)
-            _charge(usage.setdefault(app.queue, {}), workload, +1)
+            charge(usage.setdefault(app.queue, {}), workload.usage, +1)
         pending.sort(key=_pending_order)
         return cls(pending, Admitted(admitted), usage)
 
@@ -131,13 +131,15 @@ def _pending_order(w: Workload) -> tuple[int, int]:
     return (-w.priority, w.seq)
 
 
-def _charge(used: dict[FlavorResource, int], workload: Workload, sign: int) -> None:
-    for fr, amount in workload.usage.items():
-        total = used.get(fr, 0) + sign * amount
+def charge(totals: dict[K, int], amounts: Mapping[K, int], sign: int) -> None:
+    """Add (`sign` +1) or take away (-1) `amounts`; a total back at 0 goes, so that what is
+    undone compares equal to what was."""
+    for key, amount in amounts.items():
+        total = totals.get(key, 0) + sign * amount
         if total:
-            used[fr] = total
+            totals[key] = total
         else:
-            del used[fr]
+            totals.pop(key, None)
 
 
 def kept_workloads(p: PartitionState) -> KeptWorkloads:
@@ -205,7 +207,7 @@ class KeptWorkloads:
         self.admitted.setdefault(new.queue, {})[new.id] = new
         self._listed.pop(new.queue, None)
         self._kinds.pop(new.queue, None)
-        _charge(self.usage.setdefault(new.queue, {}), new, +1)
+        charge(self.usage.setdefault(new.queue, {}), new.usage, +1)
 
     def _drop(self, old: Workload) -> None:
         if old.flavors is None:
@@ -215,7 +217,7 @@ class KeptWorkloads:
         del queue[old.id]
         self._listed.pop(old.queue, None)
         self._kinds.pop(old.queue, None)
-        _charge(self.usage[old.queue], old, -1)
+        charge(self.usage[old.queue], old.usage, -1)
         if not queue:
             del self.admitted[old.queue], self.usage[old.queue]
 
@@ -224,32 +226,3 @@ class KeptWorkloads:
         if listed is None:
             listed = self._listed[queue] = tuple(sorted(self.admitted[queue].values(), key=lambda w: w.seq))
         return listed
-
-
-def queue_columns(p: PartitionState) -> list[Column]:
-    """`Model.queue_columns`: per ClusterQueue its cohort, its fair-sharing weight, and per
-    flavor its nominal quota, borrowing and lending limits and what its admitted workloads
-    hold (quota reserved, whether their pods run yet or not), with how many there are."""
-    config: KueueConfig = p.settings
-    workloads = Workloads.of(p)
-    columns: dict[str, dict[str, object]] = {name: {} for name in ("cohort", "weight", "nominal", "borrowing_limit", "lending_limit", "admitted", "admitted_workloads")}
-    for name, queue in config.cluster_queues.items():
-        limits: dict[str, dict[str, dict[str, int]]] = {"nominal": {}, "borrowing_limit": {}, "lending_limit": {}}
-        for group in queue.resource_groups:
-            for flavor in group.flavors:
-                for resource, quota in flavor.resources.items():
-                    limits["nominal"].setdefault(flavor.flavor, {})[resource] = quota.nominal
-                    if quota.borrowing_limit is not None:
-                        limits["borrowing_limit"].setdefault(flavor.flavor, {})[resource] = quota.borrowing_limit
-                    if quota.lending_limit is not None:
-                        limits["lending_limit"].setdefault(flavor.flavor, {})[resource] = quota.lending_limit
-        admitted: dict[str, dict[str, int]] = {}
-        for (flavor_name, resource), amount in sorted(workloads.usage.get(name, {}).items()):
-            admitted.setdefault(flavor_name, {})[resource] = amount
-        columns["cohort"][name] = queue.cohort
-        columns["weight"][name] = queue.weight
-        for key, by_flavor in limits.items():
-            columns[key][name] = by_flavor or None
-        columns["admitted"][name] = admitted or None
-        columns["admitted_workloads"][name] = len(workloads.admitted.get(name, ()))
-    return list(columns.items())
