@@ -232,12 +232,13 @@ def _drawn(queue: dict[str, Any]) -> dict[str, Any]:
 
 
 def _resources(view: PartitionState, curves: Curves) -> list[str]:
-    names: set[str] = set(view.capacity)
-    for queue in view.queues.values():
-        names.update(queue.allocated, queue.pending)
-    for amounts in curves.values():
-        for held in amounts.values():
-            names.update(held)
+    """What gets a chart: the resources the model's curves name and, unless the model gives
+    what queues hold itself (Kueue's per flavor), the cluster's and the queues' own."""
+    names = {resource for amounts in curves.values() for held in amounts.values() for resource in held}
+    if not any("allocated" in amounts for amounts in curves.values()):
+        names.update(view.capacity)
+        for queue in view.queues.values():
+            names.update(queue.allocated, queue.pending)
     return sorted(names)
 
 

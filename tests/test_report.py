@@ -19,7 +19,7 @@ from conftest import ROOT, preemptd
 
 from preemptd.daemon.cli import report
 from preemptd.events import Scenario, to_builtins
-from preemptd.scheduling import model_named, simulate
+from preemptd.scheduling import curve_unit, model_named, simulate
 
 EXAMPLES = ["general", "allow-preemption", "priority-queues", "fence", "kueue/reclaim-within-cohort", "volcano/hierarchical-capacity"]
 BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -53,13 +53,11 @@ def test_a_report_shows_every_queue_its_bounds_and_every_preemption_with_its_vic
     view = result.state.partitions[scenario.partition]
     assert partition["model"] == view.model
     assert [q["path"] for q in partition["queues"]] == sorted(view.queues, key=lambda p: view.queues[p].lineage[::-1]), "the whole tree, in tree order"
-    for path, curves in model_named(view.model).curves(view).items():
-        guaranteed, most = curves.get("guaranteed", {}), curves.get("max")
+    for path, curves in model_named(view.model).curves(view).items():  # every line ends where the model says the queue is
         series = next(q for q in partition["queues"] if q["path"] == path)["series"]
-        for resource, amount in guaranteed.items():
-            assert series[resource]["guaranteed"][-1] == amount / (1000 if resource in ("cpu", "vcore") else 1), f"{path}'s guarantee line"
-        for resource, amount in (most or {}).items():
-            assert series[resource]["max"][-1] == amount / (1000 if resource in ("cpu", "vcore") else 1), f"{path}'s max line"
+        for name, amounts in curves.items():
+            for resource, amount in amounts.items():
+                assert series[resource][name][-1] == curve_unit(resource, amount), f"{path}'s {name} line of {resource}"
     decided = [to_builtins(d) for d in result.decisions]
     shown = partition["decisions"]
     assert [d["id"].split(":", 1)[1] for d in shown] == [d["id"].split(":", 1)[1] for d in decided], "every decision, none dropped"
