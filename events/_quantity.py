@@ -112,15 +112,38 @@ def format_wire(resource: str, amount: int) -> int | str:
     return f"{amount}m"
 
 
+#: Resources counted in bytes (besides `hugepages-<size>`): shown in binary units. Any other
+#: resource is a count (pods, GPUs), shown as a plain number.
+_BYTE_RESOURCES = frozenset({"memory", "ephemeral-storage", "storage"})
+_DECIMAL_FACTORS = tuple((suffix, int(_DECIMAL[suffix])) for suffix in "EPTGMk")  # largest first
+
+
 def format_human(resource: str, amount: int) -> str:
-    """A compact display form: `1.5` cores, `2Gi` of memory, `3` pods."""
-    unit = _unit(resource)
-    if unit != 1:
-        return str(Decimal(amount) / unit).rstrip("0").rstrip(".") if amount % unit else str(amount // unit)
-    for suffix, factor in reversed(_BINARY.items()):
-        if amount >= factor and amount % factor == 0:
-            return f"{amount // factor}{suffix}"
+    """A compact display form: cores (`1.5`), millicores below one core (`500m`), bytes in
+    binary units (`2Gi`, `1536Mi`), counts as they are (`3` pods, `1024` GPUs)."""
+    if resource in MILLI_RESOURCES:
+        if amount < 1000:
+            return f"{amount}m" if amount else "0"
+        return str(Decimal(amount) / 1000).rstrip("0").rstrip(".") if amount % 1000 else str(amount // 1000)
+    if resource in _BYTE_RESOURCES or resource.startswith("hugepages-"):
+        return _bytes_human(amount)
     return str(amount)
+
+
+def _bytes_human(amount: int) -> str:
+    """`2Gi`; exactly in the decimal notation a shim may have used (`1G`) when no binary unit
+    divides it; else about so much (`~1.15Gi`), never a raw count of bytes past 1Ki."""
+    if amount < 1024:
+        return str(amount)
+    for suffix, factor in reversed(_BINARY.items()):
+        if amount % factor == 0:
+            return f"{amount // factor}{suffix}"
+    for suffix, factor in _DECIMAL_FACTORS:
+        if amount % factor == 0:
+            return f"{amount // factor}{suffix}"
+    suffix, factor = next((s, f) for s, f in reversed(_BINARY.items()) if amount >= f)
+    about = amount / factor  # 1 <= about < 1024
+    return f"~{about:.3g}{suffix}" if about < 999.5 else f"~{about:.0f}{suffix}"
 
 
 class Resources(Mapping[str, int]):

@@ -136,13 +136,14 @@ class PriorityClass(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Words(msgspec.Struct, frozen=True, kw_only=True):
-    """The words a model's users know its things by, for the fold's refusals: an unknown
-    LocalQueue is refused as one under Kueue, a job as a job under Volcano."""
+    """The words a model's users know its things by, for the fold's refusals and `explain`: an
+    unknown LocalQueue is refused as one under Kueue, a job as a job under Volcano."""
 
     queue: str = "queue"  # what an application names as its queue
     queues: str = "leaf queues"  # what a refusal lists
     alias: str = ""  # another name an application may give a queue (Kueue's LocalQueue, `namespace/name`)
     application: str = "application"
+    task: str = "task"  # what an application is made of (Kueue's pods)
     priority_class: str = "priority class"
     define_class: str = "publish priorityclass.upserted first"
 

@@ -3,6 +3,7 @@ model's name to its wing, the fold bound to that registry, the cycle driver and 
 the offline drivers (scenario simulation and replay). No I/O, no clock, no randomness."""
 
 from ._engine import CycleRecords as CycleRecords, is_daemon_id as is_daemon_id, next_wakeup as next_wakeup, run_cycle as run_cycle, tick_record as tick_record
+from ._explain import listing as listing
 from ._kubernetes import flat_objects as flat_objects, is_object as is_object, yaml_documents as yaml_documents
 from ._model import (
     BLOCKED_PER_CYCLE as BLOCKED_PER_CYCLE,

@@ -13,6 +13,7 @@ from conftest import preemptd
 from preemptd.daemon.cli import render
 from preemptd.daemon.operations.logs import _logfmt_value
 from preemptd.events import Allocated, Resources
+from preemptd.projections import Words
 
 HOSTILE = "\x1b]0;owned\x07\x1b[2J\u202etxt.exe\u2066\u200b\u2028\x9b31m\x7f"
 
@@ -35,7 +36,7 @@ def test_printable_escapes_what_could_act_on_a_terminal_and_keeps_the_rest(text:
 
 def test_a_decision_summary_shows_hostile_names_escaped() -> None:
     decision = Allocated(id="x:1.0", ts=0, partition="default", cycle=1, task=HOSTILE, app="a", queue="root.q", node="n1", resources=Resources({HOSTILE: 1}))
-    for text in (render.summary(decision), render.explanation(decision, 1)):
+    for text in (render.summary(decision), render.explanation(decision, 1, Words())):
         assert not any(ch in text for ch in "\x1b\x07\u202e\u2066\u200b\u2028\x9b\x7f")
         assert "\\x1b]0;owned\\x07" in text
 

@@ -5,7 +5,7 @@
     preemptd tail           follow decisions, or rejected events
     preemptd simulate FILE  run a scenario offline
     preemptd replay         recompute every decision of a log, or try another configuration
-    preemptd explain ID     why a decision was taken
+    preemptd explain NAME   why a decision was taken, or every decision about an application or task
     preemptd state          the queue tree at any log position
     preemptd dead-letters   rejected input and why
     preemptd report         a self-contained HTML timeline of a log
@@ -28,16 +28,11 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from preemptd.events import (
     PARTITION_PATTERN,
-    Admitted,
     DurationError,
-    Evicted,
     PreemptdError,
     Scenario,
-    TaskBound,
-    TaskSubmitted,
     closest,
     decode_decision,
-    decode_log_event,
     encode,
     field_meant,
     json_schema,
@@ -52,6 +47,7 @@ from ..early import early_stops, version
 from ..errors import UsageError
 from ..operations.logs import configure
 from . import render
+from .explain import Models, closest_name, model_at, models_of, stories, terms_of
 
 if TYPE_CHECKING:
     from ..bus import NatsAccess
@@ -306,33 +302,36 @@ async def cmd_explain(args: argparse.Namespace) -> int:
 
     store = await Store.open(_db(args), create=False)
     try:
-        found = await _decisions_about_task(store, args.decision) if args.task else [await store.find(args.decision)]
+        row = None if args.task else await store.find(args.decision)
+        if row is not None and row.type != "config.applied" and not row.type.startswith("decision."):
+            row = None  # another event's id: it may still be the name of an application or task
+        models = models_of(await store.configs_applied())
+        found = [] if row is not None else await stories(store, args.decision, models)
+        near = await closest_name(store, args.decision) if row is None and not found else None
     finally:
         await store.close()
-    rows = [row for row in found if row is not None]
-    if not args.task and rows and rows[0].type == "config.applied":
-        print(render.config_change(to_record(rows[0])))
+    if row is not None and row.type == "config.applied":
+        print(render.config_change(to_record(row)))
         return 0
-    rows = [row for row in rows if row.type.startswith("decision.")]
-    if not rows:
-        what = "no decision mentions task" if args.task else "no decision with id"
-        raise UsageError(f"{what} {args.decision!r} in {shown_url(_db(args))}")
-    for row in rows:
-        decision = decode_decision(row.payload)
-        print(json.dumps(to_builtins(decision)) if args.json else render.explanation(decision, row.seq))
+    if row is not None and row.type.startswith("decision."):
+        _print_decisions([row], models, args.json)
+        return 0
+    if not found:
+        no_id = "" if args.task else f"no decision with id {args.decision!r} and "
+        hint = f" (did you mean {render.printable(near)}?)" if near else ""
+        raise UsageError(f"{no_id}no application or task named {args.decision!r} in {shown_url(_db(args))}{hint}")
+    for story in found:
+        if not args.json:
+            print(story.heading())
+        _print_decisions(story.rows, models, args.json)
     return 0
 
 
-async def _decisions_about_task(store: Store, task: str) -> list[LogRow]:
-    """Every decision naming `task`, and those of its application as a whole (Kueue admits and
-    evicts a workload, not its pods): a pod's story, or a workload's, from either name."""
-    rows = await store.decisions_about(task)
-    submitted = [decode_log_event(row.payload) for row in await store.submissions_naming(task)]
-    app = next((event.app for event in submitted if isinstance(event, TaskSubmitted | TaskBound) and event.task == task and event.app), None)
-    if app is not None and app != task:
-        whole = [row for row in await store.decisions_about(app) if isinstance(decision := decode_decision(row.payload), Admitted | Evicted) and decision.app == app]
-        rows = sorted({row.seq: row for row in [*rows, *whole]}.values(), key=lambda row: row.seq)
-    return rows
+def _print_decisions(rows: list[LogRow], models: Models, as_json: bool) -> None:
+    """Each decision as a JSON line, or explained in its partition's model's terms."""
+    for row in rows:
+        decision = decode_decision(row.payload)
+        print(json.dumps(to_builtins(decision)) if as_json else render.explanation(decision, row.seq, terms_of(model_at(models, decision.partition, row.seq)).words))
 
 
 async def cmd_state(args: argparse.Namespace) -> int:
@@ -614,9 +613,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_replay)
 
-    p = commands.add_parser("explain", help="show a decision and the checks behind it, or what a configuration change runs")
-    p.add_argument("decision", help="a decision id, the id of a config.applied, or a task with --task")
-    p.add_argument("--task", action="store_true", help="list every decision about this task (a pod: its workload's admission and eviction too) or application")
+    p = commands.add_parser("explain", help="show a decision and the checks behind it, every decision about an application or task, or what a configuration change runs")
+    p.add_argument("decision", metavar="NAME", help="a decision id, the id of a config.applied, or an application or task: every decision about it (Kueue: a workload or any of its pods; Volcano: a job or a task)")
+    p.add_argument("--task", action="store_true", help="take NAME for an application or task only, never a decision id")
     p.add_argument("--json", action="store_true", help="print the decisions as JSON lines")
     _common(p, db=True)
     p.set_defaults(func=cmd_explain)

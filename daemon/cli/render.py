@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from preemptd.events import Admitted, Allocated, Blocked, Decision, Evicted, Preempted, Resources, Unreserved, format_human, type_of
-from preemptd.projections import ClusterState, LogRecord, PartitionState, Rejected, queue_depth
+from preemptd.projections import ClusterState, LogRecord, PartitionState, Rejected, Words, queue_depth
 from preemptd.scheduling import Change, Divergence, ReplayReport, apply, describe, model_named
 
 if TYPE_CHECKING:  # the store brings SQLAlchemy, which commands that only print need not load
@@ -113,32 +113,34 @@ def config_change(record: LogRecord) -> str:
     return printable_lines("\n".join(lines))
 
 
-def explanation(decision: Decision, seq: int) -> str:
-    """Everything a decision says about itself, laid out for reading."""
+def explanation(decision: Decision, seq: int, words: Words) -> str:
+    """Everything a decision says about itself, laid out for reading, in the `words` of its
+    partition's model."""
     decision = _printable_decision(decision)
     kind = type_of(decision)
+    application, task, queue = words.application, words.task, words.queue
     lines = [f"{decision.id}  {kind}", f"  at {clock(decision.ts)}, partition {decision.partition}, cycle {decision.cycle}, log seq {seq}"]
     match decision:
         case Allocated():
-            lines.append(f"  task {decision.task} (app {decision.app}, queue {decision.queue}) asks {_amounts(decision.resources)}: allocated to {decision.node}")
+            lines.append(f"  {task} {decision.task} ({application} {decision.app}, {queue} {decision.queue}) asks {_amounts(decision.resources)}: allocated to {decision.node}")
         case Preempted():
-            lines.append(f"  preemptor {decision.preemptor} (app {decision.app}, queue {decision.queue}) asks {_amounts(decision.resources)}")
+            lines.append(f"  preemptor {task} {decision.preemptor} ({application} {decision.app}, {queue} {decision.queue}) asks {_amounts(decision.resources)}")
             lines.append(f"  node {decision.node} is reserved for it; reason: {decision.reason}; model {decision.model}")
             lines.append("  victims:")
             for victim in decision.victims:
-                lines.append(f"    - {victim.task} (app {victim.app}, queue {victim.queue}, priority {victim.priority}, {_amounts(victim.resources)})")
+                lines.append(f"    - {task} {victim.task} ({application} {victim.app}, {queue} {victim.queue}, priority {victim.priority}, {_amounts(victim.resources)})")
                 lines.append(f"      why: {victim.why}")
         case Admitted():
-            lines.append(f"  workload {decision.app} is admitted to ClusterQueue {decision.queue}: {_flavors(decision.flavors)}")
+            lines.append(f"  {application} {decision.app} is admitted to {queue} {decision.queue}: {_flavors(decision.flavors)}")
         case Evicted():
-            lines.append(f"  workload {decision.app} (ClusterQueue {decision.queue}) is evicted; reason: {decision.reason}; preemptor: {decision.preemptor or '-'}")
+            lines.append(f"  {application} {decision.app} ({queue} {decision.queue}) is evicted; reason: {decision.reason}; preemptor: {decision.preemptor or '-'}")
             if decision.message:
                 lines.append(f"  message: {decision.message}")
         case Blocked():
-            lines.append(f"  task {decision.task} (app {decision.app}, queue {decision.queue}) waits:")
+            lines.append(f"  {task} {decision.task} ({application} {decision.app}, {queue} {decision.queue}) waits:")
             lines += [f"    - {reason}" for reason in decision.reasons]
         case Unreserved():
-            lines.append(f"  task {decision.task} lost its reservation on {decision.node}: {decision.reason}")
+            lines.append(f"  {task} {decision.task} lost its reservation on {decision.node}: {decision.reason}")
     if decision.explanation:
         lines.append("  checks:")
         lines += [f"    - {line}" for line in decision.explanation]

@@ -60,6 +60,8 @@ _outbox = sa.Table(
     sa.Column("passed_over_at", sa.BigInteger),
     sa.Column("problem", sa.Text),
 )
+_SUBMISSIONS = ("app.submitted", "task.submitted", "task.bound")  # the rows that name applications and tasks
+_NAMES_PER_QUERY = 500  # names looked for in one query (SQLite parses at most 1,000 nested ORs)
 _WAITING = sa.and_(_outbox.c.published_at.is_(None), _outbox.c.passed_over_at.is_(None))  # what the index outbox_unpublished finds
 _dead = sa.Table(
     "dead_letters",
@@ -268,12 +270,15 @@ class Store:
         rows = await self._run(_select_rows, sa.select(_log).where(_log.c.event_id == event_id))
         return rows[0] if rows else None
 
-    async def decisions_about(self, task: str, limit: int = 50) -> list[LogRow]:
-        """Decisions whose payload names `task` (as task, preemptor or victim), newest last. The
-        name is looked for as the log's JSON writes it (quotes, backslashes and control
-        characters escaped)."""
-        query = sa.select(_log).where(_log.c.type.like("decision.%"), self._mentions(task)).order_by(_log.c.seq.desc()).limit(limit)
-        return list(reversed(await self._run(_select_rows, query)))
+    async def decisions_about(self, *names: str, limit: int = 50) -> list[LogRow]:
+        """The newest `limit` decisions whose payload names any of `names` (as task,
+        application, preemptor or victim), newest last."""
+        found: dict[int, LogRow] = {}
+        for start in range(0, len(names), _NAMES_PER_QUERY):
+            mentions = sa.or_(*map(self._mentions, names[start : start + _NAMES_PER_QUERY]))
+            query = sa.select(_log).where(_log.c.type.like("decision.%"), mentions).order_by(_log.c.seq.desc()).limit(limit)
+            found.update((row.seq, row) for row in await self._run(_select_rows, query))
+        return [found[seq] for seq in sorted(found)[-limit:]]
 
     def _mentions(self, name: str) -> sa.ColumnElement:
         """Rows whose payload holds `name` as a JSON string, as the log writes it (quotes,
@@ -282,10 +287,21 @@ class Store:
         pattern = as_stored.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         return _as_text(_log.c.payload, self._engine.dialect.name).like(f"%{pattern}%", escape="\\")
 
-    async def submissions_naming(self, task: str, limit: int = 50) -> list[LogRow]:
-        """`task.submitted` and `task.bound` rows whose payload names `task`, oldest first."""
-        query = sa.select(_log).where(_log.c.type.in_(("task.submitted", "task.bound")), self._mentions(task)).order_by(_log.c.seq).limit(limit)
+    async def submissions_naming(self, name: str, limit: int = 50) -> list[LogRow]:
+        """`app.submitted`, `task.submitted` and `task.bound` rows whose payload names `name`
+        (an application or a task), oldest first."""
+        query = sa.select(_log).where(_log.c.type.in_(_SUBMISSIONS), self._mentions(name)).order_by(_log.c.seq).limit(limit)
         return await self._run(_select_rows, query)
+
+    async def latest_submissions(self, limit: int) -> list[LogRow]:
+        """The newest `limit` `app.submitted`, `task.submitted` and `task.bound` rows, newest
+        first: the names a user probably means."""
+        query = sa.select(_log).where(_log.c.type.in_(_SUBMISSIONS)).order_by(_log.c.seq.desc()).limit(limit)
+        return await self._run(_select_rows, query)
+
+    async def configs_applied(self) -> list[LogRow]:
+        """The `config.applied` rows, oldest first: which model each partition ran from when."""
+        return await self._run(_select_rows, sa.select(_log).where(_log.c.type == "config.applied").order_by(_log.c.seq))
 
     async def dead_letters(self, limit: int) -> list[DeadLetter]:
         return await self._run(_dead_letters, limit)
