@@ -525,6 +525,7 @@ WORDS = Words(
     queues="ClusterQueues",
     alias="LocalQueue",
     application="workload",
+    task="pod",
     priority_class="WorkloadPriorityClass",
     define_class="add a WorkloadPriorityClass (or PriorityClass) to the configuration, or publish priorityclass.upserted",
 )
