@@ -304,3 +304,32 @@ def test_an_eviction_shows_how_long_the_workload_it_makes_room_for_waited(tmp_pa
     assert evictions, "the example evicts"
     for eviction in evictions:  # a-1 and sa-1 arrived at 5 s
         assert eviction["waited"] == pytest.approx(eviction["t"] - 5.0), eviction["id"]
+
+
+_STRIP_LAYOUT = """
+const boxes = [...document.querySelectorAll(".strip text")].map((t) => t.getBoundingClientRect());
+const overlapping = boxes.some((a, i) => boxes.some((b, j) => j > i && a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom));
+const clicked = document.querySelectorAll(".strip .preemption");
+clicked[clicked.length - 1].dispatchEvent(new MouseEvent("click", { bubbles: true }));
+document.body.dataset.layout = JSON.stringify({ ticks: clicked.length, overlapping, right: Math.max(...boxes.map((b) => b.right)), width: innerWidth, caption: document.querySelector(".decisions .caption").textContent });
+"""
+
+
+def test_a_crowded_strip_shares_ticks_and_no_label_overlaps_another(tmp_path: Path) -> None:
+    """600 preemptions over two minutes: a tick per few pixels says how many it holds, no label
+    covers another or leaves the page, and a click on a tick lists all its preemptions."""
+    events = [{"type": "node.upserted", "node": f"n{i}", "capacity": {"vcore": 100}} for i in range(20)]
+    events += [{"type": "task.submitted", "task": f"low-{i}", "app": f"low{i % 50}", "queue": "root.low", "resources": {"vcore": 1}} for i in range(2000)]
+    events += [{"at": f"{10 + i // 5}s", "type": "task.submitted", "task": f"hi-{i}", "app": f"hi{i % 20}", "queue": "root.high", "resources": {"vcore": 1}} for i in range(600)]
+    queues = [{"name": "root", "properties": {"preemption.delay": "1s"}, "queues": [{"name": "low"}, {"name": "high", "resources": {"guaranteed": {"vcore": 1000}}}]}]
+    config = {"queues": queues, "preemption": {"max_victims_per_cycle": 100000, "max_share_per_cycle": 1.0}}
+    scenario = tmp_path / "crowded.yaml"
+    scenario.write_text(yaml.safe_dump({"name": "crowded", "config": config, "events": events, "until": "200s"}))
+    data, _, _ = report_of(tmp_path, scenario)
+    assert data["partitions"][0]["summary"]["decisions"]["decision.preempted"] == 600
+    _browser()
+    body = _rendered(tmp_path / "log.html", then=_STRIP_LAYOUT)
+    assert body.get("data-rendered") == "ok" and "data-error" not in body, body.get("data-error")
+    layout = json.loads(body["data-layout"])
+    assert 20 <= layout["ticks"] < 600 and not layout["overlapping"] and layout["right"] <= layout["width"], layout
+    assert re.match(r"([2-9]|\d\d+) of 3200 decisions .*preemptions", layout["caption"]), layout["caption"]

@@ -140,7 +140,21 @@ function preemptions(partition) {
   return out;
 }
 
+// Many preemptions (a day's log may hold tens of thousands) share a tick per few pixels.
+const CROWD = 300;
+function crowded(items, x) {
+  const columns = new Map();
+  for (const item of items) {
+    const column = Math.round(x(item.t) / 3);
+    const known = columns.get(column);
+    if (!known) columns.set(column, { ...item, victims: [...item.victims], decisions: [...item.decisions], count: 1 });
+    else { known.count++; known.decisions.push(...item.decisions); }
+  }
+  return [...columns.values()];
+}
+
 function label(item) {
+  if (item.count > 1) return `${item.count} preemptions, the first ${item.preemptor} → ${item.victims[0]}`;
   const victims = item.victims.length > 2 ? `${item.victims.slice(0, 2).join(", ")} +${item.victims.length - 2}` : item.victims.join(", ");
   return item.preemptor ? `${item.preemptor} → ${victims}` : `evicted ${victims}`;
 }
@@ -158,20 +172,21 @@ function strip(partition, table) {
   picture.append(svg("line", { x1: pad, x2: width - pad, y1: height - 16, y2: height - 16, stroke: "#a0aec0" }));
   for (const t of [t0, (t0 + t1) / 2, t1]) picture.append(svg("text", { x: x(t), y: height - 2, "text-anchor": t === t0 ? "start" : t === t1 ? "end" : "middle", class: "tick" }, when(t)));
   const free = new Array(LANES).fill(-Infinity);  // where each lane's last label ends
-  for (const item of items) {
+  for (const item of items.length > CROWD ? crowded(items, x) : items) {
     const at = x(item.t), text = label(item), why = clip(item.why, 48);
     const size = Math.max(text.length, why.length) * 6.4 + 8;
-    const lane = free.findIndex((end) => end < at && at + size < width + 200);
+    const anchor = at + size > width ? "end" : "start", left = anchor === "end" ? at - size : at;
+    const lane = free.findIndex((end) => end < left);
     const shown = lane >= 0;
     const top = shown ? 4 + lane * laneHeight : height - 30;
     const group = svg("g", { class: "preemption", "data-t": item.t, tabindex: 0 });
     group.append(svg("title", {}, `${when(item.t)} ${text}: ${item.why}`));
     group.append(svg("line", { x1: at, x2: at, y1: shown ? top : height - 26, y2: height - 16, stroke: COLORS[item.decisions[0].type], "stroke-width": 2 }));
     if (shown) {
-      const anchor = at + size > width ? "end" : "start", dx = anchor === "end" ? -4 : 4;
+      const dx = anchor === "end" ? -4 : 4;
       group.append(svg("text", { x: at + dx, y: top + 12, "text-anchor": anchor, class: "who" }, text));
       group.append(svg("text", { x: at + dx, y: top + 26, "text-anchor": anchor, class: "why" }, why));
-      free[lane] = anchor === "end" ? at : at + size;
+      free[lane] = left + size;
     }
     group.addEventListener("click", () => table.focus(item.decisions, `${label(item)} at ${when(item.t)}`));
     picture.append(group);
