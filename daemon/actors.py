@@ -41,6 +41,7 @@ from .log.outbox import Outbox, publish_rejections
 from .log.store import Store
 from .operations.logs import log
 from .operations.metrics import Health, Metrics, reading
+from .queries import Queries
 from .records import Batch, Inbound, outbox_rows, to_row
 from .settings import Settings
 
@@ -99,6 +100,8 @@ class Daemon:
                 tg.start_soon(self._act, deliveries_rx)
                 tg.start_soon(self.outbox.run)
                 tg.start_soon(self._observe)
+                queries = Queries(lambda: self.state, tick=self.settings.tick, partitions=self.settings.partitions)
+                tg.start_soon(self.bus.serve, queries.subjects, queries.answer)
         finally:
             with anyio.move_on_after(30, shield=True):
                 await self._snapshot(reason="shutdown")

@@ -46,3 +46,4 @@ from ._simulation import (
     check as check,
     simulate as simulate,
 )
+from ._trial import MAX_TRIAL_EVENTS as MAX_TRIAL_EVENTS, Trial as Trial, TrialRefused as TrialRefused, trial as trial

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -117,6 +118,40 @@ class Bus:
     @property
     def connected(self) -> bool:
         return self._nc.is_connected
+
+    async def serve(self, subjects: list[str], answer: Callable[[str, bytes], Awaitable[bytes]]) -> None:
+        """Answer the requests on `subjects` until cancelled, each as it comes (`answer` bounds
+        how many run at once): a reply lost to a disconnection is the asker's to ask again."""
+
+        async def reply(message: Any) -> None:
+            data = await answer(message.subject, message.data)
+            if message.reply:
+                with contextlib.suppress(*NATS_ERRORS):
+                    await message.respond(data)
+
+        async def listen(subject: str) -> None:
+            subscription = await self._nc.subscribe(subject)
+            try:
+                async for message in subscription.messages:
+                    tg.start_soon(reply, message)
+            finally:
+                with anyio.CancelScope(shield=True), contextlib.suppress(*NATS_ERRORS):
+                    await subscription.unsubscribe()
+
+        async with anyio.create_task_group() as tg:
+            for subject in subjects:
+                tg.start_soon(listen, subject)
+
+    async def request(self, subject: str, data: bytes, *, timeout: float) -> bytes | None:
+        """The reply to a request on `subject`; None when nothing answers on it."""
+        try:
+            return (await self._nc.request(subject, data, timeout=timeout)).data
+        except nats.errors.NoRespondersError:
+            return None
+        except nats.errors.TimeoutError:
+            raise BusError(f"no answer on {subject} within {timeout:g} s") from None
+        except NATS_ERRORS as exc:
+            raise BusError(f"cannot ask on {subject}: {describe(exc)}") from None
 
     async def close(self) -> None:
         """Close at once: everything that matters was awaited (publishes) or will come again

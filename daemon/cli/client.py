@@ -28,8 +28,9 @@ from preemptd.scheduling import yaml_documents
 
 from ..bus import Bus, NatsAccess, Reader, ReadThrough
 from ..clock import wall_ms
-from ..errors import UsageError
+from ..errors import BusError, UsageError
 from ..log.outbox import Notice
+from ..queries import TIME_BUDGET, try_subject
 from ..records import REJECTED_STREAM, Outbound, Stored, cluster_subject, rejected_subject, subject_partition
 from . import render
 
@@ -276,6 +277,52 @@ def _json(event: Any, position: int) -> bytes:
         return json.dumps(event).encode()
     except (TypeError, ValueError) as exc:  # YAML has dates, binary, sets, NaN...
         raise UsageError(f"event {position} has a value JSON cannot carry ({exc}): quote it") from None
+
+
+# -- try -------------------------------------------------------------------------------------
+
+
+def query_events(source: str) -> tuple[str, list[Any]]:
+    """The events of a `try` file (the formats `publish` reads) and the one partition they are for."""
+    events = _events(_read_text(source), source)
+    partitions = sorted({str(e.get("partition", "default")) for e in events if isinstance(e, dict)}) or ["default"]
+    if len(partitions) > 1:
+        raise UsageError(f"{source} holds events of partitions {', '.join(partitions)}: a query asks one partition; split the file")
+    if not _PARTITION.fullmatch(partitions[0]):
+        raise UsageError(f"partition {partitions[0]!r} is not 1-64 letters, digits, _ or -")
+    return partitions[0], events
+
+
+async def ask(url: str, source: str, *, access: NatsAccess | None = None, as_json: bool) -> int:
+    """Ask the daemon that reads the events' partition what it would decide; print its answer."""
+    partition, events = query_events(source)
+    bus = await Bus.connect(url, access=access, connect_timeout=CONNECT_TIMEOUT)
+    try:
+        answer = await bus.request(try_subject(partition), json.dumps(events).encode(), timeout=TIME_BUDGET + 5)
+    except BusError as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        await bus.close()
+    if answer is None:
+        raise UsageError(f"no daemon answers queries for partition {partition!r} at {url} (is `preemptd run` running, and reading that partition?)")
+    return print_answer(json.loads(answer), as_json=as_json)
+
+
+def print_answer(answer: dict[str, Any], *, as_json: bool) -> int:
+    """An answer of `try`: JSON, or a line per decision; 2 when the question was refused."""
+    if "refused" in answer:
+        raise UsageError(f"the daemon refused the query: {answer['refused']}")
+    if as_json:
+        print(json.dumps(answer, indent=2))
+        return 0
+    print(render.printable(f"partition {answer['partition']} ({answer['model']}) as of log seq {answer['seq']}: if these arrived now,"))
+    for decision in answer["decisions"]:
+        print("  " + render.would(decision))
+    for task in answer["undecided"]:
+        print(render.printable(f"  {task}: nothing would be decided about it (within the hour, with nothing else arriving)"))
+    if answer["other_decisions"]:
+        print(f"  (and {render.count(answer['other_decisions'], 'decision')} about other tasks, due anyway)")
+    return 0
 
 
 # -- tail ------------------------------------------------------------------------------------

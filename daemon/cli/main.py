@@ -3,6 +3,7 @@
     preemptd run            the daemon (embedded nats-server and SQLite log by default)
     preemptd publish FILE   JSON lines or YAML events to NATS, checked first, and the daemon's verdict: the simplest shim
     preemptd tail           follow decisions, or rejected events
+    preemptd try FILE       what the daemon would decide if these events arrived now (nothing logged)
     preemptd simulate FILE  run a scenario offline
     preemptd replay         recompute every decision of a log, or try another configuration
     preemptd explain NAME   why a decision was taken, or every decision about an application or task
@@ -40,8 +41,8 @@ from preemptd.events import (
     to_builtins,
     type_of,
 )
-from preemptd.projections import partition_view
-from preemptd.scheduling import DEFAULT_MODEL, MODELS, ReplayConfig, Replayer, ScenarioError, check, simulate
+from preemptd.projections import ClusterState, LogRecord, Rejected, partition_view
+from preemptd.scheduling import DEFAULT_MODEL, MODELS, ReplayConfig, Replayer, ScenarioError, TrialRefused, apply, check, simulate, trial
 
 from ..early import early_stops, version
 from ..errors import UsageError
@@ -167,6 +168,68 @@ async def cmd_publish(args: argparse.Namespace) -> int:
         raise UsageError("--wait and --no-wait say opposite things: give one (waiting is the default)")
 
     return await client.publish(_nats_url(args), args.file, access=_nats_access(args), check=not args.no_check, wait=None if args.no_wait else args.timeout, verbose=args.verbose)
+
+
+async def cmd_try(args: argparse.Namespace) -> int:
+    from . import client
+
+    if args.db is None:
+        if args.at is not None or args.config is not None:
+            raise UsageError("--at and --config ask a log, not the daemon: give the log with --db")
+        return await client.ask(_nats_url(args), args.file, access=_nats_access(args), as_json=args.json)
+    from ..queries import answer_json, ask_events
+
+    partition, items = client.query_events(args.file)
+    state, now = await _state_at(args.db, args.at)
+    asked_of = state.seq  # the log position, before another configuration is applied to it
+    if args.config is not None:
+        _apply_config(state, Path(args.config), partition, now)
+    try:
+        events = ask_events(json.dumps(items).encode(), partition, now)
+        result = trial(state, partition, events, now)
+    except TrialRefused as exc:
+        raise UsageError(f"cannot ask it of {args.db}: {exc.reason}") from None
+    return client.print_answer({**json.loads(answer_json(result)), "seq": asked_of}, as_json=args.json)
+
+
+async def _state_at(db: str, at: str | None) -> tuple[ClusterState, int]:
+    """The state of the log `db` at `at` (a log position or a time; default: its end), and the
+    time a question asked of it is asked at (that time, else the last record's)."""
+    from ..log.history import load_state, records
+    from ..log.store import Store
+    from .report import window
+
+    bounds = window(None, at)
+    store = await Store.open(db, create=False)
+    try:
+        if bounds.until is None:
+            if bounds.last is not None and bounds.last > await store.last_seq():
+                raise UsageError(f"--at {at} is past the end of the log (seq {await store.last_seq()})")
+            state = await load_state(store, until=bounds.last)
+            return state, max((p.last_tick for p in state.partitions.values()), default=0)
+        state = ClusterState(log_id=store.log_id)
+        async for page in records(store):
+            for record in page:
+                if record.received > bounds.until:
+                    return state, bounds.until
+                apply(state, record)
+        return state, bounds.until
+    finally:
+        await store.close()
+
+
+def _apply_config(state: ClusterState, path: Path, partition: str, now: int) -> None:
+    """`path`'s configuration of `partition`, applied to `state` as a change arriving at `now`."""
+    from ..config_file import config_events
+
+    for event in config_events(path, now):
+        if event.partition == partition:
+            try:
+                apply(state, LogRecord(state.seq + 1, now, event))
+            except Rejected as exc:
+                raise UsageError(f"--config {path} cannot be applied to this state: {exc.reason}") from None
+            return
+    raise UsageError(f"--config {path} configures no partition {partition!r}")
 
 
 async def cmd_tail(args: argparse.Namespace) -> int:
@@ -586,6 +649,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verbose", "-v", action="store_true", help="print the verdict on every event, accepted ones too (default: only those not accepted)")
     p.add_argument("--timeout", type=_at_least(0, float), default=30.0, help="how long to wait for a running daemon to read them, in seconds (default: 30)")
     p.set_defaults(func=cmd_publish)
+
+    p = commands.add_parser("try", help="ask what would be decided if these events arrived now (nothing is logged or published)")
+    p.add_argument("file", help="events as publish takes them (JSON lines or YAML; - for stdin), for one partition: a job's app.submitted and task.submitted, ...")
+    p.add_argument("--json", action="store_true", help="print the answer as JSON")
+    _common(p, nats=True)
+    p.add_argument("--db", help="ask a log instead of the running daemon: a SQLite file or a SQLAlchemy URL")
+    p.add_argument("--at", metavar="SEQ|TIME", help="with --db: the log's state at this position or time (default: its end)")
+    p.add_argument("--config", help="with --db: under this configuration (the same model or another)")
+    p.set_defaults(func=cmd_try)
 
     p = commands.add_parser("tail", help="follow decisions, or rejected events")
     _common(p, nats=True)

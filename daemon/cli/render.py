@@ -99,6 +99,30 @@ def summary(decision: Decision) -> str:
     return f"{clock(decision.ts)} {decision.partition} {kind:<10} {what}  [{decision.id}]"
 
 
+def would(decision: Mapping[str, Any]) -> str:
+    """A decision of a `try` answer (JSON), in one line: when, and what would happen."""
+    d = decision
+    after = d.get("after_ms", 0)
+    when = "now" if not after else f"in {after / 1000:g} s, when {d.get('when', 'the next cycle runs')}"
+    match d.get("type"):
+        case "decision.allocated":
+            what = f"{d['task']} would be allocated on {d['node']} ({d['queue']})"
+        case "decision.preempted":
+            victims = ", ".join(f"{v['task']} ({v['queue']})" for v in d["victims"])
+            what = f"{d['preemptor']} ({d['queue']}) would preempt {victims} on {d['node']} [{d['reason']}]"
+        case "decision.blocked":
+            what = f"{d['task']} ({d['queue']}) would wait: {'; '.join(d['reasons'])}"
+        case "decision.admitted":
+            what = f"{d['app']} ({d['queue']}) would be admitted: {_flavors(d.get('flavors') or {})}"
+        case "decision.evicted":
+            what = f"{d['app']} ({d['queue']}) would be evicted for {d.get('preemptor') or '-'} [{d['reason']}]: {d.get('message', '')}"
+        case "decision.unreserved":
+            what = f"{d['task']} would lose its reservation on {d['node']}: {d['reason']}"
+        case other:
+            what = f"{other}: {d.get('task') or d.get('app')}"
+    return printable(f"{when}: {what}")
+
+
 def config_change(record: LogRecord) -> str:
     """A `config.applied` of the log: what it runs, and the notes its model gave on it."""
     event = record.event
