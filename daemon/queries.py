@@ -27,11 +27,12 @@ import socket
 import time
 import warnings
 from collections.abc import Callable
+from typing import Any
 
 import anyio
 import msgspec
 
-from preemptd.events import ClusterEvent, DecodeError, decode_cluster_event, to_builtins
+from preemptd.events import DECISION_TYPES, ClusterEvent, DecodeError, decode_cluster_event, json_schema, to_builtins
 from preemptd.projections import ClusterState
 from preemptd.scheduling import MAX_TRIAL_EVENTS, Trial, TrialRefused, trial
 
@@ -75,30 +76,66 @@ def ask_events(body: bytes, partition: str, now: int) -> list[ClusterEvent]:
     return events
 
 
+class Answer(msgspec.Struct, forbid_unknown_fields=True):
+    """What a partition would decide if the query's events arrived now."""
+
+    partition: str
+    model: str
+    seq: int  # the log position of the state asked
+    now: int  # when asked (epoch ms)
+    decisions: list[dict[str, Any]]  # each a decision as `preemptd schema decisions` has it, without id, ts, cycle and partition, with after_ms and when
+    other_decisions: int  # what the same cycles would decide about other tasks (due anyway)
+    undecided: list[str]  # the query's tasks nothing would be decided about within the hour
+
+
+class Refusal(msgspec.Struct, forbid_unknown_fields=True):
+    """A query that cannot be asked, and why."""
+
+    refused: str
+
+
+def schema(kind: str) -> dict[str, Any]:
+    """The JSON Schema of a query (`try`: a JSON array of cluster events, `id` and `ts` filled
+    when missing) or of its answer (`answer`)."""
+    if kind == "answer":
+        shapes, definitions = msgspec.json.schema_components([Answer, Refusal])
+        out = {"oneOf": list(shapes), "$defs": definitions}
+        decision = definitions["Answer"]["properties"]["decisions"]["items"]
+        decision.update(
+            required=["after_ms", "when", "type"],
+            description="a decision as `preemptd schema decisions` describes it, without id, ts, cycle and partition (only a logged decision has them)",
+        )
+        decision["properties"] = {
+            "after_ms": {"type": "integer", "minimum": 0, "description": "how long after the question it would be made"},
+            "when": {"enum": ["now", "a delay runs out", "the next cycle runs"], "description": "why a cycle would run then"},
+            "type": {"enum": sorted(DECISION_TYPES)},
+        }
+    else:
+        events = json_schema("cluster")
+        definitions = events.pop("$defs")
+        events.pop("$schema", None)
+        for definition in definitions.values():
+            if "required" in definition:
+                definition["required"] = [name for name in definition["required"] if name not in ("id", "ts")]
+        out = {"type": "array", "maxItems": MAX_TRIAL_EVENTS, "items": events, "$defs": definitions}
+    out["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    return out
+
+
 def answer_json(result: Trial | TrialRefused) -> bytes:
     """The answer as JSON: the decisions (as `preemptd schema decisions` describes them, without
     the `id`, `ts` and `cycle` only a logged decision has, with `after_ms`: how long after the
     question it would be made, and `when`: why a cycle would run then), or `refused` with the
     reason."""
     if isinstance(result, TrialRefused):
-        return msgspec.json.encode({"refused": result.reason})
+        return msgspec.json.encode(Refusal(result.reason))
     decisions, because = [], dict(result.cycles)
     for after, decision in result.decisions:
         shown = to_builtins(decision)
         for logged_only in ("id", "ts", "cycle", "partition"):
             shown.pop(logged_only, None)
         decisions.append({"after_ms": after, "when": because[after], **shown})
-    return msgspec.json.encode(
-        {
-            "partition": result.partition,
-            "model": result.model,
-            "seq": result.seq,
-            "now": result.now,
-            "decisions": decisions,
-            "other_decisions": result.other_decisions,
-            "undecided": list(result.undecided),
-        }
-    )
+    return msgspec.json.encode(Answer(result.partition, result.model, result.seq, result.now, decisions, result.other_decisions, list(result.undecided)))
 
 
 async def trial_in_child(state: ClusterState, partition: str, events: list[ClusterEvent], now: int, *, tick: int, budget: float = TIME_BUDGET) -> bytes:

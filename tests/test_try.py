@@ -211,3 +211,18 @@ exit 1
     answer = json.loads(answered.stdout)
     assert [(d["preemptor"], d["victims"][0]["task"]) for d in answer["decisions"]] == [("a-1", "b-4"), ("a-2", "b-3")]
 
+
+
+def test_the_query_and_its_answer_follow_their_json_schemas() -> None:
+    """`preemptd schema try` and `preemptd schema answer`: what a client in any language
+    validates against."""
+    import jsonschema
+
+    asked, answered = (json.loads(preemptd("schema", kind).stdout) for kind in ("try", "answer"))
+    jsonschema.validate(yaml.safe_load((EVENTS / "quickstart-2.yaml").read_text()), asked)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate([{"type": "task.submitted", "task": "a-1"}], asked)  # no app, queue, resources
+    jsonschema.validate(json.loads(answer_json(trial(quickstart_state(), "default", team_a(), 4000))), answered)
+    jsonschema.validate(json.loads(answer_json(TrialRefused("why"))), answered)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"decisions": []}, answered)

@@ -486,6 +486,11 @@ async def _report_data(target: str, args: argparse.Namespace, span) -> dict[str,
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
+    if args.kind in ("try", "answer"):
+        from ..queries import schema
+
+        print(json.dumps(schema(args.kind), indent=2))
+        return 0
     print(json.dumps(json_schema(args.kind, models=sorted(MODELS)), indent=2))
     return 0
 
@@ -716,8 +721,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_report)
 
-    p = commands.add_parser("schema", help="print the JSON Schema of cluster events or decisions")
-    p.add_argument("kind", nargs="?", default="cluster", choices=["cluster", "decisions"], help="what shims send (default), or what the daemon publishes")
+    p = commands.add_parser("schema", help="print the JSON Schema of cluster events, decisions, or a query and its answer")
+    p.add_argument("kind", nargs="?", default="cluster", choices=["cluster", "decisions", "try", "answer"], help="what shims send (default), what the daemon publishes, a query of preemptd.try.<partition> or its answer")
     p.set_defaults(func=cmd_schema)
 
     p = commands.add_parser("db", help="log database maintenance")
