@@ -39,16 +39,22 @@ from preemptd.scheduling import MAX_TRIAL_EVENTS, Trial, TrialRefused, trial
 from .clock import wall_ms
 from .operations.logs import log
 
-__all__ = ["RUNNING", "TIME_BUDGET", "TRY_SUBJECT", "answer_json", "ask_events", "try_subject", "trial_in_child"]
+__all__ = ["RUNNING", "STANDBY_DELAY", "TIME_BUDGET", "TRY_SUBJECT", "Queries", "answer_json", "ask_events", "query_subjects", "schema", "try_subject", "trial_in_child"]
 
 TRY_SUBJECT = "preemptd.try"
 TIME_BUDGET = 5.0  # seconds a query may take before its child is killed
 RUNNING = 2  # queries answered at once; more are told to ask again
+STANDBY_DELAY = 0.5  # seconds a standby waits before it says it is not the writer (the writer's answer comes first)
 _LIMIT = 4 * 1024 * 1024  # bytes of an answer (a query of 1,000 tasks, each explained)
 
 
 def try_subject(partition: str) -> str:
     return f"{TRY_SUBJECT}.{partition}"
+
+
+def query_subjects(partitions: tuple[str, ...] | None) -> list[str]:
+    """The query subjects of `partitions` (a daemon's: those it reads, or all)."""
+    return [try_subject(p) for p in partitions] if partitions is not None else [try_subject("*")]
 
 
 def ask_events(body: bytes, partition: str, now: int) -> list[ClusterEvent]:
@@ -208,8 +214,7 @@ class Queries:
 
     @property
     def subjects(self) -> list[str]:
-        """The partitions' query subjects: those this daemon reads, or all."""
-        return [try_subject(p) for p in self.partitions] if self.partitions is not None else [try_subject("*")]
+        return query_subjects(self.partitions)
 
     async def answer(self, subject: str, body: bytes) -> bytes:
         """The reply to one query (a refusal when it cannot be asked, or the daemon is busy)."""

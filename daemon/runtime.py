@@ -18,13 +18,14 @@ from contextlib import asynccontextmanager, contextmanager
 import anyio
 
 from preemptd.projections import ClusterState
+from preemptd.scheduling import TrialRefused
 
 from .actors import Daemon, Observed
 from .bus import Bus, EmbeddedNats, keep_running, reachable, redacted
 from .clock import wall_ms
 from .config_file import apply_config_file
 from .early import early_stops
-from .errors import StoreError, UsageError
+from .errors import BusError, StoreError, UsageError
 from .log.database import database_url, shown_url
 from .log.history import fold_log, restored, save_snapshot
 from .log.lease import WriterLease
@@ -34,6 +35,7 @@ from .log.store import Store
 from .operations.logs import log
 from .operations.metrics import Health, Metrics, MetricsServer
 from .position import start_position
+from .queries import STANDBY_DELAY, answer_json, query_subjects
 from .records import CONSUMER
 from .settings import Settings
 
@@ -77,7 +79,11 @@ async def _sole_writer(settings: Settings, health: Health) -> AsyncIterator[Writ
         health.standby = holder
         log("standby: another daemon writes this log; waiting for its lease", holder=holder, db=shown_url(settings.db))
 
-    lease = await WriterLease.wait(settings.db, waiting, expiry=settings.lease_expiry / 1000)
+    async with anyio.create_task_group() as standing_by:
+        if settings.nats_url:  # a standby shares the writer's NATS: it tells who asks where to go
+            standing_by.start_soon(_answer_as_standby, settings, health)
+        lease = await WriterLease.wait(settings.db, waiting, expiry=settings.lease_expiry / 1000)
+        standing_by.cancel_scope.cancel()
     if health.standby is not None:
         log("the lease is ours: taking over as the log's writer", db=shown_url(settings.db))
     health.standby = None
@@ -85,6 +91,27 @@ async def _sole_writer(settings: Settings, health: Health) -> AsyncIterator[Writ
         yield lease
     finally:
         await lease.release()
+
+
+async def _answer_as_standby(settings: Settings, health: Health) -> None:
+    """While the lease is another's, queries (`preemptd try`) are answered "not the writer",
+    after `STANDBY_DELAY`: a plain request takes the first reply, which is then the writer's."""
+    assert settings.nats_url is not None
+    try:
+        bus = await Bus.connect(settings.nats_url, access=settings.nats_access)
+    except BusError as exc:
+        log("standby: not answering queries", logging.WARNING, error=str(exc))
+        return
+    async def not_the_writer(subject: str, body: bytes) -> bytes:
+        await anyio.sleep(STANDBY_DELAY)
+        writer = health.standby or "the daemon holding the writer's lease"
+        return answer_json(TrialRefused(f"not the writer: this daemon is a standby of the log; ask the writer ({writer}), which answers on the same subject"))
+
+    try:
+        await bus.serve(query_subjects(settings.partitions), not_the_writer)
+    finally:
+        with anyio.move_on_after(5, shield=True):
+            await bus.close()
 
 
 async def _keep(lease: WriterLease) -> None:

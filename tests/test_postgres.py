@@ -157,3 +157,36 @@ def test_a_standby_ends_the_session_of_a_frozen_writer_which_then_writes_nothing
     assert "the writer's lease expired: ending its sessions" in standby.log_text()
     assert 1 <= took_over < 15, f"the standby took over after {took_over:.1f}s (the lease counts from the writer's last renewal)"
     assert standby.stop() == 0
+
+
+def test_a_standby_says_it_is_not_the_writer_and_the_writer_answers_first(postgres_log: str, nats_server: EmbeddedNats, daemon_factory, tmp_path: Path) -> None:
+    """A query (`preemptd try`) reaches the writer and the standby alike: the writer answers
+    at once, the standby a moment later that it is not the writer, and who is; a plain
+    request takes the first reply, the writer's."""
+    writer = daemon_factory("--db", postgres_log, "--nats-url", nats_server.url, state_dir=tmp_path / "writer").start()
+    standby = daemon_factory("--db", postgres_log, "--nats-url", nats_server.url, state_dir=tmp_path / "standby").launch()
+    wait_for(lambda: "standby: another daemon writes this log" in standby.log_text(), what="the second daemon to wait")
+    writer.publish("- {type: node.upserted, node: n1, capacity: {vcore: 4}}\n")
+    query = tmp_path / "query.yaml"
+    query.write_text("- {type: task.submitted, task: t, app: a, queue: root.default, resources: {vcore: 1}}\n")
+    asked = preemptd("try", str(query), "--nats-url", nats_server.url, "--json")
+    assert asked.returncode == 0, asked.stderr
+    assert [d["type"] for d in json.loads(asked.stdout)["decisions"]] == ["decision.allocated"]
+
+    async def every_reply() -> list[dict]:
+        import nats
+
+        nc = await nats.connect(nats_server.url)
+        inbox, replies = nc.new_inbox(), []
+        subscription = await nc.subscribe(inbox)
+        await nc.publish("preemptd.try.default", json.dumps([{"type": "task.submitted", "task": "t", "app": "a", "queue": "root.default", "resources": {"vcore": 1}}]).encode(), reply=inbox)
+        with anyio.move_on_after(2):
+            async for message in subscription.messages:
+                replies.append(json.loads(message.data))
+        await nc.close()
+        return replies
+
+    replies = anyio.run(every_reply)
+    assert len(replies) == 2 and "decisions" in replies[0], replies
+    assert replies[1]["refused"].startswith("not the writer: this daemon is a standby of the log; ask the writer (preemptd pid"), replies[1]
+    assert writer.stop() == 0
