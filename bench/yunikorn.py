@@ -85,10 +85,11 @@ def bench_allocation(nodes: int = 5000, running: int = 100_000, pending: int = 1
     return placed / elapsed
 
 
-def build_full_cluster(nodes: int, pool_tasks: int = 2000, needy_queues: int = 20, pending: int = 10_000) -> Builder:
-    """Every node full with 8 tasks of 4 vcores. Pool queues (no guarantee) hold `pool_tasks`;
-    the other tasks fill queues exactly at their guarantee; needy queues wait under theirs."""
-    task_size, per_node = 4000, 8
+def build_full_cluster(nodes: int, pool_tasks: int = 2000, needy_queues: int = 20, pending: int = 10_000, per_node: int = 8) -> Builder:
+    """Every node full with `per_node` tasks of 4 vcores. Pool queues (no guarantee) hold
+    `pool_tasks`; the other tasks fill queues exactly at their guarantee; needy queues wait
+    under theirs."""
+    task_size = 4000
     total = nodes * per_node
     pool = [_leaf(i) for i in range(10)]
     needy = [_leaf(i) for i in range(10, 10 + needy_queues)]

@@ -24,6 +24,7 @@ import logging
 import os
 import signal
 import socket
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -164,7 +165,15 @@ async def trial_in_child(state: ClusterState, partition: str, events: list[Clust
         return answer_json(TrialRefused(f"the query took longer than {budget:g} s: ask about fewer tasks"))
     finally:
         ours.close()
-        await anyio.to_thread.run_sync(os.waitpid, pid, 0)
+        _reap(pid)
+
+
+def _reap(pid: int) -> None:
+    """Collect the child's exit without waiting for it: the answer goes out first (tearing down
+    the child's copy of the memory takes a few milliseconds)."""
+    done, _ = os.waitpid(pid, os.WNOHANG)
+    if not done:
+        threading.Thread(target=os.waitpid, args=(pid, 0), name=f"reap-{pid}", daemon=True).start()
 
 
 def _answer_and_exit(out: socket.socket, ask: Callable[[], Trial]) -> None:
