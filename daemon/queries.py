@@ -106,7 +106,7 @@ def schema(kind: str) -> dict[str, Any]:
     when missing) or of its answer (`answer`)."""
     if kind == "answer":
         shapes, definitions = msgspec.json.schema_components([Answer, Refusal])
-        out = {"oneOf": list(shapes), "$defs": definitions}
+        out: dict[str, Any] = {"oneOf": list(shapes), "$defs": definitions}
         decision = definitions["Answer"]["properties"]["decisions"]["items"]
         decision.update(
             required=["after_ms", "when", "type"],
