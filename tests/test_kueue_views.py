@@ -242,3 +242,27 @@ def test_the_configuration_line_names_the_strategies_where_fair_sharing_is_on() 
         "fair sharing on in the cohort trees of fair, reclaim (preemptd's annotation; LessThanOrEqualToFinalShare, LessThanInitialShare), classic elsewhere"
         in said
     )
+
+
+def test_the_gauges_name_first_the_clusterqueues_holding_most_quota_running_or_not() -> None:
+    """The per-queue gauges name the busiest queues: under Kueue by what they hold of the quota
+    (admitted), so that team-a, whose admitted workload waits for a node, comes before team-b,
+    whose smaller one runs."""
+    from preemptd.daemon.operations.metrics import _amounts, _busiest
+
+    scenario = {
+        "name": "busiest",
+        "model": "kueue",
+        "config": [_flavor("on-demand"), _queue("team-a", {"on-demand": 4}), _queue("team-b", {"on-demand": 4})],
+        "events": [
+            {"at": "0s", "type": "node.upserted", "node": "n1", "capacity": {"cpu": 64}},
+            _pod("1s", "a-1", "team-a", 4),
+            _pod("1s", "b-1", "team-b", 2),
+            {"at": "2s", "type": "task.bound", "task": "b-1", "node": "n1"},
+        ],
+        "shim": {"execute": False},
+        "until": "5s",
+    }
+    state = simulate(msgspec.convert(scenario, Scenario)).state
+    amounts = {name: _amounts(partition) for name, partition in state.partitions.items()}
+    assert _busiest(state, amounts, 2) == {("default", "(cluster)"), ("default", "team-a")}

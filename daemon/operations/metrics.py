@@ -73,35 +73,48 @@ OTHER = "(other)"
 
 def reading(state: ClusterState, *, lag: int | None, waiting_decisions: int | None, snapshot_age: float | None) -> Reading:
     """What the gauges show for `state`; called on the event loop."""
-    shown = _busiest(state, QUEUE_SERIES)
+    amounts = {name: _amounts(partition) for name, partition in sorted(state.partitions.items())}
+    shown = _busiest(state, amounts, QUEUE_SERIES)
     rows: list[tuple[str, str, str, str, float]] = []
     for name, partition in sorted(state.partitions.items()):
-        rows += _queue_rows(name, partition, shown)
+        rows += _queue_rows(name, partition, amounts[name], shown)
     pending = {name: partition.pending_count for name, partition in sorted(state.partitions.items())}
     return Reading(pending, tuple(rows), lag, waiting_decisions, snapshot_age)
 
 
-def _busiest(state: ClusterState, limit: int) -> set[tuple[str, str]]:
+Amounts = dict[str, dict[str, dict[str, int]]]  # queue path -> curve -> resource -> amount
+
+
+def _amounts(partition: PartitionState) -> Amounts:
+    """Each queue's curves, in the model's terms (Kueue's admitted and nominal quota, Volcano's deserved)."""
+    curves = model_named(partition.model).curves(partition)
+    return {path: {"allocated": queue.allocated, "pending": queue.pending, **curves.get(path, {})} for path, queue in partition.queues.items()}
+
+
+def _busiest(state: ClusterState, amounts: dict[str, Amounts], limit: int) -> set[tuple[str, str]]:
     """The (partition, queue) pairs of the `limit` queues holding the largest part of their
-    partition's capacity (then asking the most, then by name)."""
+    partition's capacity (then asking the most, then by name); what a queue holds and asks as
+    its model says (Kueue: admitted, running or not)."""
     ranked = []
     for name, partition in state.partitions.items():
-        capacity = partition.capacity
-        for path, queue in partition.queues.items():
-            held = max((amount / capacity[r] for r, amount in queue.allocated.items() if capacity.get(r)), default=0.0)
-            asked = max((amount / capacity[r] for r, amount in queue.pending.items() if capacity.get(r)), default=0.0)
-            ranked.append((-held, -asked, name, path))
+        curves = model_named(partition.model).curve_words
+        held_curves, asked_curves = ([c.name for c in curves if c.kind == kind] for kind in ("held", "asked"))
+
+        def part(queue: dict[str, dict[str, int]], names: list[str]) -> float:
+            capacity = partition.capacity
+            return max((amount / capacity[unit] for n in names for r, amount in queue.get(n, {}).items() if capacity.get(unit := r.split(" in ", 1)[0])), default=0.0)
+
+        for path, queue in amounts[name].items():
+            ranked.append((-part(queue, held_curves), -part(queue, asked_curves), name, path))
     return {(name, path) for _, _, name, path in heapq.nsmallest(limit, ranked)}
 
 
-def _queue_rows(name: str, partition: PartitionState, shown: set[tuple[str, str]]) -> Iterator[tuple[str, str, str, str, float]]:
-    model = model_named(partition.model)
-    curves = model.curves(partition)  # in the model's terms: Kueue's admitted and nominal quota, Volcano's deserved
+def _queue_rows(name: str, partition: PartitionState, amounts: Amounts, shown: set[tuple[str, str]]) -> Iterator[tuple[str, str, str, str, float]]:
+    curves = model_named(partition.model).curve_words
     other: dict[tuple[str, str], int] = {}
     for path, queue in sorted(partition.queues.items()):
-        amounts = {"allocated": queue.allocated, "pending": queue.pending, **curves.get(path, {})}
-        for curve in model.curve_words:
-            for resource, amount in sorted(amounts.get(curve.name, {}).items()):
+        for curve in curves:
+            for resource, amount in sorted(amounts[path].get(curve.name, {}).items()):
                 if (name, path) in shown:
                     yield curve.name, name, path, resource, curve_unit(resource, amount)  # Prometheus counts in base units: cores, bytes
                 elif queue.leaf:  # a parent's amounts are its leaves'

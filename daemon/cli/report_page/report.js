@@ -252,7 +252,6 @@ function chart(partition, queue, resource, marks, table) {
   const stepped = uPlot.paths.stepped({ align: 1 });
   const holder = el("div", { class: "chart" });
   const said = el("p", { class: "near" });
-  const last = (values) => { for (let i = values.length - 1; i >= 0; i--) if (values[i] != null) return values[i]; return null; };
   const data = [partition.times], drawn = [{ label: "time", value: (u, v) => (v == null ? "" : when(v)) }], bands = [];
   const index = {};
   let bound = 0;
@@ -261,12 +260,12 @@ function chart(partition, queue, resource, marks, table) {
     if (!values || (curve.kind === "bound" && values.every((v) => v == null))) continue;
     index[curve.name] = data.length;
     // Without the cursor on the chart, the legend says the amount at the end of the window.
-    const show = (amount) => (u, v, s, i) => short(i == null ? last(amount) : v, resource);
+    const show = (amount) => (u, v, s, i) => short(i == null ? lastOf(amount) : v, resource);
     if (curve.kind === "asked") {
       const on = series[curve.on] || values.map(() => 0);
       const stacked = values.map((v, i) => (v == null ? null : v + (on[i] || 0)));
       data.push(stacked);
-      drawn.push({ label: curve.words, stroke: "#dd6b20", width: 1, paths: stepped, points: { show: false }, value: (u, v, s, i) => short(i == null ? last(values) : values[i], resource) });
+      drawn.push({ label: curve.words, stroke: "#dd6b20", width: 1, paths: stepped, points: { show: false }, value: (u, v, s, i) => short(i == null ? lastOf(values) : values[i], resource) });
       if (index[curve.on]) bands.push({ series: [data.length - 1, index[curve.on]], fill: "rgba(221,107,32,0.22)" });
     } else if (curve.kind === "held") {
       const [stroke, fill] = HELD[curve.name] || ["#4a5568", "rgba(74,85,104,0.12)"];
@@ -350,6 +349,9 @@ function queueTree(partition, table) {
 const SHARE_LINES = 12;  // the queues with the largest shares get a line each
 const PALETTE = ["#2b6cb0", "#c53030", "#2f855a", "#b7791f", "#6b46c1", "#d53f8c", "#319795", "#dd6b20", "#4a5568", "#38a169", "#805ad5", "#e53e3e"];
 
+function share(value) { return value == null ? "" : (+value.toFixed(3)).toString(); }
+function lastOf(values) { for (let i = values.length - 1; i >= 0; i--) if (values[i] != null) return values[i]; return null; }
+
 // The shares the model orders queues by, over time: one line per queue or cohort.
 function sharesChart(partition) {
   const shares = partition.shares;
@@ -364,7 +366,7 @@ function sharesChart(partition) {
     width: Math.min(1100, document.body.clientWidth - 60), height: 200,
     scales: { x: { time: DATA.absolute_time } },
     series: [{ label: "time", value: (u, v) => (v == null ? "" : when(v)) },
-      ...shown.map((name, i) => ({ label: name, stroke: PALETTE[i % PALETTE.length], width: 1.5, paths: uPlot.paths.stepped({ align: 1 }), points: { show: false }, value: (u, v) => (v == null ? "" : (+v.toFixed(3)).toString()) }))],
+      ...shown.map((name, i) => ({ label: name, stroke: PALETTE[i % PALETTE.length], width: 1.5, paths: uPlot.paths.stepped({ align: 1 }), points: { show: false }, value: (u, v, s, at) => share(at == null ? lastOf(shares.series[name]) : v) }))],
   }, [partition.times, ...shown.map((name) => shares.series[name])], holder));
   return section;
 }
