@@ -44,6 +44,7 @@ from ._decisions import (
     DecisionEvent as DecisionEvent,
     Evicted as Evicted,
     Preempted as Preempted,
+    QuotaEnforced as QuotaEnforced,
     Unreserved as Unreserved,
     Victim as Victim,
 )

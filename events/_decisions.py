@@ -22,6 +22,7 @@ __all__ = [
     "DecisionEvent",
     "Evicted",
     "Preempted",
+    "QuotaEnforced",
     "Unreserved",
     "Victim",
 ]
@@ -75,6 +76,21 @@ class Preempted(Decision, tag="decision.preempted", frozen=True, kw_only=True):
     grace_period: int | None = None
 
 
+class QuotaEnforced(Decision, tag="decision.quota_enforced", frozen=True, kw_only=True):
+    """A queue above a lowered quota (its max) sheds running work once its delay has run out:
+    the shim evicts `victims`, as for `decision.preempted`, and nothing takes their place.
+    `target` is what was to be shed (per resource over the quota), `short` what stays over it
+    because the queue's guarantee stopped the choice (then `victims` may be empty: said once)."""
+
+    queue: Name
+    max: Resources
+    target: Resources
+    victims: tuple[Victim, ...]
+    short: Resources | None = None
+    model: str
+    reason: Literal["quota"]
+
+
 class Admitted(Decision, tag="decision.admitted", frozen=True, kw_only=True):
     """Quota-level models: the application may start. `flavors` names the flavor of each
     resource it was admitted with (Kueue's ResourceFlavors)."""
@@ -114,4 +130,4 @@ class Blocked(Decision, tag="decision.blocked", frozen=True, kw_only=True):
     reasons: tuple[str, ...]
 
 
-DecisionEvent = Allocated | Preempted | Admitted | Evicted | Unreserved | Blocked
+DecisionEvent = Allocated | Preempted | QuotaEnforced | Admitted | Evicted | Unreserved | Blocked

@@ -11,6 +11,7 @@ from ._apply import (
     Rejected as Rejected,
     apps_changed_by as apps_changed_by,
     build_queues as build_queues,
+    configured_nothing as configured_nothing,
     fold_nothing as fold_nothing,
     refuse_decision as refuse_decision,
     reservation_claim as reservation_claim,

@@ -34,6 +34,7 @@ from preemptd.events import (
     Preempted,
     PriorityClassDeleted,
     PriorityClassUpserted,
+    QuotaEnforced,
     TaskBound,
     TaskReleased,
     TaskSubmitted,
@@ -59,7 +60,7 @@ from ._state import (
     TaskState,
 )
 
-__all__ = ["Projection", "Rejected", "build_queues", "fold_nothing", "refuse_decision", "reservation_claim"]
+__all__ = ["Projection", "Rejected", "build_queues", "configured_nothing", "fold_nothing", "refuse_decision", "reservation_claim"]
 
 
 class Rejected(PreemptdError):
@@ -74,6 +75,10 @@ def fold_nothing(p: PartitionState, event: LogEvent) -> None:
     """`ModelFold.fold_event` of a model that keeps nothing of the events it is not the author of."""
 
 
+def configured_nothing(p: PartitionState, received: int) -> None:
+    """`ModelFold.fold_config` of a model that keeps nothing of its configurations."""
+
+
 def apps_changed_by(p: PartitionState, event: LogEvent) -> list[str]:
     """The applications whose tasks (their status, node or reservation) or settings `event`
     changes, asked before the fold applies it: what a model keeping its own view of them
@@ -86,6 +91,8 @@ def apps_changed_by(p: PartitionState, event: LogEvent) -> list[str]:
             return _apps_of(p, (event.task,))
         case Preempted():
             return _apps_of(p, (event.preemptor, *(victim.task for victim in event.victims)))
+        case QuotaEnforced():
+            return _apps_of(p, tuple(victim.task for victim in event.victims))
         case NodeRemoved() if event.node in p.nodes:
             node = p.nodes[event.node]
             return _apps_of(p, (*node.tasks, *node.reservations))
@@ -153,6 +160,8 @@ class Projection:
                 _task(p, event.task).blocked = event.reasons
             case Preempted():
                 _preempted(p, event)
+            case QuotaEnforced():
+                _evict(p, _running_victims(p, event), None)
             case Admitted() | Evicted():
                 self.models[p.model].fold_decision(p, event)
             case Unreserved():
@@ -166,7 +175,7 @@ class Projection:
             case AppFinished():
                 _app_finished(p, event)
             case ConfigApplied():
-                warnings = self._config_applied(p, event)
+                warnings = self._config_applied(p, event, record.received)
             case PriorityClassUpserted():
                 _priority_class_upserted(p, event)
             case PriorityClassDeleted():
@@ -246,7 +255,7 @@ class Projection:
             raise found.with_traceback(None)  # the same refusal, without the tracebacks of earlier raises
         return found
 
-    def _config_applied(self, p: PartitionState, event: ConfigApplied) -> tuple[str, ...]:
+    def _config_applied(self, p: PartitionState, event: ConfigApplied, received: int) -> tuple[str, ...]:
         try:
             model = self.model(event.model)
         except ConfigError as exc:
@@ -259,6 +268,7 @@ class Projection:
         except Exception as exc:  # a model's bug: reading changed nothing yet, so no state to rebuild
             raise Rejected(f"configuration refused, the previous one stays: the {model.name} model failed to read it ({type(exc).__name__}: {exc}); please report it") from None
         _configure(p, model, document, parsed)
+        model.fold_config(p, received)
         return parsed.warnings
 
 
@@ -604,23 +614,34 @@ def _allocated(p: PartitionState, event: Allocated) -> None:
 
 def _preempted(p: PartitionState, event: Preempted) -> None:
     task = _task(p, event.preemptor)
-    victims = [_task(p, victim.task) for victim in event.victims]
-    for victim in victims:
-        if victim.status != "running":
-            raise Rejected(f"decision.preempted names victim {victim.id!r}, which is {victim.status}")
+    victims = _running_victims(p, event)
     if task.status != "pending":
         raise Rejected(f"decision.preempted for preemptor {task.id!r}, which is {task.status}")
     node = _node(p, event.node) if event.node is not None else None
-    for victim in victims:
-        _count_task(p, victim, -1)
-        _count_on_node(p, victim, -1)
-        victim.status, victim.preempted_by = "preempting", task.id
-        _count_task(p, victim, +1)
-        _count_on_node(p, victim, +1)
+    _evict(p, victims, task.id)
     _drop_reservation(p, task)
     if node is not None:
         task.reserved_node, task.victims = node.name, [victim.id for victim in victims]
         _count_reservation(p, task, +1)
+
+
+def _running_victims(p: PartitionState, event: Preempted | QuotaEnforced) -> list[TaskState]:
+    """The tasks a decision evicts; `Rejected` unless each is running."""
+    victims = [_task(p, victim.task) for victim in event.victims]
+    for victim in victims:
+        if victim.status != "running":
+            raise Rejected(f"{type_of(event)} names victim {victim.id!r}, which is {victim.status}")
+    return victims
+
+
+def _evict(p: PartitionState, victims: list[TaskState], preemptor: str | None) -> None:
+    """The victims of a decision are being evicted (for `preemptor`, or for a quota: None)."""
+    for victim in victims:
+        _count_task(p, victim, -1)
+        _count_on_node(p, victim, -1)
+        victim.status, victim.preempted_by = "preempting", preemptor
+        _count_task(p, victim, +1)
+        _count_on_node(p, victim, +1)
 
 
 def _drop_reservation(p: PartitionState, task: TaskState) -> None:

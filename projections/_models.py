@@ -78,6 +78,9 @@ class ModelFold(Protocol):
       (so that it still sees, say, the application of a task being released). It changes
       nothing the generic fold could still refuse: only what it keeps of applications that are
       there, and notes of what to read again.
+    - `fold_config(partition, received)`: the model's fold of a configuration just applied to
+      the partition (received at `received`, ms), for what it keeps of configurations (YuniKorn's
+      quota timers).
 
     Read-only properties, so that a frozen dataclass (`scheduling.Model`) is one.
     """
@@ -92,3 +95,5 @@ class ModelFold(Protocol):
     def state_type(self) -> type[msgspec.Struct] | None: ...
     @property
     def fold_event(self) -> Callable[[PartitionState, LogEvent], None]: ...
+    @property
+    def fold_config(self) -> Callable[[PartitionState, int], None]: ...

@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from preemptd.events import Admitted, Allocated, Blocked, DecisionEvent, Evicted, LogEvent, Preempted, base_unit, cut_text
-from preemptd.projections import ClusterState, LogRecord, ParsedConfig, PartitionState, Rejected, TaskState, fold_nothing, refuse_decision
+from preemptd.events import Admitted, Allocated, Blocked, DecisionEvent, Evicted, LogEvent, Preempted, QuotaEnforced, base_unit, cut_text
+from preemptd.projections import ClusterState, LogRecord, ParsedConfig, PartitionState, Rejected, TaskState, configured_nothing, fold_nothing, refuse_decision
 
 __all__ = ["BLOCKED_PER_CYCLE", "Budget", "Column", "Curve", "Curves", "curve_unit", "Cycle", "Table", "Model", "bounded", "counted", "decision_id", "describe_queues", "one_partition"]
 
@@ -231,7 +231,7 @@ class Cycle:
         first eviction for a preemptor (one without a preemptor on its own), a preemption."""
         if isinstance(decision, (Allocated, Admitted)):
             self.placed += 1
-        elif isinstance(decision, Preempted):
+        elif isinstance(decision, (Preempted, QuotaEnforced)):
             self.preempted += 1
         elif isinstance(decision, Evicted):
             if decision.preemptor is None:
@@ -258,6 +258,8 @@ class Model:
       configuration, or None (see `projections.ModelFold`).
     - `fold_event(partition, event)`: the model's own fold of each event, just before the
       generic one, for what it keeps in `state_type` (see `projections.ModelFold`).
+    - `fold_config(partition, received)`: the model's fold of a configuration once applied
+      (YuniKorn's quota timers start then).
     - `curve_words`: the amounts the report draws of each queue and the metrics gauge, in the
       model's words (`Curve`: YuniKorn's allocated, pending, guaranteed and max; Kueue's
       admitted and running against nominal quota and borrowing limit; Volcano's deserved,
@@ -295,6 +297,7 @@ class Model:
     partitions: Callable[[Any], list[str]] = one_partition
     fold_decision: Callable[[PartitionState, DecisionEvent], None] = refuse_decision
     fold_event: Callable[[PartitionState, LogEvent], None] = fold_nothing
+    fold_config: Callable[[PartitionState, int], None] = configured_nothing
     state_type: type[msgspec.Struct] | None = None
     queue_columns: Callable[[PartitionState], list[Column]] = bound_columns
     curve_words: tuple[Curve, ...] = QUEUE_CURVES

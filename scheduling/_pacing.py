@@ -65,10 +65,16 @@ class Pacer:
         """The partitions whose cycle is due at `now`, in name order."""
         if self._live is None:
             self._live = set(state.partitions)
-        for name in [name for name in self._live if name not in state.partitions or not state.partitions[name].pending_count]:
+        for name in [name for name in self._live if not self._may_decide(state, name, now)]:
             self._live.discard(name)  # nothing to decide until an event touches it
             self._pace(name).dirty = False
         return [name for name in sorted(self._live) if self._due(state, name, now)]
+
+    def _may_decide(self, state: ClusterState, name: str, now: int) -> bool:
+        """Whether a cycle of partition `name` could decide anything: it has pending tasks, or a
+        delay will run out (YuniKorn's quota enforcement needs no pending task)."""
+        p = state.partitions.get(name)
+        return p is not None and (bool(p.pending_count) or self._pace(name).wakeup is not None or next_wakeup(state, name, now) is not None)
 
     def ran(self, state: ClusterState, partition: str, started: int, took: int, decisions: int) -> None:
         """A cycle of `partition` started at `started` (the tick it folded is the partition's

@@ -30,6 +30,7 @@ from preemptd.events import (
     PreemptdError,
     Preempted,
     PriorityClassUpserted,
+    QuotaEnforced,
     Resources,
     Scenario,
     TaskBound,
@@ -195,7 +196,7 @@ class _Simulator:
             return
         if isinstance(decision, Allocated):
             self._bind(decision.task, decision.node, now)
-        elif isinstance(decision, Preempted):
+        elif isinstance(decision, (Preempted, QuotaEnforced)):
             for victim in decision.victims:
                 self._release([victim.task], now + self.grace)
         elif isinstance(decision, Admitted):

@@ -130,6 +130,10 @@ DECISION_EXAMPLES = [
         grace_period=30_000,
         explanation=("law 4: root.b is under its guarantee",),
     ),
+    ev.QuotaEnforced(
+        id="l:1.4", ts=1, partition="default", cycle=1, queue="root.b", max=R({"vcore": 4}), target=R({"vcore": 2}),
+        victims=(VICTIM,), short=R({"vcore": 1}), model="yunikorn", reason="quota", explanation=("root.b's max went from vcore 8 to vcore 4",),
+    ),  # fmt: skip
     ev.Admitted(id="l:1.2", ts=1, partition="default", cycle=1, app="w", queue="cq", flavors={"cpu": "spot"}),
     ev.Evicted(id="l:1.3", ts=1, partition="default", cycle=1, app="w", queue="cq", reason="InCohortReclamation", preemptor="v", message="preempted to admit v"),
     ev.Unreserved(id="l:1.4", ts=1, partition="default", cycle=1, task="b-1", node="n1", reason="node removed"),

@@ -172,7 +172,7 @@ def test_a_partition_changes_model_and_back_keeping_its_tasks(stub: Model) -> No
     yunikorn_config = ev.ConfigApplied(id="yk", ts=0, config={"queues": [{"name": "a"}]})
     state = folded(stub_config(), node("n1", vcore=4), task("t1", "app-1", "root.a"), yunikorn_config)
     p = state.partitions["default"]
-    assert (p.model, p.model_state, p.queues["root.a"].pending) == ("yunikorn", None, {"vcore": 1000})
+    assert (p.model, type(p.model_state).__name__, p.queues["root.a"].pending) == ("yunikorn", "YuniKornState", {"vcore": 1000}), "the stub's state is gone"
     folded(stub_config(), state=state)
     assert p.model == "stub" and p.model_state == StubState() and p.pending_count == 1
 

@@ -19,6 +19,7 @@ from preemptd.events import (
     Decision,
     Evicted,
     Preempted,
+    QuotaEnforced,
     TaskBound,
     TaskSubmitted,
     Unreserved,
@@ -153,6 +154,8 @@ def _about_app(decision: Decision, app: str, tasks: tuple[str, ...]) -> bool:
             return decision.app == app
         case Preempted():
             return decision.app == app or any(victim.app == app for victim in decision.victims)
+        case QuotaEnforced():
+            return any(victim.app == app for victim in decision.victims)
         case Evicted():
             return app in (decision.app, decision.preemptor)
         case Unreserved():
@@ -167,6 +170,8 @@ def _about_task(decision: Decision, task: str) -> bool:
             return decision.task == task
         case Preempted():
             return decision.preemptor == task or any(victim.task == task for victim in decision.victims)
+        case QuotaEnforced():
+            return any(victim.task == task for victim in decision.victims)
     return False
 
 

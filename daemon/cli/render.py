@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from preemptd.events import Admitted, Allocated, Blocked, Decision, Evicted, Preempted, Resources, Unreserved, format_human, type_of
+from preemptd.events import Admitted, Allocated, Blocked, Decision, Evicted, Preempted, QuotaEnforced, Resources, Unreserved, format_human, type_of
 from preemptd.projections import ClusterState, LogRecord, PartitionState, Rejected, Words, queue_depth
 from preemptd.scheduling import Change, Divergence, ReplayReport, apply, describe, model_named
 
@@ -88,6 +88,10 @@ def summary(decision: Decision) -> str:
             what = f"{decision.preemptor} ({decision.queue}) on {decision.node}: evict {victims} [{decision.reason}]"
         case Blocked():
             what = f"{decision.task} ({decision.queue}): {'; '.join(decision.reasons)}"
+        case QuotaEnforced():
+            victims = ", ".join(v.task for v in decision.victims) or "nothing"
+            short = f"; {_amounts(decision.short)} stays over it (its guarantee)" if decision.short else ""
+            what = f"{decision.queue} over its max {_amounts(decision.max)}: evict {victims} [quota]{short}"
         case Unreserved():
             what = f"{decision.task} off {decision.node}: {decision.reason}"
         case Admitted():
@@ -151,6 +155,14 @@ def explanation(decision: Decision, seq: int, words: Words) -> str:
             lines.append(f"  preemptor {task} {decision.preemptor} ({application} {decision.app}, {queue} {decision.queue}) asks {_amounts(decision.resources)}")
             lines.append(f"  node {decision.node} is reserved for it; reason: {decision.reason}; model {decision.model}")
             lines.append("  victims:")
+            for victim in decision.victims:
+                lines.append(f"    - {task} {victim.task} ({application} {victim.app}, {queue} {victim.queue}, priority {victim.priority}, {_amounts(victim.resources)})")
+                lines.append(f"      why: {victim.why}")
+        case QuotaEnforced():
+            lines.append(f"  {queue} {decision.queue} is over its max {_amounts(decision.max)}: {_amounts(decision.target)} to shed; model {decision.model}")
+            if decision.short:
+                lines.append(f"  {_amounts(decision.short)} stays over the max: its guarantee stopped the choice")
+            lines.append("  victims:" if decision.victims else "  victims: none")
             for victim in decision.victims:
                 lines.append(f"    - {task} {victim.task} ({application} {victim.app}, {queue} {victim.queue}, priority {victim.priority}, {_amounts(victim.resources)})")
                 lines.append(f"      why: {victim.why}")

@@ -21,6 +21,7 @@ README.md beside this file describes the model for users, and where it departs f
 from .._model import Model
 from ._config import claims, configured_partitions, describe, parse_config
 from ._cycle import next_wakeup, schedule
+from ._state import YuniKornState, fold_config, fold_event
 
 __all__ = ["MODEL"]
 
@@ -32,4 +33,7 @@ MODEL = Model(
     partitions=configured_partitions,
     claims=claims,
     describe=describe,
+    state_type=YuniKornState,
+    fold_event=fold_event,
+    fold_config=fold_config,
 )

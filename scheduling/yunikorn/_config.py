@@ -44,14 +44,14 @@ DEFAULT_PREEMPTION_DELAY_MS = 30_000
 _QUEUE_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _QUEUE_KEYS = {"name", "parent", "resources", "properties", "queues"}
 _PARTITION_KEYS = {"name", "queues", "preemption"}
-_PREEMPTION_KEYS = {"enabled", "max_victims_per_cycle", "max_share_per_cycle"}
-_PROPERTY_KEYS = {"preemption.policy", "preemption.delay", "priority.offset", "priority.policy"}
+_PREEMPTION_KEYS = {"enabled", "max_victims_per_cycle", "max_share_per_cycle", "quotapreemptionenabled"}
+_PROPERTY_KEYS = {"preemption.policy", "preemption.delay", "priority.offset", "priority.policy", "quota.preemption.delay"}
 # Fields of YuniKorn's own configuration that preemptd accepts and ignores. Any other field is
 # an error, as in YuniKorn, so that a typo (`guarenteed`) cannot silently drop a guarantee.
 # Queue properties are free-form in YuniKorn: unknown ones are ignored, with a hint if close.
 _YUNIKORN_DOCUMENT_KEYS = {"checksum"}
 _YUNIKORN_PARTITION_KEYS = {"placementrules", "limits", "nodesortpolicy", "statedumpfilepath", "usergroupresolver"}
-_YUNIKORN_PREEMPTION_KEYS = {"quotapreemptionenabled"}
+_YUNIKORN_PREEMPTION_KEYS: set[str] = set()
 _YUNIKORN_QUEUE_KEYS = {"maxapplications", "adminacl", "submitacl", "childtemplate", "limits"}
 _INT32 = (-(2**31), 2**31 - 1)
 
@@ -63,14 +63,17 @@ class QueueProps(msgspec.Struct, frozen=True, kw_only=True):
     preemption_delay: int = DEFAULT_PREEMPTION_DELAY_MS
     priority_offset: int = 0
     priority_policy: Literal["default", "fence"] = "default"
+    quota_preemption_delay: int = 0  # ms after a lowered max before the queue sheds work; 0: never
 
 
 class PreemptionSettings(msgspec.Struct, frozen=True, kw_only=True):
-    """Partition-level switches: YuniKorn's `enabled`, and preemptd's pace control."""
+    """Partition-level switches: YuniKorn's `enabled` and `quotapreemptionenabled` (quota
+    enforcement through preemption), and preemptd's pace control."""
 
     enabled: bool = True
     max_victims_per_cycle: Annotated[int, msgspec.Meta(ge=1)] = 100
     max_share_per_cycle: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.1
+    quota_preemption: bool = msgspec.field(default=False, name="quotapreemptionenabled")
 
 
 def _default_root() -> QueueConfig:
@@ -271,7 +274,22 @@ def _parse_properties(raw: Any, inherited: QueueProps, path: str, warnings: list
         preemption_delay=_delay(raw, inherited.preemption_delay, where, warnings),
         priority_offset=_offset(raw, where, warnings),
         priority_policy=_choice(raw, "priority.policy", ("default", "fence"), "default", where, warnings),
+        quota_preemption_delay=_quota_delay(raw, where),
     )
+
+
+def _quota_delay(raw: dict[str, Any], where: str) -> int:
+    """`quota.preemption.delay`: how long a queue may stay above a lowered max (0, the default:
+    for ever, as before the design). Not inherited: each queue says its own."""
+    if "quota.preemption.delay" not in raw:
+        return 0
+    try:
+        delay = parse_duration(raw["quota.preemption.delay"])
+    except DurationError as exc:
+        raise ConfigError(f"{where}: quota.preemption.delay: {exc}") from None
+    if delay < 0:
+        raise ConfigError(f"{where}: quota.preemption.delay must be 0s (never) or more, got {raw['quota.preemption.delay']!r}")
+    return delay
 
 
 def _choice(raw: dict[str, Any], key: str, allowed: tuple[str, ...], default: Any, where: str, warnings: list[str]) -> Any:

@@ -1,8 +1,10 @@
 """The YuniKorn model's cycle: hierarchical queues, allocation by queue priority and fairness,
 and preemption by the seven laws (`_preemption`) or on a required node (`_daemonset`).
 
-A cycle has three phases:
+A cycle has four phases:
 
+0. Quotas: a queue above a lowered max sheds running tasks once its quota.preemption.delay has
+   run out (`_quota`).
 1. Reservations land: a preemptor whose reserved node now has room is allocated there.
 2. Allocation: pending tasks in queue order (`_ordering`) go to the first node with room,
    within every queue max up the tree (`_placement`).
@@ -29,6 +31,7 @@ from ._daemonset import plan_for_required_node
 from ._ordering import QueueOrder
 from ._placement import Placement, fits_node, queue_blocker
 from ._preemption import frees_unclaimed_room, plan_for_guarantee
+from ._quota import enforce_quotas, next_enforcement
 from ._victims import Plan, Refusal
 
 __all__ = ["next_wakeup", "schedule"]
@@ -36,6 +39,7 @@ __all__ = ["next_wakeup", "schedule"]
 
 def schedule(cycle: Cycle) -> None:
     p = cycle.partition
+    enforce_quotas(cycle)
     if not p.pending_count:
         return
     _land_reservations(cycle)
@@ -44,14 +48,17 @@ def schedule(cycle: Cycle) -> None:
 
 
 def next_wakeup(p: PartitionState, now: int) -> int | None:
-    """The earliest moment after `now` at which a pending task's preemption.delay runs out."""
+    """The earliest moment after `now` at which a pending task's preemption.delay runs out, or a
+    queue above its max reaches the end of its quota.preemption.delay."""
     times = [
         task.submitted_at + p.queues[task.queue].props.preemption_delay
         for queue in p.queues.values()
         for task in map(p.tasks.__getitem__, queue.waiting)
         if task.reserved_node is None
     ]
-    return min((t for t in times if t > now), default=None)
+    delays = min((t for t in times if t > now), default=None)
+    quotas = next_enforcement(p, now)
+    return min((t for t in (delays, quotas) if t is not None), default=None)
 
 
 # 1. reservations -----------------------------------------------------------------------------

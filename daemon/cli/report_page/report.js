@@ -15,7 +15,7 @@ async function unpack(text) {
 }
 const COLORS = {
   "decision.allocated": "#2f855a", "decision.preempted": "#c53030", "decision.blocked": "#718096",
-  "decision.admitted": "#2b6cb0", "decision.evicted": "#b7791f", "decision.unreserved": "#805ad5",
+  "decision.admitted": "#2b6cb0", "decision.evicted": "#b7791f", "decision.unreserved": "#805ad5", "decision.quota_enforced": "#9c4221",
   config: "#319795", dead_letter: "#d53f8c",
 };
 // How each curve is drawn: held amounts as areas, asked amounts as a band stacked on what they
@@ -119,6 +119,9 @@ function reasonOf(d) {
   return d.message || d.reason || (d.reasons || [])[0] || "";
 }
 
+// Amounts as JSON gives them ({"vcore": 4, "memory": 4294967296}), in a line.
+function amounts(values) { return Object.entries(values || {}).map(([r, v]) => `${r} ${short(v, r)}`).join(", "); }
+
 function clip(text, chars) { return text.length <= chars ? text : text.slice(0, chars - 1) + "…"; }
 
 // The preemptions of a partition, as its strip shows them: one per preemptor and cycle
@@ -128,6 +131,8 @@ function preemptions(partition) {
   for (const d of partition.decisions) {
     if (d.type === "decision.preempted") {
       out.push({ t: d.t, preemptor: d.preemptor, queue: d.queue, victims: d.victims.map((v) => v.task), why: d.reason || "", decisions: [d] });
+    } else if (d.type === "decision.quota_enforced") {
+      out.push({ t: d.t, preemptor: "", quota: d.queue, queue: d.queue, victims: d.victims.map((v) => v.task), why: `quota: max ${amounts(d.max)}${d.short ? ", short of it" : ""}`, decisions: [d] });
     } else if (d.type === "decision.evicted") {
       const key = d.preemptor ? `${d.cycle} ${d.preemptor}` : null;
       const known = key && byPreemptor.get(key);
@@ -156,6 +161,7 @@ function crowded(items, x) {
 function label(item) {
   if (item.count > 1) return `${item.count} preemptions, the first ${item.preemptor} → ${item.victims[0]}`;
   const victims = item.victims.length > 2 ? `${item.victims.slice(0, 2).join(", ")} +${item.victims.length - 2}` : item.victims.join(", ");
+  if (item.quota) return `${item.quota} over its quota → ${victims || "nothing"}`;
   return item.preemptor ? `${item.preemptor} → ${victims}` : `evicted ${victims}`;
 }
 
@@ -426,7 +432,7 @@ function decisionTable(partition) {
   const section = el("section", { class: "decisions" }, el("h3", {}, "Decisions"), el("div", { class: "tools" }, filter, all), caption,
     el("div", { class: "scroll" }, el("table", {}, el("thead", {}, el("tr", {}, ["time", "decision", "queue", "task or preemptor", "node", "why", "victims and why each", "details"].map((h) => el("th", {}, h)))), rows)), more);
   table.section = section;
-  const preempting = (d) => d.type === "decision.preempted" || d.type === "decision.evicted";
+  const preempting = (d) => d.type === "decision.preempted" || d.type === "decision.evicted" || d.type === "decision.quota_enforced";
   if (partition.decisions.some(preempting)) table.show(preempting, "that preempt or evict");
   else table.show(() => true, "");
   return table;
