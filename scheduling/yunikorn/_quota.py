@@ -25,8 +25,9 @@ from preemptd.events import QuotaEnforced, Resources, Victim, format_human
 from preemptd.projections import PartitionState, QueueState, TaskState
 
 from .._model import Cycle
+from .._quota_timers import QuotaTimer
 from ._config import PreemptionSettings
-from ._state import QuotaTimer, YuniKornState, held_now, over_max
+from ._state import YuniKornState, held_now, over_max
 
 __all__ = ["enforce_quotas", "next_enforcement"]
 

@@ -1,17 +1,8 @@
-"""What the YuniKorn model keeps: the timers of quota enforcement through preemption.
-
-A queue's timer starts when a configuration lowers its max (or gives it a
-`quota.preemption.delay` while it is above its max) and fires `quota.preemption.delay` later:
-then the queue sheds running work down to its max (`_quota`). The timers follow the design's
-rules, folded from the log alone, so that a restart or a replay finds them as they were:
-
-- they start when the configuration that lowered the max is received;
-- a change of the delay moves a running timer by the difference (it fires at start + new delay);
-- a further decrease keeps the earliest start;
-- a raised max, quota enforcement switched off or a delay of 0 cancels it; a queue whose usage
-  fits its max again sheds nothing when its timer fires;
-- YuniKorn starts the countdown again when it recovers from a restart; preemptd needs not: the
-  timers are part of the state folded from the log, and fire when they would have.
+"""What the YuniKorn model keeps: the timers of quota enforcement through preemption (the rules
+are `scheduling._quota_timers`'s), the limits they were set against, and what an enforcement stopped
+short of (said once). A queue's timer starts when a configuration lowers its max (or gives it a
+`quota.preemption.delay` while it is above its max), with the partition's
+`quotapreemptionenabled` on, and fires `quota.preemption.delay` later (`_quota`).
 """
 
 from __future__ import annotations
@@ -21,28 +12,10 @@ import msgspec
 from preemptd.events import LogEvent, QuotaEnforced, Tick
 from preemptd.projections import PartitionState, QueueState
 
+from .._quota_timers import Limit, QuotaTimer, timers_after
 from ._config import PreemptionSettings
 
-__all__ = ["QuotaTimer", "YuniKornState", "fold_config", "fold_event", "held_now", "over_max"]
-
-
-class QuotaTimer(msgspec.Struct, frozen=True, kw_only=True):
-    """A lowered max: enforced from `start + delay` (ms); `was` the max before it was lowered."""
-
-    start: int
-    delay: int
-    was: dict[str, int] | None = None
-
-    @property
-    def fires(self) -> int:
-        return self.start + self.delay
-
-
-class Limit(msgspec.Struct, frozen=True, kw_only=True):
-    """A queue's max and `quota.preemption.delay` as the timers last saw them."""
-
-    max: dict[str, int] | None
-    delay: int
+__all__ = ["YuniKornState", "fold_config", "fold_event", "held_now", "over_max"]
 
 
 class YuniKornState(msgspec.Struct, kw_only=True):
@@ -86,26 +59,8 @@ def held_now(queue: QueueState) -> dict[str, int]:
 
 def _reconcile(p: PartitionState, state: YuniKornState, now: int) -> None:
     settings: PreemptionSettings = p.settings
-    timers: dict[str, QuotaTimer] = {}
-    limits: dict[str, Limit] = {}
-    for path, queue in sorted(p.queues.items()):
-        limit = limits[path] = Limit(max=dict(queue.max) if queue.max is not None else None, delay=queue.props.quota_preemption_delay)
-        if not settings.quota_preemption or limit.delay <= 0 or limit.max is None:
-            continue
-        before, running = state.limits.get(path), state.timers.get(path)
-        if running is not None and before is not None and not _raised(before.max, limit.max):
-            timers[path] = QuotaTimer(start=running.start, delay=limit.delay, was=running.was)  # the earliest start; a new delay moves it
-        elif over_max(queue) and (before is None or before.delay <= 0 or _lowered(before.max, limit.max)):
-            timers[path] = QuotaTimer(start=now, delay=limit.delay, was=before.max if before is not None else None)  # lowered, or a delay given
-    state.document, state.limits, state.timers = p.document, limits, timers
-    state.short = {path: short for path, short in state.short.items() if path in timers}
-
-
-def _lowered(before: dict[str, int] | None, now: dict[str, int]) -> bool:
-    """Whether `now` limits some resource more than `before` did (or newly)."""
-    return any(before is None or name not in before or amount < before[name] for name, amount in now.items())
-
-
-def _raised(before: dict[str, int] | None, now: dict[str, int]) -> bool:
-    """Whether `now` allows more of some resource than `before`, and less of none."""
-    return before is not None and not _lowered(before, now) and (any(now.get(name, amount + 1) > amount for name, amount in before.items()))
+    limits = {path: Limit(max=dict(queue.max) if queue.max is not None else None, delay=queue.props.quota_preemption_delay) for path, queue in p.queues.items()}
+    enforced = limits if settings.quota_preemption else {}
+    state.timers = timers_after(state.limits, state.timers, enforced, lambda path: bool(over_max(p.queues[path])), now)
+    state.document, state.limits = p.document, limits
+    state.short = {path: short for path, short in state.short.items() if path in state.timers}
