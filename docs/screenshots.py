@@ -3,7 +3,8 @@
 - docs/report.png: the first session, played against a real daemon on its embedded defaults
   (examples/events/quickstart-*.yaml published as the README says), then `preemptd report`;
 - docs/report-kueue.png and docs/report-volcano.png: `preemptd simulate` of an example of each
-  model, then `preemptd report`.
+  model, then `preemptd report`; docs/report-quota.png the same of YuniKorn's quota
+  enforcement (examples/quota-enforcement.yaml).
 
     .venv/bin/python docs/screenshots.py
 
@@ -33,7 +34,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         shoot(browser, first_session(work), ROOT / "docs" / "report.png")
-        for model, example in (("kueue", "kueue/reclaim-within-cohort"), ("volcano", "volcano/hierarchical-capacity")):
+        for model, example in (("kueue", "kueue/reclaim-within-cohort"), ("volcano", "volcano/hierarchical-capacity"), ("quota", "quota-enforcement")):
             shoot(browser, simulated(work, example, model), ROOT / "docs" / f"report-{model}.png")
 
 

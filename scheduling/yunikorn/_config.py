@@ -156,6 +156,11 @@ def describe(partition: PartitionState) -> str:
         queues = [path for path, queue in partition.queues.items() if queue.props.preemption_policy == policy]
         if queues:
             line += f"; preemption.policy {policy}: {listing(queues)}"
+    delays = [f"{path} {queue.props.quota_preemption_delay / 1000:g}s" for path, queue in partition.queues.items() if queue.props.quota_preemption_delay]
+    if settings.quota_preemption:
+        line += f"; quota enforcement on, quota.preemption.delay: {listing(delays)}" if delays else "; quota enforcement on, but no queue has a quota.preemption.delay"
+    elif delays:
+        line += "; quota.preemption.delay set, but quotapreemptionenabled is off: lowered maxes are not enforced"
     return line
 
 
