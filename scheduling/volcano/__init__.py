@@ -4,7 +4,8 @@ between tasks of a job.
 
 - `_config`: Volcano's Queue objects and scheduler configuration read into one `VolcanoConfig`;
   the queue tree, words, bounds and the line that says what a configuration turns on.
-- `_state`: what the model keeps between sessions (its jobs, read again only where they changed).
+- `_state`: what the model keeps between sessions (its jobs, read again only where they changed;
+  the timers of a lowered capability).
 - `_jobs`: applications seen as jobs (gang size, starving) and tasks (task priority,
   preemptable, BestEffort, the pod slot).
 - `_nodes`: nodes (idle, releasing, pipelined, pod slots), what queues and jobs hold, and
@@ -17,7 +18,8 @@ between tasks of a job.
 - `_session`: what a session's actions share: the picture of the cluster, what they settled, why tasks wait.
 - `_enqueue`, `_allocate`, `_preempt`, `_reclaim`, `_backfill`: the actions, one module each, as
   Volcano splits them; `_evict` is what preempt and reclaim share (gang-aware evictions).
-- `_cycle`: the session: reservations landing, the configured actions in order, then why every task still waits.
+- `_quota`: preemptd's extension, a lowered capability enforced after a delay (gang-aware).
+- `_cycle`: the session: quotas enforced, reservations landing, the configured actions in order, then why every task still waits.
 
 This package names `MODEL` only: the registry imports it; tests and tools that need a detail
 import it from its module (`preemptd.scheduling.volcano._config`, ...).
@@ -32,7 +34,7 @@ from ._config import claims, describe, parse_config
 from ._cycle import next_wakeup, schedule
 from ._jobs import job_table
 from ._queues import curves, queue_columns, shares
-from ._state import VolcanoState, fold_event
+from ._state import VolcanoState, fold_config, fold_event
 
 __all__ = ["MODEL"]
 
@@ -59,4 +61,5 @@ MODEL = Model(
     waits_on_time=False,
     state_type=VolcanoState,
     fold_event=fold_event,
+    fold_config=fold_config,
 )

@@ -27,7 +27,7 @@ from typing import Any
 
 import msgspec
 
-from preemptd.events import MAX_DEPTH, ConfigError, QuantityError, closest, cut_text, parse_quantity
+from preemptd.events import MAX_DEPTH, ConfigError, DurationError, QuantityError, closest, cut_text, format_duration, parse_duration, parse_quantity
 from preemptd.projections import ParsedConfig, PartitionState, PriorityClass, QueueConfig, Words
 
 from .._kubernetes import (
@@ -51,6 +51,7 @@ from .._model import counted
 __all__ = [
     "ACTIONS",
     "PLUGINS",
+    "QUOTA_DELAY_ANNOTATION",
     "WORDS",
     "claims",
     "describe",
@@ -84,6 +85,11 @@ ACTION_ARGUMENTS: dict[str, set[str]] = {}
 
 Resources = dict[str, int]
 
+#: preemptd's extension: this annotation on a Queue, a duration such as "30s", has a lowered
+#: capability enforced that long after it was lowered, by evicting running tasks (`_quota`).
+#: Left out, or "0s", the queue keeps what it holds, as in Volcano.
+QUOTA_DELAY_ANNOTATION = "preemptd.io/quota-preemption-delay"
+
 
 class Queue(msgspec.Struct, frozen=True, kw_only=True):
     name: str
@@ -96,6 +102,7 @@ class Queue(msgspec.Struct, frozen=True, kw_only=True):
     parent: str | None = None  # None: under root
     closed: bool = False
     implicit: bool = False  # root or default, not given
+    quota_preemption_delay: int = 0  # ms a lowered capability waits before it is enforced; 0: never (preemptd's extension)
 
 
 class Plugin(msgspec.Struct, frozen=True, kw_only=True):
@@ -199,9 +206,12 @@ class _Reader(ObjectReader):
             parent=None if name == "root" else name_or_none(spec.get("parent"), f"{where}: spec.parent"),
             closed=choice(status.get("state") if isinstance(status, dict) else None, where, "status.state", ("Open", "Closed", "Closing", "Unknown"))
             in ("Closed", "Closing"),
+            quota_preemption_delay=_quota_delay(item, where),
         )
         for bound in ("deserved", "guarantee"):
             _within_capability(queue, bound, where)
+        if queue.quota_preemption_delay and queue.capability is None:
+            self.notes.add(f"{where}: annotation {QUOTA_DELAY_ANNOTATION} on a queue without spec.capability: there is nothing to enforce")
         self.queues[name] = queue
 
     def read_config_file(self, loaded: Any, where: str) -> None:
@@ -395,6 +405,23 @@ def _within_capability(queue: Queue, bound: str, where: str) -> None:
             raise ConfigError(f"{where}: {bound} {name} must be less than or equal to capability {name}")
 
 
+def _quota_delay(item: dict[str, Any], where: str) -> int:
+    """The queue's `QUOTA_DELAY_ANNOTATION`, in ms (0: not given)."""
+    annotations = (item.get("metadata") or {}).get("annotations") or {}
+    value = annotations.get(QUOTA_DELAY_ANNOTATION) if isinstance(annotations, dict) else None
+    if value is None:
+        return 0
+    if not isinstance(value, str):  # Kubernetes keeps annotations as strings
+        raise ConfigError(f'{where}: annotation {QUOTA_DELAY_ANNOTATION} must be a string duration such as "30s", got {shown(value)}')
+    try:
+        delay = parse_duration(value)
+    except DurationError as exc:
+        raise ConfigError(f"{where}: annotation {QUOTA_DELAY_ANNOTATION}: {exc}") from None
+    if delay < 0:
+        raise ConfigError(f'{where}: annotation {QUOTA_DELAY_ANNOTATION} must be "0s" (never) or more, got {shown(value)}')
+    return delay
+
+
 def _flag(value: Any, where: str) -> bool:
     if isinstance(value, bool):
         return value
@@ -431,7 +458,8 @@ WORDS = Words(
 
 def describe(partition: PartitionState) -> str:
     """The queues, the session's actions, the plugins tier by tier, how queues share (no sharing
-    plugin; capacity's hierarchy), and whether anything can be preempted."""
+    plugin; capacity's hierarchy), whether anything can be preempted, and the queues whose
+    lowered capability is enforced (preemptd's extension)."""
     config: VolcanoConfig = partition.settings
     conf = config.scheduler
     tiers = " ".join(f"[{', '.join(plugin.name for plugin in tier)}]" for tier in conf.tiers) or "none"
@@ -441,6 +469,11 @@ def describe(partition: PartitionState) -> str:
         line += "; no proportion or capacity plugin: no queue deserves anything"
     elif sharing.name == "capacity" and sharing.enabled("enableHierarchy"):
         line += f"; capacity's enableHierarchy on (ancestorReclaimLevel {sharing.arguments.get('ancestorReclaimLevel', 0)})"
+    enforced = [
+        f"{q.name} after {format_duration(q.quota_preemption_delay)}" for q in config.queues.values() if q.quota_preemption_delay and q.capability is not None
+    ]
     if not {"preempt", "reclaim"} & set(conf.actions):
-        line += "; no preempt or reclaim action: nothing will be preempted"
+        line += "; no preempt or reclaim action: nothing will be preempted" + (" but to enforce a lowered capability" if enforced else "")
+    if enforced:
+        line += f"; a lowered capability is enforced ({QUOTA_DELAY_ANNOTATION}): {', '.join(enforced)}"
     return line

@@ -2,7 +2,10 @@
 the cluster (`_session`); then every task still waiting is told why. Each action is a module,
 as in Volcano: `_enqueue`, `_allocate`, `_preempt`, `_reclaim`, `_backfill`.
 
-- First, a preemptor pipelined in an earlier session whose victims are gone is bound to the node
+- First, preemptd's extension: a queue annotated `preemptd.io/quota-preemption-delay` whose
+  capability was lowered below what it holds sheds running tasks once the delay has run out,
+  in victim order and gang-aware (`_quota`).
+- Then a preemptor pipelined in an earlier session whose victims are gone is bound to the node
   held for it (`decision.allocated`), or let go (`decision.unreserved`) if the node went or still
   lacks room with nothing left to release there.
 - **enqueue**: a job that has not started is let in if its queue is open and has room under its
@@ -48,6 +51,7 @@ from ._backfill import backfill
 from ._enqueue import admit_open, enqueue
 from ._nodes import Statement
 from ._preempt import preempt
+from ._quota import enforce_quotas, next_enforcement, quotas_due
 from ._reclaim import reclaim
 from ._session import Session
 
@@ -57,9 +61,13 @@ ACTIONS: dict[str, Callable[[Session], None]] = {"enqueue": enqueue, "allocate":
 
 
 def schedule(cycle: Cycle) -> None:
-    if not cycle.partition.pending_count:
+    due = quotas_due(cycle.partition, cycle.now)
+    if not cycle.partition.pending_count and not due:
         return
     s = Session(cycle)
+    enforce_quotas(s, due)
+    if not cycle.partition.pending_count:
+        return
     _land_reservations(s)
     if "enqueue" not in s.conf.actions:
         admit_open(s)
@@ -95,6 +103,6 @@ def _land_reservations(s: Session) -> None:
 
 
 def next_wakeup(partition: PartitionState, now: int) -> int | None:
-    """`Model.next_wakeup`: none."""
-    return None  # nothing in this model waits on time
-
+    """`Model.next_wakeup`: when a queue above a lowered capability reaches the end of its
+    delay (preemptd's extension); nothing else in this model waits on time."""
+    return next_enforcement(partition, now)

@@ -20,7 +20,7 @@ from ._nodes import Statement
 from ._session import Session
 from ._victims import Room, make_room
 
-__all__ = ["Eviction", "commit", "for_gang", "may_not_evict", "starving_jobs", "try_room"]
+__all__ = ["Eviction", "commit", "for_gang", "may_not_evict", "spared_lines", "starving_jobs", "try_room"]
 
 SPARED_SHOWN = 10  # candidates spared, listed in an explanation
 
@@ -167,7 +167,7 @@ def try_room(
 def _detail(s: Session, task: Task, action: str, spared: dict[str, str]) -> None:
     """Add the candidates `action` spared for `task` to what earlier actions spared."""
     earlier = [line for line in s.details.get(task.id, ()) if not line.startswith(f"{action}: ")]
-    s.details[task.id] = (*earlier, *(f"{action}: {line}" for line in _spared_lines(spared)))
+    s.details[task.id] = (*earlier, *(f"{action}: {line}" for line in spared_lines(spared)))
 
 
 def _evicted(s: Session, eviction: Eviction, action: str) -> None:
@@ -203,7 +203,7 @@ def _evicted(s: Session, eviction: Eviction, action: str) -> None:
         victims=victims,
         model=s.p.model,
         reason=reason,
-        explanation=_spared_lines(eviction.spared),
+        explanation=spared_lines(eviction.spared),
     )
 
 
@@ -219,7 +219,7 @@ def _why_victim(s: Session, task: Task, victim: Task, action: str) -> str:
     return f"job {victim.job} (priority {s.jobs[victim.job].priority}) is below job {task.job} (priority {s.jobs[task.job].priority})"
 
 
-def _spared_lines(spared: dict[str, str]) -> tuple[str, ...]:
+def spared_lines(spared: dict[str, str]) -> tuple[str, ...]:
     lines = [f"spared {task}: {why}" for task, why in sorted(spared.items())]
     if len(lines) > SPARED_SHOWN:
         lines = [*lines[:SPARED_SHOWN], f"and {len(lines) - SPARED_SHOWN} more candidates spared"]

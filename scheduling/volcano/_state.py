@@ -1,27 +1,38 @@
-"""What the Volcano model keeps per partition between sessions: its jobs and their tasks
-(`_jobs.KeptJobs`), so that a session reads again only the jobs that changed since the last.
+"""What the Volcano model keeps per partition between sessions.
 
-Nothing of it is in snapshots: it is all read from the partition, whole the first time a
-session asks for it after a restore. The fold tells it, just before each record is folded,
-which jobs the record may change.
+- Its jobs and their tasks (`_jobs.KeptJobs`), so that a session reads again only the jobs that
+  changed since the last. Nothing of it is in snapshots: it is read from the partition, whole
+  the first time a session asks for it after a restore. The fold tells it, just before each
+  record is folded, which jobs the record may change.
+- The timers of preemptd's quota enforcement (`_quota`; the rules are
+  `scheduling._quota_timers`'s), the limits they were set against (each queue's capability and
+  its `preemptd.io/quota-preemption-delay`), and what an enforcement stopped short of (said
+  once). These are fields: snapshots keep them, and a replay finds them as they were.
 """
 
 from __future__ import annotations
 
 import msgspec
 
-from preemptd.events import ConfigApplied, LogEvent
-from preemptd.projections import PartitionState, apps_changed_by
+from preemptd.events import ConfigApplied, LogEvent, QuotaEnforced, Tick
+from preemptd.projections import PartitionState, add, apps_changed_by, subtract
 
+from .._quota_timers import Limit, QuotaTimer, timers_after
+from ._config import VolcanoConfig
 from ._jobs import Job, KeptJobs, Task
 
-__all__ = ["VolcanoState", "fold_event", "session_jobs"]
+__all__ = ["VolcanoState", "fold_config", "fold_event", "over_capability", "session_jobs"]
 
 
 class VolcanoState(msgspec.Struct, kw_only=True, dict=True):
-    """No fields (snapshots keep nothing of it); `kept`, the jobs kept between sessions, is an
-    attribute beside them, made again when absent; so is `quotas`, the queue rules last found
-    for `state`, the report and the metrics (`_queues.session_quotas`)."""
+    """The quota timers as fields; `kept`, the jobs kept between sessions, is an attribute
+    beside them (not in snapshots), made again when absent; so is `quotas`, the queue rules
+    last found for `state`, the report and the metrics (`_queues.session_quotas`)."""
+
+    document: bytes = b""  # the configuration the timers were last reconciled with
+    limits: dict[str, Limit] = {}
+    timers: dict[str, QuotaTimer] = {}
+    short: dict[str, dict[str, int]] = {}  # per queue, what its last enforcement left over its capability (said once)
 
 
 def session_jobs(p: PartitionState) -> tuple[dict[str, Job], dict[str, Task]]:
@@ -34,10 +45,29 @@ def session_jobs(p: PartitionState) -> tuple[dict[str, Job], dict[str, Task]]:
     return kept.view(p)
 
 
+def fold_config(p: PartitionState, received: int) -> None:
+    """A configuration applied at `received`: the quota timers it starts, moves or cancels."""
+    state: VolcanoState = p.model_state
+    if p.document == state.document:
+        return
+    config: VolcanoConfig = p.settings
+    limits = {name: Limit(max=dict(q.capability) if q.capability is not None else None, delay=q.quota_preemption_delay) for name, q in config.queues.items()}
+    state.timers = timers_after(state.limits, state.timers, limits, lambda name: bool(over_capability(p, name)), received)
+    state.document, state.limits = p.document, limits
+    state.short = {name: short for name, short in state.short.items() if name in state.timers}
+
+
 def fold_event(p: PartitionState, event: LogEvent) -> None:
-    """Before the generic fold applies `event`: the jobs whose tasks it may change are read
-    again at the next session; a configuration change (queues, priorities) has them all read."""
-    kept: KeptJobs | None = p.model_state.__dict__.get("kept") if p.model_state is not None else None
+    """Before the generic fold applies `event`: the quota timers and shortfalls it changes, and
+    the jobs whose tasks it may change, to be read again at the next session (a configuration
+    change has them all read)."""
+    if p.model_state is None:
+        return
+    if isinstance(event, Tick):
+        _fold_tick(p, event)
+    elif isinstance(event, QuotaEnforced):
+        p.model_state.short[event.queue] = dict(event.short or {})
+    kept: KeptJobs | None = p.model_state.__dict__.get("kept")
     if kept is None:
         return
     if isinstance(event, ConfigApplied):
@@ -45,3 +75,29 @@ def fold_event(p: PartitionState, event: LogEvent) -> None:
         return
     for app in apps_changed_by(p, event):
         kept.touch(app)
+
+
+def _fold_tick(p: PartitionState, tick: Tick) -> None:
+    """The timers without those of queues within their capability again. A timer running out
+    is something happening: the engine, which passes over a cycle of this model when the last
+    decided nothing and only ticks came since (`scheduling.run_cycle`), must run this one."""
+    state: VolcanoState = p.model_state
+    for name in [name for name in state.timers if not over_capability(p, name)]:
+        del state.timers[name]
+        state.short.pop(name, None)
+    if any(p.last_tick < timer.fires <= tick.ts for timer in state.timers.values()):
+        p.__dict__["settled"] = False
+
+
+def over_capability(p: PartitionState, name: str) -> dict[str, int]:
+    """What queue `name` holds above its capability, per resource the capability names: its
+    running tasks and its preemptors pipelined, a parent's those of its leaves, as a session
+    counts them (victims in flight left out: an enforcement is not repeated while they leave)."""
+    config: VolcanoConfig = p.settings
+    queue, capability = p.queues.get(name), config.queues[name].capability if name in config.queues else None
+    if queue is None or capability is None:
+        return {}
+    held = dict(queue.allocated)
+    subtract(held, queue.preempting)
+    add(held, queue.reserved)
+    return {r: held[r] - limit for r, limit in sorted(capability.items()) if held.get(r, 0) > limit}

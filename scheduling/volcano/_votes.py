@@ -38,7 +38,7 @@ from ._config import Plugin, SchedulerConf
 from ._jobs import POD_SLOT, Job, Task
 from ._order import drf_share
 
-__all__ = ["Ballot", "Verdict", "victims"]
+__all__ = ["Ballot", "Verdict", "conformance_spares", "victims"]
 
 
 @dataclass(frozen=True)
@@ -183,13 +183,21 @@ SYSTEM_NAMESPACE = "kube-system"
 def _conformance(ballot: Ballot, preemptor: Task, candidates: list[Task], dropped: dict[str, str]) -> list[Task]:
     kept = []
     for task in candidates:
-        if task.priority_class in CRITICAL_CLASSES:
-            dropped[task.id] = f"conformance: priority class {task.priority_class} is never evicted"
-        elif task.namespace == SYSTEM_NAMESPACE:
-            dropped[task.id] = f"conformance: a pod of namespace {SYSTEM_NAMESPACE} is never evicted"
+        why = conformance_spares(task)
+        if why:
+            dropped[task.id] = why
         else:
             kept.append(task)
     return kept
+
+
+def conformance_spares(task: Task) -> str | None:
+    """Why conformance never evicts `task` (None: it may)."""
+    if task.priority_class in CRITICAL_CLASSES:
+        return f"conformance: priority class {task.priority_class} is never evicted"
+    if task.namespace == SYSTEM_NAMESPACE:
+        return f"conformance: a pod of namespace {SYSTEM_NAMESPACE} is never evicted"
+    return None
 
 
 VOTES: dict[str, dict[str, Vote]] = {
