@@ -17,10 +17,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from preemptd.events import INT32, MAX_DEPTH, ConfigError, closest, cut_text, shown
+from preemptd.events import INT32, MAX_DEPTH, ConfigError, DurationError, closest, cut_text, parse_duration, shown
 from preemptd.projections import PriorityClass
 
 __all__ = [
+    "duration_annotation",
     "ANY",
     "METADATA",
     "VALUE",
@@ -512,3 +513,21 @@ def integer(value: Any, where: str, *, required: bool = False, default: int = 0)
     return value
 
 
+
+
+def duration_annotation(item: dict[str, Any], name: str, where: str) -> int:
+    """An annotation of `item` holding a duration such as "30s" (ms; 0 when absent); negative
+    durations and other values refused."""
+    annotations = (item.get("metadata") or {}).get("annotations") or {}
+    value = annotations.get(name) if isinstance(annotations, dict) else None
+    if value is None:
+        return 0
+    if not isinstance(value, str):  # Kubernetes keeps annotations as strings
+        raise ConfigError(f'{where}: annotation {name} must be a string duration such as "30s", got {shown(value)}')
+    try:
+        delay = parse_duration(value)
+    except DurationError as exc:
+        raise ConfigError(f"{where}: annotation {name}: {exc}") from None
+    if delay < 0:
+        raise ConfigError(f'{where}: annotation {name} must be "0s" (never) or more, got {shown(value)}')
+    return delay

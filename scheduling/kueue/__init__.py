@@ -12,6 +12,8 @@ admitted by flavor assignment in Kueue's order, and classic preemption.
 - `_fair`: fair sharing's preemption (shares, strategies, the tournament of candidates).
 - `_cycle`: the cycle: record running workloads, admit, preempt, block; a blocked workload
   kept aside until its cohort tree changes.
+- `_quota`: preemptd's extension: a lowered quota enforced after a delay (annotation
+  `preemptd.io/quota-preemption-delay` on a ClusterQueue), the timers and the evictions.
 - `_views`: what `state`, the report and the metrics show: per ClusterQueue and flavor the
   quota admitted workloads reserve, what runs and what waits, against nominal quota and
   borrowing limit; the cohort tree with what each cohort borrows and lends; fair sharing's
@@ -28,7 +30,8 @@ from __future__ import annotations
 from .._model import Budget, Curve, Model
 from ._config import claims, describe, parse_config
 from ._cycle import next_wakeup, schedule
-from ._state import KueueState, fold_decision, fold_event
+from ._quota import fold_config, fold_event
+from ._state import KueueState, fold_decision
 from ._views import cohort_table, curves, queue_columns, shares
 
 __all__ = ["MODEL"]
@@ -41,6 +44,7 @@ MODEL = Model(
     fold_decision=fold_decision,
     state_type=KueueState,
     fold_event=fold_event,
+    fold_config=fold_config,
     waits_on_time=False,
     budget=Budget(preemptions=50),
     curves=curves,

@@ -30,7 +30,7 @@ from ._config import KueueConfig
 from ._tree import FlavorResource, Node, QuotaTree
 from ._workloads import Admitted, Workload, usage_of
 
-__all__ = ["Candidate", "CycleMemo", "Plan", "Reason", "Search", "allowed", "classic", "considered", "in_order", "node_name", "not_candidates", "own_queue_candidates", "queues_under", "reason_text", "refuse", "resource_names"]
+__all__ = ["Candidate", "CycleMemo", "candidate_order", "Plan", "Reason", "Search", "allowed", "classic", "considered", "in_order", "node_name", "not_candidates", "own_queue_candidates", "queues_under", "reason_text", "refuse", "resource_names"]
 
 Reason = Literal["InClusterQueue", "InCohortReclamation", "InCohortFairSharing", "InCohortReclaimWhileBorrowing"]
 Usage = dict[Node, dict[FlavorResource, int]]
@@ -322,7 +322,7 @@ def refuse(targets: list[Candidate], why: str, skipped: dict[str, str]) -> str:
 def in_order(preemptor: Workload, *groups: list[Candidate]) -> list[Candidate]:
     """Kueue's candidate order: each group sorted, the workloads already evicted of every group
     first, then the others, group after group."""
-    ordered = [sorted(group, key=lambda c: _order(preemptor, c.workload)) for group in groups]
+    ordered = [sorted(group, key=lambda c: candidate_order(preemptor.queue, c.workload)) for group in groups]
     return [c for group in ordered for c in group if c.workload.evicted] + [c for group in ordered for c in group if not c.workload.evicted]
 
 
@@ -383,9 +383,11 @@ def _while_borrowing(s: Search, w: Workload) -> bool:
     return policy.borrow_within_cohort == "LowerPriority" and w.priority < s.preemptor.priority and (threshold is None or w.priority <= threshold)
 
 
-def _order(preemptor: Workload, w: Workload) -> tuple[bool, int, int, str]:
-    """Other queues first, then lower priority, the most recently admitted, the name."""
-    return (w.queue == preemptor.queue, w.priority, -w.admitted_at, w.id)
+def candidate_order(queue: str, w: Workload) -> tuple[bool, int, int, str]:
+    """Kueue's order of candidates for a preemption in ClusterQueue `queue` (or a quota
+    enforced there): other queues first, then lower priority, the most recently admitted, the
+    name."""
+    return (w.queue == queue, w.priority, -w.admitted_at, w.id)
 
 
 def _passes(s: Search, *, cross: bool, reclaimed: bool) -> tuple[bool, ...]:

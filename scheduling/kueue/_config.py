@@ -40,6 +40,7 @@ from .._kubernetes import (
     Shape,
     Unmodelled,
     choice,
+    duration_annotation,
     integer,
     name_or_none,
     object_name,
@@ -49,7 +50,7 @@ from .._kubernetes import (
 )
 from .._model import counted
 
-__all__ = ["FAIR_SHARING_ANNOTATION", "ROOT", "WORDS", "claims", "ClusterQueue", "Cohort", "describe", "FairSharing", "FlavorQuotas", "KueueConfig", "parse_config", "parse_objects", "Preemption", "Quota", "ResourceGroup"]
+__all__ = ["FAIR_SHARING_ANNOTATION", "QUOTA_DELAY_ANNOTATION", "ROOT", "WORDS", "claims", "ClusterQueue", "Cohort", "describe", "FairSharing", "FlavorQuotas", "KueueConfig", "parse_config", "parse_objects", "Preemption", "Quota", "ResourceGroup"]
 
 _API_GROUP = "kueue.x-k8s.io"
 _CONFIG_GROUP = "config.kueue.x-k8s.io"
@@ -99,6 +100,7 @@ class ClusterQueue(msgspec.Struct, frozen=True, kw_only=True):
     weight: float = 1.0
     stop_policy: Literal["None", "Hold", "HoldAndDrain"] = "None"
     queueing_strategy: Literal["BestEffortFIFO", "StrictFIFO"] = "BestEffortFIFO"
+    quota_preemption_delay: int = 0  # preemptd's extension: ms after a lowered quota before it is enforced; 0: never
 
 
 class Cohort(msgspec.Struct, frozen=True, kw_only=True):
@@ -134,6 +136,11 @@ class KueueConfig(msgspec.Struct, frozen=True, kw_only=True):
 #: preemptd's extension: this annotation on a root Cohort, set to "true", turns fair sharing on
 #: in its tree only (Kueue's Configuration turns it on for the whole cluster).
 FAIR_SHARING_ANNOTATION = "preemptd.io/fair-sharing"
+
+#: preemptd's extension: this annotation on a ClusterQueue, a duration ("30s"), has a lowered
+#: nominal quota, borrowing or lending limit of it enforced that long after (`_quota`); "0s" or
+#: none: never, as in Kueue.
+QUOTA_DELAY_ANNOTATION = "preemptd.io/quota-preemption-delay"
 
 
 def parse_objects(document: Any) -> tuple[KueueConfig, tuple[str, ...]]:
@@ -224,6 +231,7 @@ class _Reader(ObjectReader):
             weight=_weight(spec.get("fairSharing"), where),
             stop_policy=choice(spec.get("stopPolicy"), where, "spec.stopPolicy", ("None", "Hold", "HoldAndDrain")),
             queueing_strategy=choice(spec.get("queueingStrategy"), where, "spec.queueingStrategy", ("BestEffortFIFO", "StrictFIFO")),
+            quota_preemption_delay=duration_annotation(item, QUOTA_DELAY_ANNOTATION, where),
         )
 
     def local_queue(self, name: str, item: dict[str, Any], where: str) -> None:
@@ -376,9 +384,13 @@ def _fungibility(value: Any, where: str, field: str, old: str, default: Fungibil
     return chosen
 
 
-def _fair_sharing_annotation(item: dict[str, Any], parent: str | None, where: str) -> bool:
+def _annotation(item: dict[str, Any], name: str) -> Any:
     annotations = (item.get("metadata") or {}).get("annotations") or {}
-    value = annotations.get(FAIR_SHARING_ANNOTATION) if isinstance(annotations, dict) else None
+    return annotations.get(name) if isinstance(annotations, dict) else None
+
+
+def _fair_sharing_annotation(item: dict[str, Any], parent: str | None, where: str) -> bool:
+    value = _annotation(item, FAIR_SHARING_ANNOTATION)
     if value is None:
         return False
     if not isinstance(value, str) or value not in ("true", "false"):
@@ -548,6 +560,9 @@ def describe(partition: PartitionState) -> str:
             if trees
             else "classic preemption (fair sharing off)"
         )
+    enforced = sum(1 for queue in config.cluster_queues.values() if queue.quota_preemption_delay > 0)
+    if enforced:
+        line += f"; lowered quotas enforced after a delay in {counted(enforced, 'ClusterQueue')} (preemptd's annotation {QUOTA_DELAY_ANNOTATION})"
     may = [name for name, queue in config.cluster_queues.items() if {queue.preemption.within_cluster_queue, queue.preemption.reclaim_within_cohort} != {"Never"}]
     if not may:
         return line + "; no ClusterQueue may preempt (withinClusterQueue and reclaimWithinCohort Never): nothing will be preempted"

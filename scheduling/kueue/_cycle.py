@@ -50,6 +50,7 @@ from ._assign import Assignment, Mode, assign
 from ._classic import CycleMemo, Plan, Search, classic, reason_text
 from ._config import ClusterQueue, KueueConfig
 from ._fair import NO_SHARE, Share, fair, share
+from ._quota import enforce_quotas, next_enforcement
 from ._state import KueueState
 from ._tree import Node, QuotaTree
 from ._workloads import Workload, kept_workloads, usage_of
@@ -58,6 +59,7 @@ __all__ = ["next_wakeup", "preemption", "schedule"]
 
 
 def schedule(cycle: Cycle) -> None:
+    enforce_quotas(cycle)  # first: what it evicts is in the state the admissions plan on
     _Admission(cycle).run()
 
 
@@ -266,6 +268,7 @@ def _no_room(workload: Workload, queue: ClusterQueue, assignment: Assignment, pl
 
 
 def next_wakeup(partition: PartitionState, now: int) -> int | None:
-    """`Model.next_wakeup`: none."""
-    return None  # nothing in this model waits on time
+    """`Model.next_wakeup`: when a lowered quota is next enforced (`_quota`); nothing else in
+    this model waits on time."""
+    return next_enforcement(partition, now)
 

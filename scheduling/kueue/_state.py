@@ -1,14 +1,17 @@
 """What the Kueue model keeps per partition besides its configuration: each workload's
 admission, folded from its own decisions. An admission belongs to one incarnation of its
 application (`AppState.incarnation`): when every task of the workload is gone it holds no quota
-and, requeued later, waits for admission again. A finished workload's entry goes with it."""
+and, requeued later, waits for admission again. A finished workload's entry goes with it.
+Also the timers of preemptd's quota enforcement (`_quota` folds them)."""
 
 from __future__ import annotations
 
 import msgspec
 
-from preemptd.events import Admitted, AppFinished, ConfigApplied, DecisionEvent, Evicted, LogEvent, type_of
+from preemptd.events import Admitted, AppFinished, ConfigApplied, DecisionEvent, Evicted, LogEvent, QuotaEnforced, type_of
 from preemptd.projections import AppState, PartitionState, Rejected, apps_changed_by
+
+from .._quota_timers import Limit, QuotaTimer
 
 __all__ = ["Admission", "KueueState", "admission_of", "fold_decision", "fold_event", "preempting"]
 
@@ -32,6 +35,10 @@ class KueueState(msgspec.Struct, kw_only=True, dict=True):
 
     admissions: dict[str, Admission] = {}
     preempting: dict[str, int] = {}  # workload -> its incarnation that evicted others and waits for them to go
+    document: bytes = b""  # the configuration the quota timers were last reconciled with
+    limits: dict[str, Limit] = {}  # per ClusterQueue, its quotas as the timers last saw them
+    timers: dict[str, QuotaTimer] = {}  # per ClusterQueue, a lowered quota to enforce
+    short: dict[str, dict[str, int]] = {}  # per ClusterQueue, what its last enforcement could not shed (said once)
 
 
 def _state(p: PartitionState) -> KueueState:
@@ -61,8 +68,24 @@ def fold_event(p: PartitionState, event: LogEvent) -> None:
             state = _state(p)
             state.admissions.pop(event.app, None)
             state.preempting.pop(event.app, None)
+        case QuotaEnforced():
+            _quota_evicted(p, event)
     for app in apps_changed_by(p, event):
         _touch(p, app)
+
+
+def _quota_evicted(p: PartitionState, event: QuotaEnforced) -> None:
+    """The workloads whose pods a quota enforcement evicts are evicted, as by
+    `decision.evicted`: they hold their quota until their pods are gone. Nothing is marked if
+    the generic fold will refuse the decision (a victim not running)."""
+    victims = [p.tasks.get(victim.task) for victim in event.victims]
+    if any(task is None or task.status != "running" for task in victims):
+        return
+    for app_id in dict.fromkeys(victim.app for victim in event.victims):
+        app = p.apps.get(app_id)
+        admission = admission_of(p, app) if app is not None else None
+        if admission is not None:
+            admission.evicted = True
 
 
 #: What is kept between cycles, or samples, and reads again the applications the fold changed.
