@@ -53,15 +53,19 @@ def run_cycle(state: ClusterState, tick: LogRecord) -> CycleRecords:
 
     A model that waits on nothing but events (`Model.waits_on_time` false: Kueue, Volcano) is
     a function of the state alone: after a cycle that decided nothing, with only ticks folded
-    since, the next would decide nothing again, and is passed over. A backlog that cannot move
-    then costs nothing until something happens. After a restore the first cycle runs."""
+    since, the next would decide nothing again, and is passed over, until the moment its
+    `next_wakeup` named then (a quota enforcement's delay running out). A backlog that cannot
+    move then costs nothing until something happens. After a restore the first cycle runs."""
     apply(state, tick)
     partition = state.partitions[tick.event.partition]
     model = MODELS[partition.model]
     cycle = Cycle(state, partition, tick, apply, model.budget)
-    if model.waits_on_time or not partition.__dict__.get("settled"):
+    kept = partition.__dict__
+    woken = (wakeup := kept.get("wakeup")) is not None and tick.event.ts >= wakeup
+    if model.waits_on_time or not kept.get("settled") or woken:
         model.schedule(cycle)
-        partition.__dict__["settled"] = not cycle.records
+        kept["settled"] = not cycle.records
+        kept["wakeup"] = model.next_wakeup(partition, cycle.now) if kept["settled"] and not model.waits_on_time else None
     return CycleRecords(tick, cycle.records)
 
 

@@ -90,7 +90,7 @@ def summary(decision: Decision) -> str:
             what = f"{decision.task} ({decision.queue}): {'; '.join(decision.reasons)}"
         case QuotaEnforced():
             victims = ", ".join(v.task for v in decision.victims) or "nothing"
-            short = f"; {_amounts(decision.short)} stays over it (its guarantee)" if decision.short else ""
+            short = f"; {_amounts(decision.short)} stays over it (nothing more may be taken)" if decision.short else ""
             what = f"{decision.queue} over its max {_amounts(decision.max)}: evict {victims} [quota]{short}"
         case Unreserved():
             what = f"{decision.task} off {decision.node}: {decision.reason}"
@@ -161,7 +161,7 @@ def explanation(decision: Decision, seq: int, words: Words) -> str:
         case QuotaEnforced():
             lines.append(f"  {queue} {decision.queue} is over its max {_amounts(decision.max)}: {_amounts(decision.target)} to shed; model {decision.model}")
             if decision.short:
-                lines.append(f"  {_amounts(decision.short)} stays over the max: its guarantee stopped the choice")
+                lines.append(f"  {_amounts(decision.short)} stays over the max: nothing more may be taken (the explanation says what stopped it)")
             lines.append("  victims:" if decision.victims else "  victims: none")
             for victim in decision.victims:
                 lines.append(f"    - {task} {victim.task} ({application} {victim.app}, {queue} {victim.queue}, priority {victim.priority}, {_amounts(victim.resources)})")

@@ -92,8 +92,6 @@ def fold_event(p: PartitionState, event: LogEvent) -> None:
         for name in [name for name in state.timers if not picture.tree_over(name)]:
             del state.timers[name]
             state.short.pop(name, None)
-        if any(p.last_tick < timer.fires <= event.ts for timer in state.timers.values()):
-            p.__dict__["settled"] = False
 
 
 def _fired_in_tree(p: PartitionState, queue: str, now: int) -> list[str]:

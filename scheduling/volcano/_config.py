@@ -27,7 +27,7 @@ from typing import Any
 
 import msgspec
 
-from preemptd.events import MAX_DEPTH, ConfigError, DurationError, QuantityError, closest, cut_text, format_duration, parse_duration, parse_quantity
+from preemptd.events import MAX_DEPTH, ConfigError, QuantityError, closest, cut_text, format_duration, parse_quantity
 from preemptd.projections import ParsedConfig, PartitionState, PriorityClass, QueueConfig, Words
 
 from .._kubernetes import (
@@ -40,6 +40,7 @@ from .._kubernetes import (
     Unmodelled,
     check_shape,
     choice,
+    duration_annotation,
     integer,
     name_or_none,
     object_shape,
@@ -206,7 +207,7 @@ class _Reader(ObjectReader):
             parent=None if name == "root" else name_or_none(spec.get("parent"), f"{where}: spec.parent"),
             closed=choice(status.get("state") if isinstance(status, dict) else None, where, "status.state", ("Open", "Closed", "Closing", "Unknown"))
             in ("Closed", "Closing"),
-            quota_preemption_delay=_quota_delay(item, where),
+            quota_preemption_delay=duration_annotation(item, QUOTA_DELAY_ANNOTATION, where),
         )
         for bound in ("deserved", "guarantee"):
             _within_capability(queue, bound, where)
@@ -403,23 +404,6 @@ def _within_capability(queue: Queue, bound: str, where: str) -> None:
     for name, amount in amounts.items():
         if name in capability and amount > capability[name]:
             raise ConfigError(f"{where}: {bound} {name} must be less than or equal to capability {name}")
-
-
-def _quota_delay(item: dict[str, Any], where: str) -> int:
-    """The queue's `QUOTA_DELAY_ANNOTATION`, in ms (0: not given)."""
-    annotations = (item.get("metadata") or {}).get("annotations") or {}
-    value = annotations.get(QUOTA_DELAY_ANNOTATION) if isinstance(annotations, dict) else None
-    if value is None:
-        return 0
-    if not isinstance(value, str):  # Kubernetes keeps annotations as strings
-        raise ConfigError(f'{where}: annotation {QUOTA_DELAY_ANNOTATION} must be a string duration such as "30s", got {shown(value)}')
-    try:
-        delay = parse_duration(value)
-    except DurationError as exc:
-        raise ConfigError(f"{where}: annotation {QUOTA_DELAY_ANNOTATION}: {exc}") from None
-    if delay < 0:
-        raise ConfigError(f'{where}: annotation {QUOTA_DELAY_ANNOTATION} must be "0s" (never) or more, got {shown(value)}')
-    return delay
 
 
 def _flag(value: Any, where: str) -> bool:

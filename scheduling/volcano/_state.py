@@ -78,15 +78,12 @@ def fold_event(p: PartitionState, event: LogEvent) -> None:
 
 
 def _fold_tick(p: PartitionState, tick: Tick) -> None:
-    """The timers without those of queues within their capability again. A timer running out
-    is something happening: the engine, which passes over a cycle of this model when the last
-    decided nothing and only ticks came since (`scheduling.run_cycle`), must run this one."""
+    """The timers without those of queues within their capability again (a timer running out
+    wakes a passed-over cycle through `next_wakeup`: see `scheduling.run_cycle`)."""
     state: VolcanoState = p.model_state
     for name in [name for name in state.timers if not over_capability(p, name)]:
         del state.timers[name]
         state.short.pop(name, None)
-    if any(p.last_tick < timer.fires <= tick.ts for timer in state.timers.values()):
-        p.__dict__["settled"] = False
 
 
 def over_capability(p: PartitionState, name: str) -> dict[str, int]:

@@ -40,8 +40,12 @@ def fold_event(p: PartitionState, event: LogEvent) -> None:
         for path in [path for path in state.timers if path not in p.queues or not over_max(p.queues[path])]:
             del state.timers[path]
             state.short.pop(path, None)
-    elif isinstance(event, QuotaEnforced):
-        state.short[event.queue] = dict(event.short or {})
+    elif isinstance(event, QuotaEnforced):  # met: its timer is done (left, it would start a later cut's countdown early)
+        if event.short:
+            state.short[event.queue] = dict(event.short)
+        else:
+            state.timers.pop(event.queue, None)
+            state.short.pop(event.queue, None)
 
 
 def over_max(queue: QueueState) -> dict[str, int]:
