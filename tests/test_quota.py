@@ -1,5 +1,5 @@
 """Quota enforcement through preemption (YuniKorn's design): the rules are scenarios
-(tests/scenarios/quota-*.yaml, examples/quota-enforcement.yaml); here the invariants over
+(examples/quota/*.yaml, examples/quota-enforcement.yaml); here the invariants over
 generated trees, tasks and cuts of a max: once enforced, no queue stays over its max unless a
 decision says how much its guarantees kept (`short`); no queue goes below its guaranteed
 because of it; replay reproduces every decision."""
