@@ -7,6 +7,7 @@ because of it; replay reproduces every decision."""
 from __future__ import annotations
 
 import msgspec
+from conftest import ROOT, preemptd
 from hypothesis import given, settings, strategies as st
 
 from preemptd.events import QuotaEnforced, Scenario
@@ -66,3 +67,13 @@ def test_a_cut_max_is_met_or_said_short_never_below_a_guarantee_and_replays(scen
         assert queue.allocated.get("vcore", 0) >= min(queue.guaranteed.get("vcore", 0), before), f"{queue.path} went below its guarantee"
     report = replay(result.records, log_id="sim")
     assert report.divergence is None and report.reproduced == len(result.decisions)
+
+
+def test_a_victim_of_quota_enforcement_is_explained_with_the_cut(tmp_path) -> None:
+    """`explain` of a victim tells the cut (old and new max), the delay, the target and why it went."""
+    db = tmp_path / "quota.db"
+    assert preemptd("simulate", str(ROOT / "examples" / "quota-enforcement.yaml"), "--quiet", "--db", str(db)).returncode == 0
+    told = preemptd("explain", "a-3", "--db", str(db))
+    assert told.returncode == 0, told.stderr
+    assert "decision.quota_enforced" in told.stdout and "max is vcore 4 (was vcore 8)" in told.stdout and "quota.preemption.delay 30s" in told.stdout
+    assert "spared a-1: not needed" in told.stdout and "- task a-3 (application train, queue root.team-a, priority 0, vcore 2)" in told.stdout
