@@ -320,3 +320,23 @@ async def test_a_log_that_cannot_be_written_is_one_line_that_says_what_to_look_a
     said = str(refused.value)
     assert said.startswith(f"log database error at {target}: attempt to write a readonly database: the log cannot be written (a read-only filesystem")
     assert said.endswith("what was not committed is read again from NATS at the next start") and "\n" not in said
+
+
+async def test_published_outbox_rows_are_pruned_past_the_window_and_the_rest_stay(log_target: str) -> None:
+    """The outbox grew by a row a decision for ever (34 MB of a 15-minute soak): rows published
+    before the cut go; unpublished rows, rows passed over, and every decision in the log stay."""
+    store = await Store.open(log_target)
+    try:
+        decisions = [row(seq, f"d{seq}", "decision.allocated") for seq in (1, 2, 3, 4)]
+        await store.commit(Batch(rows=decisions, outbox=[OutboxRow(d.seq, d.event_id, "s") for d in decisions]))
+        await store.mark_published([(1, 1)], at=100)
+        await store.mark_published([(2, 2)], at=900)
+        assert await store.refused({3: "too big"}, at=50, pass_over_after=1) == [3]
+        assert await store.prune_published(before=500) == 1
+        counts = await store.counts()
+        assert (counts["unpublished"], counts["passed_over"]) == (1, 1), "the unpublished one and the one passed over stay"
+        assert [o.seq for o in await store.unpublished(10)] == [4]
+        assert await store.prune_published(before=1000) == 1 and await store.last_seq() == 4, "the log keeps every decision"
+        assert (await store.find("d1")).type == "decision.allocated"
+    finally:
+        await store.close()

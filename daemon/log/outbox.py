@@ -23,19 +23,24 @@ import msgspec
 from preemptd.events import MAX_TIMESTAMP, cut_text, decode_decision, encode_within
 
 from ..bus import Bus, Publisher
-from ..clock import wall_ms
+from ..clock import monotonic_ms, wall_ms
 from ..errors import BusError
 from ..operations.logs import log
 from ..records import DeadLetter, Outbound, OutboxRow, rejected_subject
 from .store import Store
 
-__all__ = ["Notice", "Outbox", "notice", "publish_rejections", "publish_unacknowledged_rejections"]
+__all__ = ["KEEP_PUBLISHED", "PRUNE_EVERY", "Notice", "Outbox", "notice", "publish_rejections", "publish_unacknowledged_rejections"]
 
 _PUBLISH_GRACE = 5.0  # seconds a batch of decisions in flight may hold up a stop
 _BATCH = 1000  # small enough that a stop never waits long for the batch in flight
 _TRIES = 3  # refusals by JetStream before a decision is passed over
 _NOTICE_FIELD = 1024  # characters of each text in a rejection notice
 _HEADERS = 512  # bytes kept for the headers (Nats-Msg-Id) within the server's max_payload
+#: Published outbox rows are kept this long (ms), twice the decision stream's de-duplication
+#: window, then deleted, at most every `PRUNE_EVERY` ms while the outbox is idle: the log
+#: keeps every decision; the row only said whether it went out.
+KEEP_PUBLISHED = 2 * 600_000
+PRUNE_EVERY = 60_000
 
 
 class Outbox:
@@ -49,10 +54,13 @@ class Outbox:
         self._woken.set()
 
     async def run(self) -> None:
-        failures = 0
+        failures, pruned_at = 0, monotonic_ms()
         while True:
             rows = await self.store.unpublished(_BATCH)
             if not rows:
+                if monotonic_ms() - pruned_at >= PRUNE_EVERY:  # idle: the published rows past the window go
+                    pruned_at = monotonic_ms()
+                    await self.store.prune_published(wall_ms() - KEEP_PUBLISHED)
                 with anyio.move_on_after(1.0):
                     await self._woken.wait()
                 self._woken = anyio.Event()

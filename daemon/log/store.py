@@ -227,6 +227,12 @@ class Store:
         if runs:
             await self._write(_mark_published, list(runs), at)
 
+    async def prune_published(self, before: int) -> int:
+        """Delete the outbox rows published before `before` (ms): the stream holds those
+        decisions, and NATS would drop a repeat of them only within its de-duplication window;
+        the log keeps every decision. Rows passed over stay, for the operator. How many went."""
+        return await self._write(_prune_published, before)
+
     async def refused(self, problems: dict[int, str], at: int, *, pass_over_after: int) -> list[int]:
         """Record that NATS refused these decisions (by log position, with why); those refused
         `pass_over_after` times are passed over: they stay in the log and are not sent again.
@@ -393,6 +399,11 @@ async def _mark_published(conn: AsyncConnection, runs: list[tuple[int, int]], at
     waiting = sa.and_(_outbox.c.published_at.is_(None), _outbox.c.passed_over_at.is_(None))
     for first, last in runs:
         await conn.execute(_outbox.update().where(_outbox.c.seq.between(first, last), waiting).values(published_at=at))
+
+
+async def _prune_published(conn: AsyncConnection, before: int) -> int:
+    pruned = await conn.execute(_outbox.delete().where(_outbox.c.published_at < before))
+    return int(pruned.rowcount or 0)
 
 
 async def _save_snapshot(conn: AsyncConnection, seq: int, payload: bytes, created: int) -> None:
