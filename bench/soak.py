@@ -1,0 +1,154 @@
+"""A soak, as an operator runs the daemon: how fast the log and the streams grow, what the log
+holds by record type, the daemon's memory over time, and that replay reproduces every decision
+at the end. The measurement behind issue 29 (a log that lives for months).
+
+    .venv/bin/python bench/soak.py                         # 300 tasks/s on 100 nodes for 5 minutes
+    .venv/bin/python bench/soak.py --rate 100 --seconds 60
+
+One run: a bundled nats-server and `preemptd run` with its defaults. A shim submits `--rate`
+tasks a second to one of two queues that each guarantee half the cluster, switching every 30 s,
+so that each fills the cluster and then preempts the other back; it binds what is allocated, releases each task 20 s after it started, and releases
+the victims of each preemption at once. Every 10 s it samples the log database (with its WAL),
+the NATS data directory and the daemon's RSS. At the end the daemon is stopped (a snapshot is
+written), the log is read by record type (count and payload bytes), and `preemptd replay`
+checks it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+import nats
+
+from preemptd.daemon.bus.embedded import EmbeddedNats
+
+ROOT = Path(__file__).resolve().parent.parent
+NODES, CORES, LIFETIME = 100, 32, 20.0
+PHASE = 30  # seconds each queue has the submissions to itself: the other then preempts back
+CONFIG = {
+    "queues": [
+        {
+            "name": "root",
+            "properties": {"preemption.delay": "1s"},
+            "queues": [{"name": q, "resources": {"guaranteed": {"vcore": NODES * CORES // 2}}} for q in ("a", "b")],
+        }
+    ]
+}
+
+
+def size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else (path.stat().st_size if path.exists() else 0)
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class Shim:
+    """Submits, binds, releases: what a Kubernetes shim does with the daemon's decisions."""
+
+    def __init__(self, nc: nats.NATS, rate: int) -> None:
+        self.nc, self.rate = nc, rate
+        self.submitted = self.bound = self.released = 0
+        self.ends: list[tuple[float, str]] = []  # (when, task) to release
+
+    async def send(self, kind: str, **fields: object) -> None:
+        body = {"type": kind, "id": f"{kind}-{fields.get('task', fields.get('node'))}-{time.monotonic_ns()}", "ts": int(time.time() * 1000), **fields}
+        await self.nc.publish(f"preemptd.cluster.default.{kind.split('.')[0]}", json.dumps(body).encode())
+
+    async def on_decision(self, message: nats.aio.msg.Msg) -> None:
+        decision = json.loads(message.data)
+        if decision["type"] == "decision.allocated":
+            await self.send("task.bound", task=decision["task"], node=decision["node"])
+            self.bound += 1
+            self.ends.append((time.monotonic() + LIFETIME, decision["task"]))
+        elif decision["type"] == "decision.preempted":
+            for victim in decision["victims"]:
+                await self.send("task.released", task=victim["task"], reason="preempted")
+                self.released += 1
+
+    async def run(self, seconds: float) -> None:
+        await self.nc.subscribe("preemptd.decisions.default.>", cb=self.on_decision)
+        await self.send("config.applied", config=CONFIG)
+        for n in range(NODES):
+            await self.send("node.upserted", node=f"n{n:03d}", capacity={"vcore": CORES})
+        started = time.monotonic()
+        while time.monotonic() - started < seconds:
+            tick = time.monotonic()
+            for _ in range(self.rate // 10):
+                queue = "root.a" if int(tick - started) // PHASE % 2 == 0 else "root.b"
+                await self.send("task.submitted", task=f"t{self.submitted}", app=f"{queue[-1]}-{self.submitted // 50}", queue=queue, resources={"vcore": 1})
+                self.submitted += 1
+            due = [task for when, task in self.ends if when <= tick]
+            self.ends = [(when, task) for when, task in self.ends if when > tick]
+            for task in due:
+                await self.send("task.released", task=task, reason="completed")
+                self.released += 1
+            await asyncio.sleep(max(0.0, 0.1 - (time.monotonic() - tick)))
+
+
+def log_by_type(db: Path) -> tuple[list[tuple[str, int, int]], int]:
+    """The log's records by type (count, payload bytes), and how many dead letters it holds."""
+    with sqlite3.connect(db) as conn:
+        kinds = conn.execute("select type, count(*), sum(length(payload)) from log group by type order by 3 desc").fetchall()
+        return kinds, conn.execute("select count(*) from dead_letters").fetchone()[0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rate", type=int, default=300, help="tasks submitted a second")
+    parser.add_argument("--seconds", type=float, default=300)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp, EmbeddedNats(Path(tmp) / "nats") as server:
+        state = Path(tmp) / "state"
+        command = [sys.executable, "-m", "preemptd.daemon.entry", "--log-level", "warning", "run", "--nats-url", server.url, "--state-dir", str(state)]
+        daemon = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        assert daemon.stdout is not None and "listening" in daemon.stdout.readline().decode()
+        samples: list[tuple[float, int, int, float]] = []
+
+        async def soak() -> Shim:
+            nc = await nats.connect(server.url)
+            shim = Shim(nc, args.rate)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(shim.run, args.seconds)
+                started = time.monotonic()
+                while time.monotonic() - started < args.seconds:
+                    await anyio.sleep(10)
+                    samples.append((time.monotonic() - started, size(state / "preemptd.db") + size(state / "preemptd.db-wal"), size(Path(tmp) / "nats"), rss_mb(daemon.pid)))
+            await nc.close()
+            return shim
+
+        shim = anyio.run(soak)
+        time.sleep(3)  # the last events and decisions committed
+        daemon.terminate()
+        daemon.wait(60)
+        db = state / "preemptd.db"
+        hours = args.seconds / 3600
+        print(f"soak: {args.rate} tasks/s on {NODES} nodes for {args.seconds:g} s: {shim.submitted:,} submitted, {shim.bound:,} bound, {shim.released:,} released")
+        print("   t (s)   log (MB)   NATS (MB)   RSS (MB)")
+        for t, log_bytes, nats_bytes, rss in samples:
+            print(f"{t:8.0f} {log_bytes / 1e6:10.1f} {nats_bytes / 1e6:11.1f} {rss:10.0f}")
+        print(f"log {size(db) / 1e6:.1f} MB after the stop ({size(db) / 1e9 / hours:.2f} GB an hour), NATS {size(Path(tmp) / 'nats') / 1e6:.1f} MB ({size(Path(tmp) / 'nats') / 1e9 / hours:.2f} GB an hour)")
+        kinds, dead = log_by_type(db)
+        print("record type                 count   payload MB   bytes each")
+        for kind, count, payload in kinds:
+            print(f"{kind:24} {count:9,} {payload / 1e6:12.1f} {payload / count:12.0f}")
+        print(f"dead letters: {dead:,} (a shim's release of a task already gone, for instance)")
+        replayed = subprocess.run([sys.executable, "-m", "preemptd.daemon.cli", "replay", "--db", str(db), "--quiet"], capture_output=True, text=True, cwd=ROOT)
+        print(f"replay: {(replayed.stdout or replayed.stderr).strip().splitlines()[-1]}")
+
+
+if __name__ == "__main__":
+    main()
