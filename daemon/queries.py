@@ -33,7 +33,17 @@ from typing import Any
 import anyio
 import msgspec
 
-from preemptd.events import DECISION_TYPES, ClusterEvent, DecodeError, decode_cluster_event, json_schema, to_builtins
+from preemptd.events import (
+    DECISION_TYPES,
+    MAX_DEPTH,
+    MAX_MESSAGE_BYTES,
+    ClusterEvent,
+    DecodeError,
+    decode_cluster_event,
+    depth_beyond_limit,
+    json_schema,
+    to_builtins,
+)
 from preemptd.projections import ClusterState
 from preemptd.scheduling import MAX_TRIAL_EVENTS, Trial, TrialRefused, trial
 
@@ -61,6 +71,10 @@ def query_subjects(partitions: tuple[str, ...] | None) -> list[str]:
 def ask_events(body: bytes, partition: str, now: int) -> list[ClusterEvent]:
     """The events of a query's body (a JSON array of events as shims publish them; `id` and
     `ts` may be left out), decoded as ingest decodes them; `TrialRefused` saying which is wrong."""
+    if len(body) > MAX_MESSAGE_BYTES:
+        raise TrialRefused(f"the query is {len(body):,} bytes; the limit is {MAX_MESSAGE_BYTES:,}")
+    if (depth := depth_beyond_limit(body)) is not None:  # parsed, it would exhaust the interpreter's stack
+        raise TrialRefused(f"the query nests objects and arrays {depth:,} levels deep; the limit is {MAX_DEPTH}")
     try:
         items = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -226,7 +240,15 @@ class Queries:
         return query_subjects(self.partitions)
 
     async def answer(self, subject: str, body: bytes) -> bytes:
-        """The reply to one query (a refusal when it cannot be asked, or the daemon is busy)."""
+        """The reply to one query (a refusal when it cannot be asked, or the daemon is busy);
+        whatever a query does, it ends here, never in the daemon's task group."""
+        try:
+            return await self._answer(subject, body)
+        except Exception as exc:
+            log("query failed", logging.ERROR, error=f"{type(exc).__name__}: {exc}")
+            return answer_json(TrialRefused(f"the query failed ({type(exc).__name__}); please report it"))
+
+    async def _answer(self, subject: str, body: bytes) -> bytes:
         partition = subject.removeprefix(f"{TRY_SUBJECT}.")
         now = wall_ms()
         try:

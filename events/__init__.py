@@ -66,6 +66,7 @@ from ._limits import (
     MAX_RESOURCE_NAMES as MAX_RESOURCE_NAMES,
     MAX_TIMESTAMP as MAX_TIMESTAMP,
     MAX_TOTAL as MAX_TOTAL,
+    depth_beyond_limit as depth_beyond_limit,
 )
 from ._quantity import (
     MILLI_RESOURCES as MILLI_RESOURCES,

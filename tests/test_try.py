@@ -17,7 +17,7 @@ import yaml
 from conftest import ROOT, preemptd
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from preemptd.daemon.queries import answer_json, ask_events, trial_in_child
+from preemptd.daemon.queries import Queries, answer_json, ask_events, trial_in_child
 from preemptd.events import Scenario, to_builtins
 from preemptd.projections import ClusterState, LogRecord
 from preemptd.scheduling import TrialRefused, apply, run_cycle, simulate, snapshot, tick_record, trial
@@ -63,6 +63,8 @@ def test_asking_in_a_forked_child_leaves_the_state_as_it_was() -> None:
         (b"[1]", "event 1 is not a JSON object"),
         (json.dumps([{"type": "task.submited", "task": "x"}]).encode(), "event 1: unknown event type 'task.submited'"),
         (json.dumps([{"type": "task.submitted", "task": "x", "app": "a", "queue": "root.a", "resources": {"vcore": 1}}] * 1001).encode(), "a query holds at most 1,000"),
+        (b"[" * 100_000 + b"]" * 100_000, "nests objects and arrays 100,000 levels deep; the limit is 64"),  # parsed, a RecursionError
+        (b"[" + b" " * (1 << 20) + b"]", "the limit is 1,048,576"),
     ],
 )
 def test_a_query_that_cannot_be_asked_is_refused_with_a_reason(body: bytes, said: str) -> None:
@@ -226,3 +228,15 @@ def test_the_query_and_its_answer_follow_their_json_schemas() -> None:
     jsonschema.validate(json.loads(answer_json(TrialRefused("why"))), answered)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"decisions": []}, answered)
+
+
+def test_a_query_that_breaks_the_daemons_side_is_refused_and_never_raised_into_it() -> None:
+    """Whatever goes wrong answering a query stays in its reply: the daemon's task group, which
+    ingests and decides, never sees it."""
+
+    def broken() -> ClusterState:
+        raise RuntimeError("a bug")
+
+    queries = Queries(broken, tick=1000, partitions=None)
+    answer = json.loads(anyio.run(lambda: queries.answer("preemptd.try.default", json.dumps(yaml.safe_load((EVENTS / "quickstart-2.yaml").read_text())).encode())))
+    assert answer == {"refused": "the query failed (RuntimeError); please report it"}
