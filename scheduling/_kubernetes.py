@@ -229,6 +229,7 @@ _PRIORITY_CLASS = object_shape(value=VALUE, description=ANY, preemptionPolicy=VA
 ))  # fmt: skip
 _WORKLOAD_PRIORITY_CLASS = object_shape(value=VALUE, description=ANY)
 ALLOW_PREEMPTION_ANNOTATION = "yunikorn.apache.org/allow-preemption"
+PREEMPTD_ANNOTATIONS = "preemptd.io/"  # the prefix of preemptd's own annotations
 
 
 class ObjectReader:
@@ -239,6 +240,9 @@ class ObjectReader:
     model = ""
     expected = ""
     kinds: dict[str, Kind] = {}
+    #: The annotations of preemptd's own (`preemptd.io/...`) the model reads: another one is
+    #: refused with the closest, never ignored (a misspelt switch would silently stay off).
+    annotations: frozenset[str] = frozenset()
     #: The file a ConfigMap of this model carries (`data.<config_file>`), and what that file is.
     config_file = ""
     config_file_is = ""
@@ -273,10 +277,20 @@ class ObjectReader:
         if kind.refusal:
             raise ConfigError(f"{label}: {kind.refusal}")
         check_shape(item, kind.versions[version], kind_name, label, self.notes)
+        self._check_our_annotations(item, label)
         if kind.read is None:
             self.notes.add(f"not modelled: {kind_name} objects: {kind.meaning}")
             return None
         return kind.read(self, name, item, label)
+
+    def _check_our_annotations(self, item: dict[str, Any], label: str) -> None:
+        annotations = (item.get("metadata") or {}).get("annotations") or {}
+        for key in sorted(annotations) if isinstance(annotations, dict) else ():
+            if isinstance(key, str) and key.startswith(PREEMPTD_ANNOTATIONS) and key not in self.annotations:
+                near = closest(key, sorted(self.annotations))
+                read = ", ".join(sorted(self.annotations)) or "none of preemptd's annotations"
+                known = f"did you mean {near}?" if near else f"{self.model} reads {read}"
+                raise ConfigError(f"{label}: unknown annotation {shown(key)} ({known})")
 
     def name_of(self, kind: str, item: dict[str, Any], position: int) -> str:
         return object_name(item, position)

@@ -110,3 +110,36 @@ def test_publish_refuses_a_podgroups_words_before_sending_anything(tmp_path: Pat
     events.write_text(json.dumps(event) + "\n")
     result = preemptd("publish", str(events), "--nats-url", "nats://127.0.0.1:1")
     assert result.returncode == 2 and said in result.stderr and "nothing was published" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("model", "objects", "said"),
+    [
+        (
+            "kueue",
+            [
+                {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": "default"}},
+                {
+                    "apiVersion": "kueue.x-k8s.io/v1beta1",
+                    "kind": "ClusterQueue",
+                    "metadata": {"name": "a", "annotations": {"preemptd.io/quota-preemtion-delay": "30s"}},
+                    "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": 4}]}]}]},
+                },
+            ],
+            "ClusterQueue a: unknown annotation 'preemptd.io/quota-preemtion-delay' (did you mean preemptd.io/quota-preemption-delay?)",
+        ),
+        (
+            "volcano",
+            [{"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "q", "annotations": {"preemptd.io/fair-sharing": "true"}}, "spec": {"weight": 1}}],
+            "Queue q: unknown annotation 'preemptd.io/fair-sharing' (Volcano reads preemptd.io/quota-preemption-delay)",
+        ),
+    ],
+)
+def test_a_misspelt_or_foreign_preemptd_annotation_is_refused_not_ignored(model: str, objects: list, said: str) -> None:
+    """A switch of preemptd's in an annotation, misspelt, would silently stay off."""
+    from preemptd.events import ConfigError
+    from preemptd.scheduling import model_named
+
+    with pytest.raises(ConfigError) as refused:
+        model_named(model).parse_config(objects, "default")
+    assert said in str(refused.value)

@@ -154,6 +154,7 @@ class _Reader(ObjectReader):
     """Reads one object after another; `config()` checks what needs them all (references)."""
 
     model = "Kueue"
+    annotations = frozenset({FAIR_SHARING_ANNOTATION, QUOTA_DELAY_ANNOTATION})
     expected = "Kueue objects (ResourceFlavor, Cohort, ClusterQueue, LocalQueue, WorkloadPriorityClass, PriorityClass, Configuration or its ConfigMap)"
     config_file = "controller_manager_config.yaml"  # in Kueue's manager ConfigMap
     config_file_is = "Kueue's Configuration"

@@ -158,6 +158,7 @@ def parse_objects(document: Any) -> tuple[VolcanoConfig, tuple[str, ...]]:
 
 class _Reader(ObjectReader):
     model = "Volcano"
+    annotations = frozenset({QUOTA_DELAY_ANNOTATION})
     expected = "Volcano objects (Queue, PriorityClass, and the scheduler configuration or its ConfigMap)"
     config_file = "volcano-scheduler.conf"
     config_file_is = "the scheduler configuration"
