@@ -230,6 +230,9 @@ _PRIORITY_CLASS = object_shape(value=VALUE, description=ANY, preemptionPolicy=VA
 _WORKLOAD_PRIORITY_CLASS = object_shape(value=VALUE, description=ANY)
 ALLOW_PREEMPTION_ANNOTATION = "yunikorn.apache.org/allow-preemption"
 PREEMPTD_ANNOTATIONS = "preemptd.io/"  # the prefix of preemptd's own annotations
+#: preemptd's extension of Kueue (on a ClusterQueue) and Volcano (on a Queue): a duration such as
+#: "30s" after which a lowered quota or capability is enforced by eviction; left out or "0s": never.
+QUOTA_DELAY_ANNOTATION = "preemptd.io/quota-preemption-delay"
 
 
 class ObjectReader:

@@ -33,6 +33,7 @@ from .._kubernetes import (
     ANY,
     CONFIG_MAP,
     PRIORITY_KINDS,
+    QUOTA_DELAY_ANNOTATION,
     VALUE,
     Gone,
     Kind,
@@ -137,10 +138,6 @@ class KueueConfig(msgspec.Struct, frozen=True, kw_only=True):
 #: in its tree only (Kueue's Configuration turns it on for the whole cluster).
 FAIR_SHARING_ANNOTATION = "preemptd.io/fair-sharing"
 
-#: preemptd's extension: this annotation on a ClusterQueue, a duration ("30s"), has a lowered
-#: nominal quota, borrowing or lending limit of it enforced that long after (`_quota`); "0s" or
-#: none: never, as in Kueue.
-QUOTA_DELAY_ANNOTATION = "preemptd.io/quota-preemption-delay"
 
 
 def parse_objects(document: Any) -> tuple[KueueConfig, tuple[str, ...]]:

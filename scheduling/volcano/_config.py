@@ -34,6 +34,7 @@ from .._kubernetes import (
     ANY,
     CONFIG_MAP,
     PRIORITY_KINDS,
+    QUOTA_DELAY_ANNOTATION,
     VALUE,
     Kind,
     ObjectReader,
@@ -86,10 +87,6 @@ ACTION_ARGUMENTS: dict[str, set[str]] = {}
 
 Resources = dict[str, int]
 
-#: preemptd's extension: this annotation on a Queue, a duration such as "30s", has a lowered
-#: capability enforced that long after it was lowered, by evicting running tasks (`_quota`).
-#: Left out, or "0s", the queue keeps what it holds, as in Volcano.
-QUOTA_DELAY_ANNOTATION = "preemptd.io/quota-preemption-delay"
 
 
 class Queue(msgspec.Struct, frozen=True, kw_only=True):
