@@ -1,17 +1,21 @@
-"""A soak, as an operator runs the daemon: how fast the log and the streams grow, what the log
-holds by record type, the daemon's memory over time, and that replay reproduces every decision
-at the end. The measurement behind issue 29 (a log that lives for months).
+"""A soak, as an operator runs the daemon: how fast the log, its archive and the streams grow
+(with retention, that they stay under their bounds), what the log holds by record type, the
+daemon's memory and decision latency over time, and that replay over the archive and the live
+log reproduces every decision at the end. The measurement behind issue 29 (a log that lives
+for months).
 
-    .venv/bin/python bench/soak.py                         # 300 tasks/s on 100 nodes for 5 minutes
-    .venv/bin/python bench/soak.py --rate 100 --seconds 60
+    .venv/bin/python bench/soak.py                         # 300 tasks/s on 100 nodes for 5 minutes, default retention
+    .venv/bin/python bench/soak.py --seconds 3600 --retain 30m --retain-bytes 512Mi
+    .venv/bin/python bench/soak.py --seconds 600 --archive off   # without retention
 
 One run: a bundled nats-server and `preemptd run` with its defaults. A shim submits `--rate`
 tasks a second to one of two queues that each guarantee half the cluster, switching every 30 s,
 so that each fills the cluster and then preempts the other back; it binds what is allocated, releases each task 20 s after it started, and releases
 the victims of each preemption at once. Every 10 s it samples the log database (with its WAL),
-the NATS data directory and the daemon's RSS. At the end the daemon is stopped (a snapshot is
-written), the log is read by record type (count and payload bytes), and `preemptd replay`
-checks it.
+the NATS data directory, the archive and the daemon's RSS, and reports the latency from a task's
+submission to its allocation reaching the shim. At the end the daemon is stopped (a snapshot is
+written), the live log is read by record type (count and payload bytes), and `preemptd replay`
+checks the whole history, archive included.
 """
 
 from __future__ import annotations
@@ -63,6 +67,8 @@ class Shim:
         self.nc, self.rate = nc, rate
         self.submitted = self.bound = self.released = 0
         self.ends: list[tuple[float, str]] = []  # (when, task) to release
+        self.sent: dict[str, float] = {}  # task: when it was submitted
+        self.latencies: list[float] = []  # seconds from submission to allocation, since the last sample
 
     async def send(self, kind: str, **fields: object) -> None:
         body = {"type": kind, "id": f"{kind}-{fields.get('task', fields.get('node'))}-{time.monotonic_ns()}", "ts": int(time.time() * 1000), **fields}
@@ -71,6 +77,8 @@ class Shim:
     async def on_decision(self, message: nats.aio.msg.Msg) -> None:
         decision = json.loads(message.data)
         if decision["type"] == "decision.allocated":
+            if (sent := self.sent.pop(decision["task"], None)) is not None:
+                self.latencies.append(time.monotonic() - sent)
             await self.send("task.bound", task=decision["task"], node=decision["node"])
             self.bound += 1
             self.ends.append((time.monotonic() + LIFETIME, decision["task"]))
@@ -89,6 +97,7 @@ class Shim:
             tick = time.monotonic()
             for _ in range(self.rate // 10):
                 queue = "root.a" if int(tick - started) // PHASE % 2 == 0 else "root.b"
+                self.sent[f"t{self.submitted}"] = time.monotonic()
                 await self.send("task.submitted", task=f"t{self.submitted}", app=f"{queue[-1]}-{self.submitted // 50}", queue=queue, resources={"vcore": 1})
                 self.submitted += 1
             due = [task for when, task in self.ends if when <= tick]
@@ -97,6 +106,17 @@ class Shim:
                 await self.send("task.released", task=task, reason="completed")
                 self.released += 1
             await asyncio.sleep(max(0.0, 0.1 - (time.monotonic() - tick)))
+
+
+def used(db: Path) -> int:
+    """The log's pages in use (what retention bounds), without those freed for reuse."""
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        pages = conn.execute("pragma page_count").fetchone()[0] - conn.execute("pragma freelist_count").fetchone()[0]
+        return pages * conn.execute("pragma page_size").fetchone()[0]
+
+
+def percentile(values: list[float], q: float) -> float:
+    return sorted(values)[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
 
 
 def log_by_type(db: Path) -> tuple[list[tuple[str, int, int]], int]:
@@ -110,13 +130,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rate", type=int, default=300, help="tasks submitted a second")
     parser.add_argument("--seconds", type=float, default=300)
+    parser.add_argument("--archive", help="off: without retention (default: the daemon's STATE_DIR/archive)")
+    parser.add_argument("--retain", default="7d", help="the daemon's --retain (default: 7d)")
+    parser.add_argument("--retain-bytes", default="8Gi", help="the daemon's --retain-bytes (default: 8Gi)")
+    parser.add_argument("--sample", type=float, default=10, help="seconds between samples (default: 10)")
     args = parser.parse_args()
+    retention = ["--archive", "off"] if args.archive == "off" else ["--retain", args.retain, "--retain-bytes", args.retain_bytes, *(["--archive", args.archive] if args.archive else [])]
     with tempfile.TemporaryDirectory() as tmp, EmbeddedNats(Path(tmp) / "nats") as server:
         state = Path(tmp) / "state"
-        command = [sys.executable, "-m", "preemptd.daemon.entry", "--log-level", "warning", "run", "--nats-url", server.url, "--state-dir", str(state)]
+        command = [sys.executable, "-m", "preemptd.daemon.entry", "--log-level", "warning", "run", "--nats-url", server.url, "--state-dir", str(state), *retention]
         daemon = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         assert daemon.stdout is not None and "listening" in daemon.stdout.readline().decode()
-        samples: list[tuple[float, int, int, float]] = []
+        samples: list[tuple[float, int, int, int, int, float, float, float]] = []
 
         async def soak() -> Shim:
             nc = await nats.connect(server.url)
@@ -125,8 +150,12 @@ def main() -> None:
                 tg.start_soon(shim.run, args.seconds)
                 started = time.monotonic()
                 while time.monotonic() - started < args.seconds:
-                    await anyio.sleep(10)
-                    samples.append((time.monotonic() - started, size(state / "preemptd.db") + size(state / "preemptd.db-wal"), size(Path(tmp) / "nats"), rss_mb(daemon.pid)))
+                    await anyio.sleep(args.sample)
+                    db = state / "preemptd.db"
+                    latencies, shim.latencies = shim.latencies, []
+                    on_disk = size(db) + size(state / "preemptd.db-wal")
+                    samples.append((time.monotonic() - started, on_disk, used(db), size(state / "archive"), size(Path(tmp) / "nats"), rss_mb(daemon.pid), percentile(latencies, 0.5), percentile(latencies, 0.99)))
+                    print(f"{samples[-1][0]:8.0f} s: log {on_disk / 1e6:.0f} MB, archive {samples[-1][3] / 1e6:.0f} MB, NATS {samples[-1][4] / 1e6:.0f} MB", file=sys.stderr, flush=True)
             await nc.close()
             return shim
 
@@ -137,17 +166,20 @@ def main() -> None:
         db = state / "preemptd.db"
         hours = args.seconds / 3600
         print(f"soak: {args.rate} tasks/s on {NODES} nodes for {args.seconds:g} s: {shim.submitted:,} submitted, {shim.bound:,} bound, {shim.released:,} released")
-        print("   t (s)   log (MB)   NATS (MB)   RSS (MB)")
-        for t, log_bytes, nats_bytes, rss in samples:
-            print(f"{t:8.0f} {log_bytes / 1e6:10.1f} {nats_bytes / 1e6:11.1f} {rss:10.0f}")
-        print(f"log {size(db) / 1e6:.1f} MB after the stop ({size(db) / 1e9 / hours:.2f} GB an hour), NATS {size(Path(tmp) / 'nats') / 1e6:.1f} MB ({size(Path(tmp) / 'nats') / 1e9 / hours:.2f} GB an hour)")
+        print(f"daemon: {' '.join(retention)}")
+        print("   t (s)   log file (MB)   in use (MB)   archive (MB)   NATS (MB)   RSS (MB)   allocated after (ms, p50 / p99)")
+        for t, on_disk, in_use, archived, nats_bytes, rss, p50, p99 in samples:
+            print(f"{t:8.0f} {on_disk / 1e6:15.1f} {in_use / 1e6:13.1f} {archived / 1e6:14.1f} {nats_bytes / 1e6:11.1f} {rss:10.0f}   {p50 * 1000:7.0f} / {p99 * 1000:.0f}")
+        print(f"log {size(db) / 1e6:.1f} MB after the stop ({size(db) / 1e9 / hours:.2f} GB an hour), the most in use {max(s[2] for s in samples) / 1e6:.1f} MB")
+        print(f"archive {size(state / 'archive') / 1e6:.1f} MB ({size(state / 'archive') / 1e9 / hours:.2f} GB an hour), NATS {size(Path(tmp) / 'nats') / 1e6:.1f} MB, at most {max(s[4] for s in samples) / 1e6:.1f} MB")
         kinds, dead = log_by_type(db)
-        print("record type                 count   payload MB   bytes each")
+        print("live log's record type       count   payload MB   bytes each")
         for kind, count, payload in kinds:
             print(f"{kind:24} {count:9,} {payload / 1e6:12.1f} {payload / count:12.0f}")
         print(f"dead letters: {dead:,} (a shim's release of a task already gone, for instance)")
+        replaying = time.monotonic()
         replayed = subprocess.run([sys.executable, "-m", "preemptd.daemon.cli", "replay", "--db", str(db), "--quiet"], capture_output=True, text=True, cwd=ROOT)
-        print(f"replay: {(replayed.stdout or replayed.stderr).strip().splitlines()[-1]}")
+        print(f"replay of the archive and the live log ({time.monotonic() - replaying:.0f} s): {(replayed.stdout or replayed.stderr).strip().splitlines()[-1]}")
 
 
 if __name__ == "__main__":

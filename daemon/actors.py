@@ -10,8 +10,11 @@
 - observe: measures consumer lag, the outbox and the gauges once a second (`metrics`).
 - act: turns each delivery into log records and dead letters (`ingest`), commits them with the
   consumer's position in one transaction and only then acknowledges them; runs due cycles and
-  commits each tick with its decisions and their outbox rows; takes snapshots.
+  commits each tick with its decisions and their outbox rows; takes snapshots, one of which
+  now and then closes a segment of the log.
 - publish: sends unpublished decisions (`outbox`).
+- archive: writes closed segments to the archive and drops from the live log what retention
+  lets go (`log.archive`).
 
 A stop cancels the task group; a batch being committed finishes first (shielded).
 """
@@ -35,6 +38,7 @@ from . import ingest
 from .bus import Bus
 from .clock import monotonic_ms, wall_ms
 from .errors import BusError, StoreError
+from .log.archive import Archivist
 from .log.database import SAY_WAITING_EVERY
 from .log.history import load_state, save_snapshot
 from .log.outbox import Outbox, publish_rejections
@@ -42,7 +46,7 @@ from .log.store import Store
 from .operations.logs import log
 from .operations.metrics import Health, Metrics, reading
 from .queries import Queries
-from .records import Batch, Inbound, outbox_rows, to_row
+from .records import Batch, Inbound, LogRow, outbox_rows, to_row
 from .settings import Settings
 
 __all__ = ["Daemon", "Heartbeat", "Observed", "snapshot_due"]
@@ -86,11 +90,14 @@ class Daemon:
         self.last_tick_ts = max((p.last_tick for p in state.partitions.values()), default=0)
         self.tracking = 0
         self.consistent = True  # false while the state holds events not yet committed
+        self.segment = OpenSegment()
+        self.archivist = Archivist(store, settings.retention) if settings.retention.archive is not None else None
 
     async def run(self, ready: Callable[[], None] = lambda: None) -> None:
         """Run until cancelled (a signal); `ready` is called once the actors start."""
         self.tracking = await self.store.tracking(self.source)
         self.last_snapshot = await self.store.latest_snapshot_seq()  # counted across restarts, or a daemon that keeps crashing never snapshots
+        self.segment = await OpenSegment.of(self.store)
         deliveries_tx, deliveries_rx = anyio.create_memory_object_stream[Delivery](4)
         try:
             async with anyio.create_task_group() as tg:
@@ -100,6 +107,8 @@ class Daemon:
                 tg.start_soon(self._act, deliveries_rx)
                 tg.start_soon(self.outbox.run)
                 tg.start_soon(self._observe)
+                if self.archivist is not None:
+                    tg.start_soon(self.archivist.run)
                 queries = Queries(lambda: self.state, tick=self.settings.tick, partitions=self.settings.partitions)
                 tg.start_soon(self.bus.serve, queries.subjects, queries.answer)
         finally:
@@ -206,6 +215,7 @@ class Daemon:
             ingested = ingest.fold(decoded, await self.store.known_event_ids(decoded.ids), self.state, self.settings.max_partitions)
             last = ingested.stopped or fresh[-1]
             await self.store.commit(Batch(rows=ingested.rows, dead=ingested.dead, tracking=(self.source, last.stream_seq)))
+            self.segment.grew(ingested.rows)
             if self.observed.metrics is not None:
                 self.observed.metrics.ingested(ingested.rows, ingested.dead)
             if ingested.stopped is not None:
@@ -240,7 +250,9 @@ class Daemon:
             deciding = time.perf_counter()
             cycle = run_cycle(self.state, tick_record(self.state, ts, partition))
             took_ms = round((time.perf_counter() - deciding) * 1000, 1)
-            await self.store.commit(Batch(rows=[to_row(r) for r in cycle.records], outbox=outbox_rows(cycle.decided)))
+            rows = [to_row(r) for r in cycle.records]
+            await self.store.commit(Batch(rows=rows, outbox=outbox_rows(cycle.decided)))
+            self.segment.grew(rows)
             self.consistent = True
         if self.observed.metrics is not None:
             self.observed.metrics.cycle(self.state, partition, cycle.decisions, took_ms / 1000)
@@ -256,12 +268,38 @@ class Daemon:
         if not self.consistent or self.state.seq == self.last_snapshot:
             return
         self.last_snapshot, self.last_snapshot_at = self.state.seq, monotonic_ms()
+        boundary = self.settings.retention.closes_segment(self.segment.grown, wall_ms() - (self.segment.began or wall_ms()))
         try:
-            size = await save_snapshot(self.store, self.state)
+            size = await save_snapshot(self.store, self.state, boundary=boundary)
         except Exception as exc:  # the log holds everything: a snapshot only saves time at start
             log("snapshot failed; the daemon goes on (please report it)", logging.ERROR, error=f"{type(exc).__name__}: {exc}", seq=self.state.seq)
             return
-        log("snapshot", reason=reason, seq=self.state.seq, bytes=size)
+        log("snapshot", reason=reason, seq=self.state.seq, bytes=size, **({"closes_segment": True} if boundary else {}))
+        if boundary:
+            self.segment = OpenSegment()
+            if self.archivist is not None:
+                self.archivist.wake()
+
+
+@dataclass
+class OpenSegment:
+    """The segment the log writes to: its record payload bytes, and when its first record was
+    received (None: none yet). Retention closes it at a snapshot (`Retention.closes_segment`)."""
+
+    grown: int = 0
+    began: int | None = None
+
+    @classmethod
+    async def of(cls, store: Store) -> OpenSegment:
+        """The open segment of a log, at start: after the newest boundary snapshot."""
+        boundaries, segments = await store.boundaries(), await store.segments()
+        start = max(boundaries[-1] if boundaries else 0, segments[-1].last if segments else 0)
+        return cls(await store.payload_bytes(start), await store.first_received_after(start))
+
+    def grew(self, rows: list[LogRow]) -> None:
+        if rows and self.began is None:
+            self.began = rows[0].received
+        self.grown += sum(len(row.payload) for row in rows)
 
 
 def snapshot_due(grown: int, elapsed_ms: int, every: int) -> bool:

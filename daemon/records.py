@@ -17,6 +17,7 @@ __all__ = [
     "CONSUMER",
     "DECISION_STREAM",
     "REJECTED_STREAM",
+    "Segment",
     "Batch",
     "DeadLetter",
     "Inbound",
@@ -90,6 +91,22 @@ class Outbound:
 
 
 # -- the log's rows ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A closed stretch of the log (`first <= seq <= last`) written to the archive as one file
+    (`location`); `dropped` is when its rows left the live log (None: still there too)."""
+
+    first: int
+    last: int
+    records: int
+    bytes: int  # payload bytes
+    first_received: int
+    last_received: int
+    location: str
+    archived: int  # when its file was written (ms)
+    dropped: int | None = None
 
 
 @dataclass(slots=True)  # not frozen: one is made per record on the hot path, and frozen costs 5x to make; never changed

@@ -168,7 +168,7 @@ async def _run(settings: Settings, observed: Observed, lease: WriterLease | None
         with _nats(settings) as (url, embedded):
             bus = await Bus.connect(url, access=settings.nats_access)
             try:
-                await bus.streams.ensure()
+                await bus.streams.ensure(settings.retention.stream_limits())
                 source, position = await start_position(store, bus, settings.partitions)
                 await publish_unacknowledged_rejections(store, bus, f"{CONSUMER}-{store.log_id}", position)
                 await bus.consumer.subscribe(position + 1, f"{CONSUMER}-{store.log_id}", settings.partitions)

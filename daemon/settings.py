@@ -7,6 +7,7 @@ from pathlib import Path
 
 from .bus import NatsAccess
 from .ingest import MAX_PARTITIONS
+from .log.archive import Retention
 from .log.lease import LEASE_SECONDS
 
 __all__ = ["Settings"]
@@ -29,3 +30,4 @@ class Settings:
     max_partitions: int = MAX_PARTITIONS
     lease_expiry: int = int(LEASE_SECONDS * 1000)  # ms a PostgreSQL log's writer may be silent before a standby ends its session
     partitions: tuple[str, ...] | None = None  # the partitions this daemon reads; None: every one
+    retention: Retention = Retention(None)  # off unless asked for: `preemptd run` turns it on by default

@@ -13,3 +13,7 @@ LOCATION = Path(__file__).parent
 #: Every revision, oldest first, and the newest.
 REVISIONS = tuple(sorted(path.name.split("_", 1)[0] for path in (LOCATION / "versions").glob("[0-9]*_*.py")))
 HEAD = REVISIONS[-1]
+
+#: The oldest schema the commands that only read a log read as it is, without `db upgrade`:
+#: 0004 only added what retention writes (a log without it has no archived segments).
+READABLE = "0003"

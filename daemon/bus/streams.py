@@ -6,6 +6,7 @@ stream for `tail`, tests and tools."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -95,14 +96,20 @@ class Streams:
     def __init__(self, nc: Any) -> None:
         self._js = nc.jetstream()
 
-    async def ensure(self) -> None:
-        """Create the streams, or bring an existing stream's settings up to date."""
+    async def ensure(self, limits: dict[str, tuple[float, int]] | None = None) -> None:
+        """Create the streams. The daemon gives each stream's limits (max age in seconds, max
+        bytes, from its retention policy) and brings an existing stream's settings up to date;
+        other clients (`publish`, `tail`) leave an existing stream as the daemon set it."""
         for config in _STREAMS:
+            if limits is not None:
+                max_age, max_bytes = limits[str(config.name)]
+                config = dataclasses.replace(config, max_age=max_age, max_bytes=max_bytes)
             try:
                 try:
                     await self._js.add_stream(config)
                 except nats.js.errors.BadRequestError:
-                    await self._js.update_stream(config)
+                    if limits is not None:
+                        await self._js.update_stream(config)
             except nats.js.errors.ServiceUnavailableError as exc:
                 raise BusError(f"cannot create JetStream stream {config.name}: JetStream is not enabled on this NATS server (start nats-server with -js)") from exc
             except NATS_ERRORS as exc:

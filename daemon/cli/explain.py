@@ -33,7 +33,7 @@ from preemptd.scheduling import DEFAULT_MODEL, listing, model_named
 from .render import count, printable
 
 if TYPE_CHECKING:
-    from ..log.store import Store
+    from ..log.archive import Searched
     from ..records import LogRow
 
 __all__ = ["Story", "Terms", "closest_name", "model_at", "models_of", "stories", "terms_of"]
@@ -105,7 +105,7 @@ class Story:
         return f"{matched} in partition {printable(self.partition)}: {count(len(self.rows), 'decision')}{older}"
 
 
-async def stories(store: Store, name: str, models: Models) -> list[Story]:
+async def stories(store: Searched, name: str, models: Models) -> list[Story]:
     """Every application `name` names or a task of which it names, each with the decisions
     about it: under Kueue a workload's from the workload or any of its pods; elsewhere an
     application's from its name, a task's from the task's."""
@@ -175,7 +175,7 @@ def _about_task(decision: Decision, task: str) -> bool:
     return False
 
 
-async def closest_name(store: Store, name: str) -> str | None:
+async def closest_name(store: Searched, name: str) -> str | None:
     """The application or task of the newest submissions `name` is probably a misspelling of."""
     known: dict[str, None] = {}
     for row in await store.latest_submissions(500):

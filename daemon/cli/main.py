@@ -52,6 +52,7 @@ from .explain import Models, closest_name, model_at, models_of, stories, terms_o
 
 if TYPE_CHECKING:
     from ..bus import NatsAccess
+    from ..log.archive import Retention
     from ..log.store import Store
     from ..records import LogRow
 
@@ -120,6 +121,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
         synchronous=args.sqlite_synchronous,
         metrics_addr=listen_address(args.metrics_addr) if args.metrics_addr else None,
         partitions=args.partitions,
+        retention=_retention(args),
         **({"max_partitions": args.max_partitions} if args.max_partitions is not None else {}),
         **({"lease_expiry": _lease_expiry(args.lease_expiry)} if args.lease_expiry is not None else {}),
     )
@@ -140,6 +142,40 @@ async def cmd_run(args: argparse.Namespace) -> int:
             raise UsageError(f"--config {settings.config} configures partition {', '.join(others)}, which this daemon does not read (--partitions {','.join(settings.partitions)})")
     await run(settings)
     return 0
+
+
+def _retention(args: argparse.Namespace) -> Retention:
+    """`run`'s retention policy: on by default, off with `--archive off`."""
+    from ..errors import StoreError
+    from ..log.archive import Archive, Retention
+
+    if args.archive == "off":
+        return Retention(None)
+    archive = args.archive or str(_state_dir(args) / "archive")
+    try:
+        Archive(archive)  # an unknown scheme, or an object store without its library, is said before anything starts
+    except StoreError as exc:
+        raise UsageError(str(exc)) from None
+    return Retention(archive, age=_days_or_duration(args.retain, "--retain"), bytes=_size(args.retain_bytes, "--retain-bytes"))
+
+
+def _days_or_duration(text: str, option: str) -> int:
+    """`7d` (days, as retention is said), or a duration (`12h`, `30m`)."""
+    if re.fullmatch(r"[0-9]+d", text):
+        return int(text[:-1]) * 24 * 3600 * 1000 or _duration("0s", option)
+    return _duration(text, option)
+
+
+def _size(text: str, option: str) -> int:
+    from preemptd.events import QuantityError, parse_quantity
+
+    try:
+        amount = parse_quantity("memory", text)
+    except QuantityError:
+        amount = 0
+    if amount <= 0:
+        raise UsageError(f"{option} {text!r}: expected a size such as 8Gi, 500Mi or 2G")
+    return amount
 
 
 def _lease_expiry(text: str) -> int:
@@ -313,18 +349,28 @@ async def _write_log(store: Store, log_records) -> None:
         await store.commit(Batch(rows=[to_row(r) for r in chunk], outbox=outbox_rows(chunk)))
 
 
+async def _reading(target: str, archive: str | None = None) -> Store:
+    """A log opened to read, with its archived segments where the daemon wrote them, or in
+    `archive` (moved since)."""
+    from ..log.store import Store
+
+    store = await Store.open(target, create=False)
+    store.archives_in = archive
+    return store
+
+
 async def cmd_replay(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from preemptd.scheduling import Timeline
 
     from ..log.history import records
-    from ..log.store import Store, shown_url
+    from ..log.store import shown_url
     from .report import what_if
 
     if args.report and not args.config:
         raise UsageError("--report shows what another configuration changes: give it with --config")
-    store = await Store.open(_db(args), create=False)
+    store = await _reading(_db(args), args.archive)
     try:
         configs = _replay_configs(Path(args.config)) if args.config else None
         last = await store.last_seq()
@@ -360,17 +406,19 @@ def _replay_configs(path: Path) -> dict[str, ReplayConfig]:
 
 
 async def cmd_explain(args: argparse.Namespace) -> int:
-    from ..log.store import Store, shown_url
+    from ..log.archive import Searched
+    from ..log.store import shown_url
     from ..records import to_record
 
-    store = await Store.open(_db(args), create=False)
+    store = await _reading(_db(args), args.archive)
     try:
-        row = None if args.task else await store.find(args.decision)
+        log = Searched(store, [segment for segment in await store.segments() if segment.dropped is not None], args.archive)
+        row = None if args.task else await log.find(args.decision)
         if row is not None and row.type != "config.applied" and not row.type.startswith("decision."):
             row = None  # another event's id: it may still be the name of an application or task
-        models = models_of(await store.configs_applied())
-        found = [] if row is not None else await stories(store, args.decision, models)
-        near = await closest_name(store, args.decision) if row is None and not found else None
+        models = models_of(await log.configs_applied())
+        found = [] if row is not None else await stories(log, args.decision, models)
+        near = await closest_name(log, args.decision) if row is None and not found else None
     finally:
         await store.close()
     if row is not None and row.type == "config.applied":
@@ -399,9 +447,8 @@ def _print_decisions(rows: list[LogRow], models: Models, as_json: bool) -> None:
 
 async def cmd_state(args: argparse.Namespace) -> int:
     from ..log.history import load_state
-    from ..log.store import Store
 
-    store = await Store.open(_db(args), create=False)
+    store = await _reading(_db(args), args.archive)
     try:
         last = await store.last_seq()
         if args.at is not None and args.at > last:
@@ -452,7 +499,7 @@ async def cmd_report(args: argparse.Namespace) -> int:
     from .report import window, with_comparison
 
     span = window(args.since, args.until)
-    data = await _report_data(_db(args), args, span)
+    data = await _report_data(_db(args), args, span, args.archive)
     if args.compare:
         data = with_comparison(data, await _report_data(args.compare, args, span), shown_url(args.compare))
     _write_report(Path(args.output), data)
@@ -471,11 +518,11 @@ def _write_report(output: Path, data: dict[str, Any]) -> None:
     print(f"wrote {output} ({output.stat().st_size / 1e6:.1f} MB): {render.count(decisions, 'decision')}, {render.count(queues, 'queue')}", file=sys.stderr)
 
 
-async def _report_data(target: str, args: argparse.Namespace, span) -> dict[str, Any]:
-    from ..log.store import Store, shown_url
+async def _report_data(target: str, args: argparse.Namespace, span, archive: str | None = None) -> dict[str, Any]:
+    from ..log.store import shown_url
     from .report import build
 
-    store = await Store.open(target, create=False)
+    store = await _reading(target, archive)
     try:
         data = await build(store, window=span, partition=args.partition, title=args.title or f"preemptd report of {shown_url(target)}", quiet=args.quiet)
     finally:
@@ -552,10 +599,12 @@ def _port(text: str) -> int:
     return port
 
 
-def _common(parser: argparse.ArgumentParser, *, nats: bool = False, db: bool = False) -> None:
+def _common(parser: argparse.ArgumentParser, *, nats: bool = False, db: bool = False, archived: bool = False) -> None:
     parser.add_argument("--state-dir", help=f"where the daemon keeps its log and NATS data (default: $PREEMPTD_STATE_DIR or ./{DEFAULT_STATE_DIR})")
     if db:
         parser.add_argument("--db", help="the log: a SQLite file or a SQLAlchemy URL (default: STATE_DIR/preemptd.db)")
+    if archived:
+        parser.add_argument("--archive", metavar="DIR|URL", help="where the log's archived segments are now, if moved since the daemon wrote them (default: where it wrote them)")
     if nats:
         parser.add_argument("--nats-url", help="NATS server (default: $PREEMPTD_NATS_URL, else the local daemon's)")
         _nats_security(parser)
@@ -621,6 +670,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--batch", type=_at_least(1), default=1000, help="events fetched and committed per transaction (default: 1000)")
     p.add_argument("--snapshot-every", type=_at_least(1), default=100_000, help="log records between snapshots (default: 100000)")
+    p.add_argument(
+        "--archive",
+        metavar="DIR|URL",
+        help="where segments of the log go once closed, as compressed files: a directory, or an fsspec URL such as s3://bucket/preemptd (with its library, e.g. s3fs); off keeps the whole log live (default: STATE_DIR/archive)",
+    )
+    p.add_argument("--retain", default="7d", metavar="DURATION", help="the live log keeps at least this much history; older archived segments leave it (default: 7d)")
+    p.add_argument("--retain-bytes", default="8Gi", metavar="SIZE", help="the live log's size on disk above which its oldest archived segments leave it (default: 8Gi)")
     p.add_argument("--sqlite-synchronous", default="FULL", choices=["FULL", "NORMAL"], help="FULL survives power loss; NORMAL only process crashes (default: FULL)")
     p.add_argument(
         "--partitions",
@@ -669,7 +725,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rejected", action="store_true", help="follow the notices of rejected events (each with its reason) instead of decisions")
     p.add_argument("--json", action="store_true", help="print decisions (or notices) as JSON lines")
     p.add_argument("--partition", default="*", help="only this partition's decisions or rejections (default: all)")
-    p.add_argument("--from-start", action="store_true", help="begin with the oldest the stream keeps (streams keep 7 days)")
+    p.add_argument("--from-start", action="store_true", help="begin with the oldest the stream keeps (by default 7 days and 4 GiB: the daemon's --retain and --retain-bytes)")
     p.add_argument("--count", type=_at_least(0), default=0, help="stop after this many (default: 0, never)")
     p.add_argument("--timeout", type=_at_least(0, float), default=0, help="stop after this many seconds (default: 0, never)")
     p.set_defaults(func=cmd_tail)
@@ -683,7 +739,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_simulate)
 
     p = commands.add_parser("replay", help="recompute every decision of a log and compare")
-    _common(p, db=True)
+    _common(p, db=True, archived=True)
     p.add_argument("--until", type=_at_least(0), help="stop after this log position")
     p.add_argument("--config", help="replay under this configuration and list the decisions that differ")
     p.add_argument("--report", metavar="HTML", help="with --config: also write the timeline report of the log, with the decisions that differ")
@@ -694,11 +750,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("decision", metavar="NAME", help="a decision id, the id of a config.applied, or an application or task: every decision about it (Kueue: a workload or any of its pods; Volcano: a job or a task)")
     p.add_argument("--task", action="store_true", help="take NAME for an application or task only, never a decision id")
     p.add_argument("--json", action="store_true", help="print the decisions as JSON lines")
-    _common(p, db=True)
+    _common(p, db=True, archived=True)
     p.set_defaults(func=cmd_explain)
 
     p = commands.add_parser("state", help="the queue tree: usage, and each queue in its model's terms (guaranteed and max; Kueue's quotas; Volcano's deserved, share and jobs)")
-    _common(p, db=True)
+    _common(p, db=True, archived=True)
     p.add_argument("--at", type=_at_least(0), help="as of this log position (default: the end)")
     p.add_argument("--partition", help="only this partition (default: all)")
     p.add_argument("--json", action="store_true", help="print each partition's state as JSON")
@@ -711,7 +767,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_dead_letters)
 
     p = commands.add_parser("report", help="write a self-contained HTML page of the log's timeline")
-    _common(p, db=True)
+    _common(p, db=True, archived=True)
     p.add_argument("--partition", help="only this partition (default: all)")
     p.add_argument("--from", dest="since", metavar="SEQ|TIME", help="from this log position or time (ISO 8601, e.g. 2026-11-21T09:43:00Z)")
     p.add_argument("--to", dest="until", metavar="SEQ|TIME", help="up to this log position or time")

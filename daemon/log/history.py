@@ -1,5 +1,6 @@
 """Between log rows and the pure layers: decode stored rows into records, rebuild the state
-from the newest snapshot plus the log after it, and write a simulated history as a log."""
+from the newest snapshot plus the log after it, and write a simulated history as a log. The
+history is the archived segments' (see `archive`) followed by the live log's."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from preemptd.scheduling import apply, restore, snapshot
 
 from ..clock import wall_ms
 from ..operations.logs import log
+from .archive import SegmentFile, archive_of
 from .store import Store
 
 __all__ = ["fold_log", "load_state", "records", "restored", "save_snapshot"]
@@ -22,9 +24,27 @@ __all__ = ["fold_log", "load_state", "records", "restored", "save_snapshot"]
 async def records(store: Store, after: int = 0, until: int | None = None) -> AsyncIterator[Iterator[LogRecord]]:
     """The log's records after `after`, up to `until`, a page at a time, each decoded as it is
     reached (a page decoded whole kept twenty thousand events alive for the garbage collector
-    to go through)."""
+    to go through): first those of the segments retention moved to the archive, then the live
+    log's, one history."""
+    for segment in await store.segments():
+        if segment.dropped is None or segment.last <= after or (until is not None and segment.first > until):
+            continue
+        async for page in _archived(archive_of(segment.location, store.archives_in), after, until):
+            yield (LogRecord(row.seq, row.received, decode_log_event(bytes(row.payload))) for row in page)
+        after = segment.last
     async for rows in store.read_pages(after, until):
         yield (LogRecord(seq, received, decode_log_event(payload)) for seq, received, payload in rows)
+
+
+async def _archived(url: str, after: int, until: int | None) -> AsyncIterator[list]:
+    """A segment file's rows, a page at a time, read and decompressed in a worker thread."""
+    segment = await anyio.to_thread.run_sync(SegmentFile, url)
+    try:
+        pages = segment.rows(after, until)
+        while (page := await anyio.to_thread.run_sync(next, pages, None)) is not None:
+            yield page
+    finally:
+        segment.close()
 
 
 async def load_state(store: Store, until: int | None = None) -> ClusterState:
@@ -55,17 +75,23 @@ async def fold_log(store: Store, state: ClusterState, until: int | None = None) 
                 log("rebuilding state", seq=record.seq, folded=folded)
 
 
-async def save_snapshot(store: Store, state: ClusterState) -> int:
-    """Store a snapshot of `state` at its position; returns its size in bytes."""
+async def save_snapshot(store: Store, state: ClusterState, *, boundary: bool = False) -> int:
+    """Store a snapshot of `state` at its position (one that closes a segment: `boundary`);
+    returns its size in bytes."""
     payload = await anyio.to_thread.run_sync(snapshot, state)
-    await store.save_snapshot(state.seq, payload, wall_ms())
+    await store.save_snapshot(state.seq, payload, wall_ms(), boundary=boundary)
     return len(payload)
 
 
 async def _from_snapshot(store: Store, until: int | None) -> ClusterState | None:
     """The newest snapshot's state, or None: with no snapshot, or one this version cannot
-    read (then the whole log is folded, which gives the same state, only slower)."""
+    read (then the whole log is folded, which gives the same state, only slower). Archived
+    segments each start from a snapshot too: one of those serves a position older than the
+    live log's snapshots."""
     snapshot = await store.latest_snapshot(at_most=until)
+    starts = [s for s in await store.segments() if s.first > 1 and (until is None or s.first - 1 <= until)]
+    if starts and (snapshot is None or starts[-1].first - 1 > snapshot[0]):
+        snapshot = await _archived_snapshot(archive_of(starts[-1].location, store.archives_in))
     if snapshot is None:
         return None
     try:
@@ -73,3 +99,15 @@ async def _from_snapshot(store: Store, until: int | None) -> ClusterState | None
     except SnapshotError as exc:
         log("snapshot not used; folding the log from the start", logging.WARNING, seq=snapshot[0], reason=str(exc))
         return None
+
+
+async def _archived_snapshot(url: str) -> tuple[int, bytes] | None:
+    def read() -> tuple[int, bytes] | None:
+        segment = SegmentFile(url)
+        try:
+            found = segment.snapshot()
+            return None if found is None else (segment.header.first - 1, found)
+        finally:
+            segment.close()
+
+    return await anyio.to_thread.run_sync(read)

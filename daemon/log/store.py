@@ -16,6 +16,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 import anyio
@@ -29,7 +30,7 @@ from preemptd import migrations
 
 from ..errors import StoreError
 from ..operations.logs import log
-from ..records import Batch, DeadLetter, LogRow, OutboxRow
+from ..records import Batch, DeadLetter, LogRow, OutboxRow, Segment
 from .database import SAY_WAITING_EVERY, database_url, engine_options, failure, locked, read_only_url, scalar, shown_url, sqlite_exists, tune_sqlite
 from .lease import fenced
 
@@ -82,7 +83,23 @@ _snapshots = sa.Table(
     sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=False),
     sa.Column("created", sa.BigInteger),
     sa.Column("payload", sa.LargeBinary),
+    sa.Column("boundary", sa.Boolean, server_default=sa.false()),  # closes a segment: kept until that segment is archived
 )
+_KEEP_SNAPSHOTS = 3  # the newest, besides boundaries: enough for time travel near the end, bounded on disk
+_segments = sa.Table(
+    "segments",
+    _metadata,
+    sa.Column("first", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("last", sa.BigInteger),
+    sa.Column("records", sa.BigInteger),
+    sa.Column("bytes", sa.BigInteger),
+    sa.Column("first_received", sa.BigInteger),
+    sa.Column("last_received", sa.BigInteger),
+    sa.Column("location", sa.Text),
+    sa.Column("archived", sa.BigInteger),
+    sa.Column("dropped", sa.BigInteger),
+)
+_DROP_CHUNK = 20_000  # log rows deleted per transaction: the writer's commits wait no longer than that
 _snapshot_parts = sa.Table(
     "snapshot_parts",
     _metadata,
@@ -124,7 +141,7 @@ def _check_schema(connection: sa.Connection, target: str, *, writable: bool) -> 
     head = migrations.HEAD
     if current not in migrations.REVISIONS:
         raise StoreError(f"the log at {target} was written by a newer preemptd (schema {current}; this version knows up to {head}): upgrade preemptd")
-    if current != head and not writable:
+    if current < migrations.READABLE and not writable:
         raise StoreError(f"the log at {target} has an older schema ({current}): run `preemptd db upgrade --db {target}`")
     return current
 
@@ -140,6 +157,8 @@ class Store:
         self._target = target
         self.lease_pid: int | None = None  # a PostgreSQL log's writer: the backend that holds its lease (see `WriterLease`)
         self.busy: dict[object, float] = {}  # when each running transaction began (time.monotonic())
+        self.archives_in: str | None = None  # where readers find archived segments, when moved from where they were written
+        self.archives = True  # false for a log read as it is from before retention (schema 0003): it has none
 
     @classmethod
     async def open(cls, target: str, *, synchronous: str = "FULL", create: bool = True) -> Store:
@@ -164,8 +183,10 @@ class Store:
                 async with engine.begin() as conn:
                     if create:
                         await conn.run_sync(_upgrade, target)
+                        schema = migrations.HEAD
                     else:
-                        await conn.run_sync(_check_schema, target, writable=False)
+                        found: str | None = await conn.run_sync(_check_schema, target, writable=False)
+                        schema = found or migrations.HEAD
                     log_id = await _ensure_log_id(conn, create=create)
         except StoreError:
             await engine.dispose()
@@ -173,7 +194,9 @@ class Store:
         except (SQLAlchemyError, OSError) as exc:  # OSError: a server that is not there
             await engine.dispose()
             raise failure(exc, target, "cannot open the log at") from None
-        return cls(engine, log_id, target)
+        store = cls(engine, log_id, target)
+        store.archives = schema >= "0004"
+        return store
 
     async def close(self) -> None:
         with anyio.CancelScope(shield=True):  # closing runs on a stop signal too
@@ -239,13 +262,35 @@ class Store:
         Returns the positions passed over now."""
         return await self._write(_refused, problems, at, pass_over_after) if problems else []
 
-    async def save_snapshot(self, seq: int, payload: bytes, created: int) -> None:
-        await self._write(_save_snapshot, seq, payload, created)
+    async def save_snapshot(self, seq: int, payload: bytes, created: int, *, boundary: bool = False) -> None:
+        """Store a snapshot; keep the newest three and every `boundary` one (which closes a
+        segment not yet archived)."""
+        await self._write(_save_snapshot, seq, payload, created, boundary)
+
+    async def archived(self, segment: Segment, starting_snapshot: int) -> None:
+        """Record `segment` as written to the archive; the boundary snapshot it starts from is
+        then no longer needed here (the segment's file carries it)."""
+        await self._write(_archived, segment, starting_snapshot)
+
+    async def drop(self, segment: Segment, at: int) -> None:
+        """Delete an archived segment's rows from the live log, a chunk per transaction, with
+        their outbox rows (published, or passed over: the archive keeps those decisions); then
+        mark it dropped. A decision waiting to be published is the caller's to check
+        (`oldest_waiting`): its row must stay."""
+        for start in range(segment.first, segment.last + 1, _DROP_CHUNK):
+            await self._write(_drop_rows, start, min(segment.last, start + _DROP_CHUNK - 1))
+            await anyio.lowlevel.checkpoint()
+        await self._write(_mark_dropped, segment.first, at)
 
     # -- reading --
 
     async def last_seq(self) -> int:
-        return await self._run(scalar, sa.select(sa.func.coalesce(sa.func.max(_log.c.seq), 0)))
+        """The newest position, in the live log or (when retention left it empty) archived."""
+        live = sa.select(sa.func.coalesce(sa.func.max(_log.c.seq), 0)).scalar_subquery()
+        if not self.archives:
+            return await self._run(scalar, sa.select(live))
+        archived = sa.select(sa.func.coalesce(sa.func.max(_segments.c.last), 0)).scalar_subquery()
+        return await self._run(scalar, sa.select(sa.func.max(live, archived) if self._engine.dialect.name == "sqlite" else sa.func.greatest(live, archived)))
 
     async def tracking_positions(self) -> dict[str, int]:
         """Every source's position (`tracking` per source)."""
@@ -267,6 +312,55 @@ class Store:
 
     async def latest_snapshot(self, at_most: int | None = None) -> tuple[int, bytes] | None:
         return await self._run(_latest_snapshot, at_most)
+
+    async def boundaries(self) -> list[int]:
+        """The positions of the boundary snapshots, oldest first."""
+        return [seq for (seq,) in await self._run(_all, sa.select(_snapshots.c.seq).where(_snapshots.c.boundary).order_by(_snapshots.c.seq))]
+
+    async def segments(self) -> list[Segment]:
+        """Every archived segment, oldest first."""
+        if not self.archives:
+            return []
+        return [Segment(*row) for row in await self._run(_all, sa.select(_segments).order_by(_segments.c.first))]
+
+    async def rows(self, first: int, last: int, page: int = 20_000) -> AsyncIterator[list[tuple]]:
+        """The whole rows (seq, event_id, type, partition, ts, received, stream_seq, payload) with
+        `first <= seq <= last`, a page at a time: what a segment's file holds."""
+        position = first - 1
+        while position < last:
+            query = sa.select(_log.c.seq, _log.c.event_id, _log.c.type, _log.c.partition, _log.c.ts, _log.c.received, _log.c.stream_seq, _log.c.payload)
+            query = query.where(_log.c.seq > position, _log.c.seq <= last).order_by(_log.c.seq).limit(page)
+            rows = await self._run(_all, query)
+            if not rows:
+                return
+            yield rows
+            position = rows[-1][0]
+
+    async def summary(self, first: int, last: int) -> Summary:
+        """What a segment's header says of the rows `first <= seq <= last`."""
+        return await self._run(_summary, first, last)
+
+    async def snapshot_at(self, seq: int) -> bytes | None:
+        """The snapshot at exactly `seq`, if kept."""
+        found = await self._run(_latest_snapshot, seq)
+        return found[1] if found is not None and found[0] == seq else None
+
+    async def first_received_after(self, seq: int) -> int | None:
+        """When the first row after `seq` was received (the open segment's start)."""
+        return await self._run(_first, sa.select(_log.c.received).where(_log.c.seq > seq).order_by(_log.c.seq).limit(1))
+
+    async def payload_bytes(self, after: int) -> int:
+        """The payload bytes of the log rows after `after` (the open segment's, at start)."""
+        return await self._run(scalar, sa.select(sa.func.coalesce(sa.func.sum(sa.func.length(_log.c.payload)), 0)).where(_log.c.seq > after))
+
+    async def oldest_waiting(self) -> int | None:
+        """The position of the oldest decision waiting to be published, if any."""
+        return await self._run(_first, sa.select(sa.func.min(_outbox.c.seq)).where(_WAITING))
+
+    async def used_bytes(self) -> int:
+        """What the live log takes on disk, without the space it frees for reuse: SQLite's pages
+        in use, or PostgreSQL's tables with their indexes."""
+        return await self._run(_used_bytes)
 
     async def latest_snapshot_seq(self) -> int:
         """The log position of the newest snapshot (0 without one), without reading it."""
@@ -360,6 +454,11 @@ async def _ensure_log_id(conn: AsyncConnection, *, create: bool = True) -> str:
     return log_id
 
 
+async def _first(conn: AsyncConnection, query) -> Any:
+    """The first column of the first row, or None without rows."""
+    return (await conn.execute(query)).scalar()
+
+
 async def _all(conn: AsyncConnection, query) -> list[tuple]:
     return [tuple(row) for row in (await conn.execute(query)).all()]
 
@@ -406,17 +505,64 @@ async def _prune_published(conn: AsyncConnection, before: int) -> int:
     return int(pruned.rowcount or 0)
 
 
-async def _save_snapshot(conn: AsyncConnection, seq: int, payload: bytes, created: int) -> None:
+async def _save_snapshot(conn: AsyncConnection, seq: int, payload: bytes, created: int, boundary: bool) -> None:
     await conn.execute(_snapshots.delete().where(_snapshots.c.seq == seq))
     await conn.execute(_snapshot_parts.delete().where(_snapshot_parts.c.seq == seq))
-    await conn.execute(_snapshots.insert().values(seq=seq, payload=b"", created=created))
+    await conn.execute(_snapshots.insert().values(seq=seq, payload=b"", created=created, boundary=boundary))
     view = memoryview(payload)
     for part, start in enumerate(range(0, len(view), _SNAPSHOT_PART)):
         await conn.execute(_snapshot_parts.insert().values(seq=seq, part=part, payload=view[start : start + _SNAPSHOT_PART]))
-    # Keep the three newest: enough for time travel near the end, bounded on disk.
-    keep = sa.select(_snapshots.c.seq).order_by(_snapshots.c.seq.desc()).limit(3).scalar_subquery()
-    await conn.execute(_snapshots.delete().where(_snapshots.c.seq.not_in(keep)))
-    await conn.execute(_snapshot_parts.delete().where(_snapshot_parts.c.seq.not_in(keep)))
+    await _forget_snapshots(conn)
+
+
+async def _forget_snapshots(conn: AsyncConnection) -> None:
+    """Delete the snapshots neither among the newest nor a boundary."""
+    newest = sa.select(_snapshots.c.seq).order_by(_snapshots.c.seq.desc()).limit(_KEEP_SNAPSHOTS).scalar_subquery()
+    kept = sa.select(_snapshots.c.seq).where(sa.or_(_snapshots.c.seq.in_(newest), _snapshots.c.boundary)).scalar_subquery()
+    await conn.execute(_snapshots.delete().where(_snapshots.c.seq.not_in(kept)))
+    await conn.execute(_snapshot_parts.delete().where(_snapshot_parts.c.seq.not_in(sa.select(_snapshots.c.seq).scalar_subquery())))
+
+
+async def _archived(conn: AsyncConnection, segment: Segment, starting_snapshot: int) -> None:
+    await conn.execute(_segments.insert().values(**vars(segment)))
+    await conn.execute(_snapshots.update().where(_snapshots.c.seq == starting_snapshot).values(boundary=False))
+    await _forget_snapshots(conn)
+
+
+async def _drop_rows(conn: AsyncConnection, first: int, last: int) -> None:
+    """The log rows, and their outbox rows published or passed over (the caller keeps a segment
+    with a decision waiting to be published live)."""
+    await conn.execute(_outbox.delete().where(_outbox.c.seq.between(first, last), sa.not_(_WAITING)))
+    await conn.execute(_log.delete().where(_log.c.seq.between(first, last)))
+
+
+async def _mark_dropped(conn: AsyncConnection, first: int, at: int) -> None:
+    await conn.execute(_segments.update().where(_segments.c.first == first).values(dropped=at))
+
+
+@dataclass(frozen=True)
+class Summary:
+    records: int
+    bytes: int
+    first_received: int
+    last_received: int
+    partitions: list[str]
+
+
+async def _summary(conn: AsyncConnection, first: int, last: int) -> Summary:
+    within = _log.c.seq.between(first, last)
+    counted = sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(sa.func.length(_log.c.payload)), 0), sa.func.min(_log.c.received), sa.func.max(_log.c.received)).where(within)
+    records, size, first_received, last_received = (await conn.execute(counted)).one()
+    partitions = [name for (name,) in await conn.execute(sa.select(_log.c.partition).where(within).distinct().order_by(_log.c.partition))]
+    return Summary(records, size, first_received or 0, last_received or 0, partitions)
+
+
+async def _used_bytes(conn: AsyncConnection) -> int:
+    if conn.dialect.name == "sqlite":
+        pages = (await conn.exec_driver_sql("PRAGMA page_count")).scalar_one() - (await conn.exec_driver_sql("PRAGMA freelist_count")).scalar_one()
+        return int(pages * (await conn.exec_driver_sql("PRAGMA page_size")).scalar_one())
+    sizes = " + ".join(f"pg_total_relation_size('{table.name}')" for table in _metadata.sorted_tables)
+    return int((await conn.exec_driver_sql(f"SELECT {sizes}")).scalar_one())
 
 
 _KNOWN: dict[tuple[str, int], str] = {}
