@@ -199,3 +199,41 @@ async def stream_limits(url: str) -> dict[str, tuple[float, int]]:
         return {name: ((info := await js.stream_info(name)).config.max_age, info.config.max_bytes) for name in ("PREEMPTD_CLUSTER", "PREEMPTD_DECISIONS", "PREEMPTD_REJECTED")}
     finally:
         await nc.close()
+
+
+async def test_an_object_store_archive_is_read_back_as_history(tmp_path: Path) -> None:
+    """An fsspec URL (here its in-memory store, as s3:// would be with s3fs): segments are
+    uploaded whole, and the history read through them is the one that was written."""
+    import fsspec
+
+    from preemptd.daemon.log.history import records
+
+    store = await _log_cut_at(str(tmp_path / "log.db"), tmp_path)
+    try:
+        before = [(r.seq, r.event) async for page in records(store) for r in page]
+        archivist = Archivist(store, Retention("memory://preemptd-test/archive", bytes=1))
+        await archivist.archive_closed()
+        await archivist.drop_expired(now=0)
+        first = (await store.segments())[0].location
+        assert first.startswith("memory://") and first.endswith(f"/preemptd-test/archive/{store.log_id}-000000000001-000000000030.jsonl.gz")
+        assert not fsspec.filesystem("memory").glob("/preemptd-test/archive/.*"), "no partial file is left behind"
+        after = [(r.seq, r.event) async for page in records(store) for r in page]
+        assert after == before
+    finally:
+        fsspec.filesystem("memory").rm("/preemptd-test", recursive=True)
+        await store.close()
+
+
+async def test_an_archive_that_cannot_be_written_keeps_everything_live(tmp_path: Path) -> None:
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("")
+    store = await _log_cut_at(str(tmp_path / "log.db"), tmp_path)
+    try:
+        archivist = Archivist(store, Retention(str(blocked), bytes=1))
+        with pytest.raises(OSError):
+            await archivist.archive_closed()
+        await archivist.drop_expired(now=0)
+        assert await store.segments() == [] and await store.boundaries() == list(CUTS), "nothing archived: nothing leaves, the boundaries stay"
+        assert [seq async for page in store.read_pages() for seq, _, _ in page][0] == 1
+    finally:
+        await store.close()
