@@ -159,12 +159,13 @@ class Daemon:
                 health.lag = None
             if metrics is not None:
                 waiting: int | None
+                used: int | None
                 try:
-                    waiting = await self.store.waiting_decisions()
-                except StoreError:  # the log's trouble shows where the daemon writes it; the gauge waits
-                    waiting = metrics.now.waiting_decisions
+                    waiting, used = await self.store.waiting_decisions(), await self.store.used_bytes()
+                except StoreError:  # the log's trouble shows where the daemon writes it; the gauges wait
+                    waiting, used = metrics.now.waiting_decisions, metrics.now.log_bytes
                 age = (monotonic_ms() - self.last_snapshot_at) / 1000
-                metrics.now = reading(self.state, lag=health.lag, waiting_decisions=waiting, snapshot_age=age)
+                metrics.now = reading(self.state, lag=health.lag, waiting_decisions=waiting, snapshot_age=age, log_bytes=used)
             await anyio.sleep(_OBSERVE_SECONDS)
 
     # -- act --

@@ -82,6 +82,7 @@ def test_metrics_count_events_dead_letters_and_decisions_and_show_each_queue(nat
     assert found[("preemptd_cycle_duration_seconds_count", (("partition", "default"),))] >= 1
     assert found[("preemptd_consumer_lag", ())] == 0
     assert 0 <= found[("preemptd_snapshot_age_seconds", ())] < 60
+    assert 20_000 < found[("preemptd_log_bytes", ())] < 10_000_000, "the live log's pages in use"
     assert get(f"{base}/readyz") == (200, "ready\n")
     assert daemon.stop() == 0
 

@@ -237,3 +237,27 @@ async def test_an_archive_that_cannot_be_written_keeps_everything_live(tmp_path:
         assert [seq async for page in store.read_pages() for seq, _, _ in page][0] == 1
     finally:
         await store.close()
+
+
+async def test_a_drop_cut_short_by_a_stop_leaves_one_history_and_is_finished_later(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A segment is marked dropped before its rows go, a chunk per transaction: readers take it
+    from the archive from then on, so a stop between two chunks leaves no hole and no record
+    twice; the next round of retention deletes the rest."""
+    from preemptd.daemon.log import store as store_module
+    from preemptd.daemon.log.history import records
+
+    monkeypatch.setattr(store_module, "_DROP_CHUNK", 10)
+    store = await _log_cut_at(str(tmp_path / "log.db"), tmp_path, cuts=(30,))
+    try:
+        whole = [r.seq async for page in records(store) for r in page]
+        archivist = Archivist(store, Retention(str(tmp_path / "archive"), bytes=1))
+        await archivist.archive_closed()
+        with anyio.move_on_after(0):  # a stop: the transaction under way finishes, the next never starts
+            await store.drop((await store.segments())[0], at=5)
+        assert await store.first_live_seq() == 11, "cut short after the first chunk"
+        assert [r.seq async for page in records(store) for r in page] == whole
+        await archivist.drop_expired(now=6)
+        assert await store.first_live_seq() == 31
+        assert [r.seq async for page in records(store) for r in page] == whole
+    finally:
+        await store.close()

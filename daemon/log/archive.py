@@ -282,10 +282,10 @@ class Archivist:
             try:
                 await self.archive_closed()
                 await self.drop_expired(wall_ms())
-            except StoreError as exc:  # an archive out of reach: the live log keeps everything meanwhile
+            except StoreError as exc:  # the live log keeps everything meanwhile
                 log("archiving waits", logging.WARNING, error=str(exc))
-            except OSError as exc:
-                log("archiving waits", logging.WARNING, error=f"cannot write to the archive {self.archive.location}: {exc}")
+            except Exception as exc:  # an archive out of reach (a full disk, an object store's own errors) never stops the daemon
+                log("archiving waits", logging.WARNING, error=f"cannot write to the archive {self.archive.location}: {type(exc).__name__}: {exc}")
             with anyio.move_on_after(60):
                 await self._woken.wait()
             self._woken = anyio.Event()
@@ -324,9 +324,14 @@ class Archivist:
     async def drop_expired(self, now: int) -> None:
         """Delete from the live log the archived segments the policy lets go, oldest first; not
         one with a decision still waiting to be published."""
+        segments = await self.store.segments()
+        dropped = [segment for segment in segments if segment.dropped is not None]
+        first_live = await self.store.first_live_seq()
+        if dropped and first_live is not None and first_live <= dropped[-1].last:  # a drop a stop cut short
+            await self.store.drop(dropped[-1], dropped[-1].dropped or now)
         used = await self.store.used_bytes()
         waiting = await self.store.oldest_waiting()
-        for segment in await self.store.segments():
+        for segment in segments:
             if segment.dropped is not None:
                 continue
             if segment.last_received >= now - self.retention.age and used <= self.retention.bytes:
@@ -345,6 +350,10 @@ class Searched:
     def __init__(self, store: Store, archived: list[Segment], override: str | None) -> None:
         self.store, self.log_id = store, store.log_id
         self._files = [archive_of(segment.location, override) for segment in archived]
+        self._archived_through = archived[-1].last if archived else 0  # rows a cut-short drop left live are read from the archive
+
+    def _live(self, rows: list[LogRow]) -> list[LogRow]:
+        return [row for row in rows if row.seq > self._archived_through]
 
     def _archived(self, keep: Callable[[_Line], bool]) -> list[LogRow]:
         found: list[LogRow] = []
@@ -358,13 +367,16 @@ class Searched:
         return found
 
     async def find(self, event_id: str) -> LogRow | None:
-        return await self.store.find(event_id) or next(iter(self._archived(lambda row: row.event_id == event_id)), None)
+        live = await self.store.find(event_id)
+        if live is not None and live.seq > self._archived_through:
+            return live
+        return next(iter(self._archived(lambda row: row.event_id == event_id)), None)
 
     async def configs_applied(self) -> list[LogRow]:
-        return self._archived(lambda row: row.type == "config.applied") + await self.store.configs_applied()
+        return self._archived(lambda row: row.type == "config.applied") + self._live(await self.store.configs_applied())
 
     async def decisions_about(self, *names: str, limit: int = 50) -> list[LogRow]:
-        live = await self.store.decisions_about(*names, limit=limit)
+        live = self._live(await self.store.decisions_about(*names, limit=limit))
         if len(live) >= limit or not self._files:
             return live
         wanted = [msgspec.json.encode(name) for name in names]
@@ -374,10 +386,10 @@ class Searched:
     async def submissions_naming(self, name: str, limit: int = 50) -> list[LogRow]:
         wanted = msgspec.json.encode(name)
         older = self._archived(lambda row: row.type in ("app.submitted", "task.submitted", "task.bound") and wanted in bytes(row.payload)) if self._files else []
-        return (older + await self.store.submissions_naming(name, limit))[:limit]
+        return (older + self._live(await self.store.submissions_naming(name, limit)))[:limit]
 
     async def latest_submissions(self, limit: int) -> list[LogRow]:
-        live = await self.store.latest_submissions(limit)
+        live = self._live(await self.store.latest_submissions(limit))
         if len(live) >= limit or not self._files:
             return live
         older = self._archived(lambda row: row.type in ("app.submitted", "task.submitted", "task.bound"))

@@ -273,14 +273,21 @@ class Store:
         await self._write(_archived, segment, starting_snapshot)
 
     async def drop(self, segment: Segment, at: int) -> None:
-        """Delete an archived segment's rows from the live log, a chunk per transaction, with
-        their outbox rows (published, or passed over: the archive keeps those decisions); then
-        mark it dropped. A decision waiting to be published is the caller's to check
-        (`oldest_waiting`): its row must stay."""
-        for start in range(segment.first, segment.last + 1, _DROP_CHUNK):
+        """Delete an archived segment's rows from the live log, with their outbox rows
+        (published, or passed over: the archive keeps those decisions). Marked dropped first, so
+        that readers take it from the archive from then on, even if a stop comes between two of
+        the chunks it is deleted in (the next `drop` finishes it); a chunk per transaction, so
+        the daemon's commits never wait long. A decision waiting to be published is the
+        caller's to check (`oldest_waiting`): its row must stay."""
+        await self._write(_mark_dropped, segment.first, at)
+        first = await self.first_live_seq() or segment.last + 1  # what an earlier drop did not finish
+        for start in range(first, segment.last + 1, _DROP_CHUNK):
             await self._write(_drop_rows, start, min(segment.last, start + _DROP_CHUNK - 1))
             await anyio.lowlevel.checkpoint()
-        await self._write(_mark_dropped, segment.first, at)
+
+    async def first_live_seq(self) -> int | None:
+        """The oldest position still in the live log."""
+        return await self._run(_first, sa.select(sa.func.min(_log.c.seq)))
 
     # -- reading --
 

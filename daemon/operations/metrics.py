@@ -62,6 +62,7 @@ class Reading:
     lag: int | None = None  # cluster messages not yet committed; None until first measured
     waiting_decisions: int | None = None
     snapshot_age: float | None = None  # seconds
+    log_bytes: int | None = None  # the live log's pages in use
 
 
 #: Queues shown by name in the per-queue gauges, across partitions: those holding the largest part
@@ -71,7 +72,7 @@ QUEUE_SERIES = 500
 OTHER = "(other)"
 
 
-def reading(state: ClusterState, *, lag: int | None, waiting_decisions: int | None, snapshot_age: float | None) -> Reading:
+def reading(state: ClusterState, *, lag: int | None, waiting_decisions: int | None, snapshot_age: float | None, log_bytes: int | None = None) -> Reading:
     """What the gauges show for `state`; called on the event loop."""
     amounts = {name: _amounts(partition) for name, partition in sorted(state.partitions.items())}
     shown = _busiest(state, amounts, QUEUE_SERIES)
@@ -79,7 +80,7 @@ def reading(state: ClusterState, *, lag: int | None, waiting_decisions: int | No
     for name, partition in sorted(state.partitions.items()):
         rows += _queue_rows(name, partition, amounts[name], shown)
     pending = {name: partition.pending_count for name, partition in sorted(state.partitions.items())}
-    return Reading(pending, tuple(rows), lag, waiting_decisions, snapshot_age)
+    return Reading(pending, tuple(rows), lag, waiting_decisions, snapshot_age, log_bytes)
 
 
 Amounts = dict[str, dict[str, dict[str, int]]]  # queue path -> curve -> resource -> amount
@@ -232,6 +233,7 @@ class _ReadingCollector(Collector):
             ("preemptd_consumer_lag", now.lag, "Cluster stream messages for this daemon not yet committed to its log"),
             ("preemptd_outbox_waiting", now.waiting_decisions, "Decisions committed and not yet published"),
             ("preemptd_snapshot_age_seconds", now.snapshot_age, "Seconds since the newest snapshot was taken (or the daemon started)"),
+            ("preemptd_log_bytes", now.log_bytes, "The live log's size on disk, pages in use (retention keeps it near --retain-bytes)"),
         ):
             if value is not None:
                 yield GaugeMetricFamily(name, text, value=value)
