@@ -116,6 +116,9 @@ def sqlite_exists(url: str) -> bool:
     return path == ":memory:" or Path(path).exists()
 
 
+WAL_KEPT = 64 * 2**20  # bytes of write-ahead log kept on disk after a checkpoint
+
+
 def tune_sqlite(engine: AsyncEngine, synchronous: str) -> None:
     @sa.event.listens_for(engine.sync_engine, "connect")
     def _pragmas(dbapi_connection, _record) -> None:
@@ -123,6 +126,7 @@ def tune_sqlite(engine: AsyncEngine, synchronous: str) -> None:
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute(f"PRAGMA synchronous={synchronous}")
         cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA journal_size_limit={WAL_KEPT}")  # a WAL grown by a large transaction is cut back once checkpointed
         cursor.close()
 
 
