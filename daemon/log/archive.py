@@ -340,6 +340,7 @@ class Archivist:
                 log("a segment stays in the live log until its decisions are published", first=segment.first, last=segment.last, waiting=waiting)
                 return
             await self.store.drop(segment, now)
+            await self.store.checkpoint()
             used = await self.store.used_bytes()
             log("segment dropped from the live log", first=segment.first, last=segment.last, records=segment.records, used_bytes=used, archived=segment.location)
 
