@@ -112,14 +112,14 @@ async def test_a_failed_batch_writes_nothing(log_target: str) -> None:
         await store.close()
 
 
-async def test_only_the_three_newest_snapshots_are_kept(log_target: str) -> None:
+async def test_only_the_newest_snapshot_and_those_that_close_a_segment_are_kept(log_target: str) -> None:
     store = await Store.open(log_target)
     try:
         assert await store.latest_snapshot_seq() == 0
         for seq in (10, 20, 30, 40):
-            await store.save_snapshot(seq, f"state@{seq}".encode(), created=seq)
+            await store.save_snapshot(seq, f"state@{seq}".encode(), created=seq, boundary=seq == 20)
         assert await store.latest_snapshot() == (40, b"state@40")
-        assert await store.latest_snapshot(at_most=25) == (20, b"state@20")
+        assert await store.latest_snapshot(at_most=35) == (20, b"state@20"), "a boundary stays until its segment is archived"
         assert await store.latest_snapshot(at_most=15) is None
         assert await store.latest_snapshot_seq() == 40
     finally:
@@ -136,13 +136,15 @@ async def test_a_large_snapshot_is_stored_in_parts_and_read_back_whole(tmp_path:
         await store.save_snapshot(10, big, created=1)
         assert await store.latest_snapshot() == (10, big)
         with sqlite3.connect(tmp_path / "log.db") as conn:
-            assert conn.execute("select count(*) from snapshot_parts where seq = 10").fetchone() == (77,)
+            stored = b"".join(part for (part,) in conn.execute("select payload from snapshot_parts where seq = 10 order by part"))
+            assert stored.startswith(b"PDZ\x01") and len(stored) < len(big), "stored compressed, in parts of 10 bytes"
+            assert conn.execute("select count(*) from snapshot_parts where seq = 10").fetchone() == ((len(stored) + 9) // 10,)
             conn.execute("insert into snapshots (seq, created, payload) values (20, 2, ?)", (b"written whole",))
         assert await store.latest_snapshot() == (20, b"written whole")
         for seq in (30, 40, 50):
             await store.save_snapshot(seq, b"x" * 25, created=seq)
         with sqlite3.connect(tmp_path / "log.db") as conn:
-            assert conn.execute("select distinct seq from snapshot_parts order by seq").fetchall() == [(30,), (40,), (50,)]
+            assert conn.execute("select distinct seq from snapshot_parts order by seq").fetchall() == [(50,)]
     finally:
         await store.close()
 

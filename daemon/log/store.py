@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+import zlib
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -85,7 +86,8 @@ _snapshots = sa.Table(
     sa.Column("payload", sa.LargeBinary),
     sa.Column("boundary", sa.Boolean, server_default=sa.false()),  # closes a segment: kept until that segment is archived
 )
-_KEEP_SNAPSHOTS = 3  # the newest, besides boundaries: enough for time travel near the end, bounded on disk
+_KEEP_SNAPSHOTS = 1  # the newest, besides boundaries: a start needs no other (`state --at` starts from a segment's)
+_PACKED = b"PDZ\x01"  # a snapshot stored compressed (zlib) starts so; one from before is stored as it is
 _segments = sa.Table(
     "segments",
     _metadata,
@@ -263,9 +265,11 @@ class Store:
         return await self._write(_refused, problems, at, pass_over_after) if problems else []
 
     async def save_snapshot(self, seq: int, payload: bytes, created: int, *, boundary: bool = False) -> None:
-        """Store a snapshot; keep the newest three and every `boundary` one (which closes a
-        segment not yet archived)."""
-        await self._write(_save_snapshot, seq, payload, created, boundary)
+        """Store a snapshot, compressed (in a worker thread: a backlog of half a million tasks
+        made 180 MB snapshots, a fifth of that compressed); keep the newest and every `boundary`
+        one (which closes a segment not yet archived)."""
+        packed = await anyio.to_thread.run_sync(_pack, payload)
+        await self._write(_save_snapshot, seq, packed, created, boundary)
 
     async def archived(self, segment: Segment, starting_snapshot: int) -> None:
         """Record `segment` as written to the archive; the boundary snapshot it starts from is
@@ -326,7 +330,8 @@ class Store:
         return await self._run(_unpublished, limit)
 
     async def latest_snapshot(self, at_most: int | None = None) -> tuple[int, bytes] | None:
-        return await self._run(_latest_snapshot, at_most)
+        found = await self._run(_latest_snapshot, at_most)
+        return None if found is None else (found[0], await anyio.to_thread.run_sync(_unpack, found[1]))
 
     async def boundaries(self) -> list[int]:
         """The positions of the boundary snapshots, oldest first."""
@@ -357,7 +362,7 @@ class Store:
 
     async def snapshot_at(self, seq: int) -> bytes | None:
         """The snapshot at exactly `seq`, if kept."""
-        found = await self._run(_latest_snapshot, seq)
+        found = await self.latest_snapshot(seq)
         return found[1] if found is not None and found[0] == seq else None
 
     async def first_received_after(self, seq: int) -> int | None:
@@ -452,6 +457,14 @@ class Store:
                 return
             position = rows[-1][0]
             await anyio.lowlevel.checkpoint()
+
+
+def _pack(snapshot: bytes) -> bytes:
+    return _PACKED + zlib.compress(snapshot, 1)
+
+
+def _unpack(stored: bytes) -> bytes:
+    return zlib.decompress(memoryview(stored)[len(_PACKED) :]) if stored.startswith(_PACKED) else stored
 
 
 def _as_text(payload: sa.ColumnElement, dialect: str) -> sa.ColumnElement:
