@@ -72,7 +72,8 @@ class Retention:
     `archive`: a directory or a URL (None: retention is off, the live log keeps everything).
     `age` (ms) and `bytes` (the live log's size on disk): a segment leaves the live log once its
     last record is older than `age`, or while the live log is larger than `bytes`, oldest first.
-    Segments are an eighth of either bound, so the live log keeps between 7/8 and all of it."""
+    A segment spans an eighth of `age`, or holds about a twelfth of `bytes` on disk, so the live
+    log keeps between 7/8 of `age` and all of it."""
 
     archive: str | None
     age: int = 7 * DAY
@@ -80,9 +81,8 @@ class Retention:
 
     @property
     def segment_bytes(self) -> int:
-        """Record payload bytes that close a segment: the log's database takes about three
-        times its payloads (indexes, snapshots), so a segment is about a twelfth of `bytes`
-        on disk... measured by bench/soak.py."""
+        """Record payload bytes that close a segment: the log's database takes about twice its
+        records' payload bytes (the other columns and the indexes; bench/soak.py)."""
         return self.bytes // 24
 
     @property
