@@ -176,6 +176,7 @@ def test_a_running_daemon_archives_drops_and_still_replays_everything(nats_serve
         daemon.decisions_until(lambda found: len(found) >= 200 + 100 * wave)
         time.sleep(1.5)
         daemon.publish(tasks(200 + 100 * wave, 100))
+    daemon.decisions_until(lambda found: len(found) >= 500)
     db = daemon.state_dir / "preemptd.db"
     wait_for(lambda: "segment dropped from the live log" in daemon.log_text(), what="a segment dropped")
     assert daemon.stop() == 0
