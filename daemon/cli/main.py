@@ -163,7 +163,10 @@ def _days_or_duration(text: str, option: str) -> int:
     """`7d` (days, as retention is said), or a duration (`12h`, `30m`)."""
     if re.fullmatch(r"[0-9]+d", text):
         return int(text[:-1]) * 24 * 3600 * 1000 or _duration("0s", option)
-    return _duration(text, option)
+    try:
+        return parse_duration(text) or _duration("0s", option)
+    except DurationError:
+        raise UsageError(f"{option} {text!r}: expected days or a duration, such as 7d, 12h or 30m") from None
 
 
 def _size(text: str, option: str) -> int:

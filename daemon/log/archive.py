@@ -252,8 +252,9 @@ class SegmentFile:
         self._raw.close()
 
 
-def records_of(rows: list[_Line]) -> list[LogRecord]:
-    return [LogRecord(row.seq, row.received, decode_log_event(bytes(row.payload))) for row in rows]
+def records_of(rows: list[_Line]) -> Iterator[LogRecord]:
+    """A page's records, each decoded as it is reached (as the live log's pages are)."""
+    return (LogRecord(row.seq, row.received, decode_log_event(bytes(row.payload))) for row in rows)
 
 
 def rows_of(rows: list[_Line]) -> list[LogRow]:

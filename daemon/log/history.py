@@ -15,7 +15,7 @@ from preemptd.scheduling import apply, restore, snapshot
 
 from ..clock import wall_ms
 from ..operations.logs import log
-from .archive import SegmentFile, archive_of
+from .archive import SegmentFile, archive_of, records_of
 from .store import Store
 
 __all__ = ["fold_log", "load_state", "records", "restored", "save_snapshot"]
@@ -30,7 +30,7 @@ async def records(store: Store, after: int = 0, until: int | None = None) -> Asy
         if segment.dropped is None or segment.last <= after or (until is not None and segment.first > until):
             continue
         async for page in _archived(archive_of(segment.location, store.archives_in), after, until):
-            yield (LogRecord(row.seq, row.received, decode_log_event(bytes(row.payload))) for row in page)
+            yield records_of(page)
         after = segment.last
     async for rows in store.read_pages(after, until):
         yield (LogRecord(seq, received, decode_log_event(payload)) for seq, received, payload in rows)
