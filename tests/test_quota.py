@@ -1,8 +1,8 @@
-"""Quota enforcement through preemption (YuniKorn's design): the rules are scenarios
+"""Quota enforcement through preemption (YuniKorn's quota preemptor): the rules are scenarios
 (examples/quota/*.yaml, examples/quota-enforcement.yaml); here the invariants over
-generated trees, tasks and cuts of a max: once enforced, no queue stays over its max unless a
-decision says how much its guarantees kept (`short`); no queue goes below its guaranteed
-because of it; replay reproduces every decision."""
+generated trees, tasks and cuts of a max: an enforcement never sheds more than the queue was
+over; once enforced, no queue stays over its max unless a decision says how much (`short`);
+no queue goes below its guaranteed because of it; replay reproduces every decision."""
 
 from __future__ import annotations
 
@@ -52,10 +52,13 @@ def cuts(draw: st.DrawFn) -> dict:
 
 @settings(max_examples=60, deadline=None)
 @given(scenario=cuts())
-def test_a_cut_max_is_met_or_said_short_never_below_a_guarantee_and_replays(scenario: dict) -> None:
+def test_a_cut_max_is_met_or_said_short_never_past_it_nor_below_a_guarantee_and_replays(scenario: dict) -> None:
     result = simulate(msgspec.convert(scenario, Scenario))
     p = result.state.partitions["default"]
     enforced = [d for d in result.decisions if isinstance(d, QuotaEnforced)]
+    for decision in enforced:
+        shed = sum(victim.resources.get("vcore", 0) for victim in decision.victims)
+        assert shed <= decision.target.get("vcore", 0), f"{decision.queue} shed {shed} m, more than its target {dict(decision.target)}"
     for path, queue in p.queues.items():
         over = {r: a - queue.max[r] for r, a in queue.allocated.items() if queue.max is not None and r in queue.max and a > queue.max[r]}
         if over:

@@ -1,20 +1,28 @@
-"""Quota enforcement through preemption (YuniKorn's design, `docs/design/quota_preemptor.md`):
-a queue whose max was lowered below what it holds sheds running tasks down to it once its
+"""Quota enforcement through preemption, as yunikorn-core's quota preemptor does it
+(`pkg/scheduler/objects/quota_preemptor.go`; the design is `docs/design/quota_preemptor.md`):
+a queue whose max was lowered below what it holds sheds running tasks toward it once its
 `quota.preemption.delay` has run out (the timers are `_state`'s), with the partition's
-`preemption.quotapreemptionenabled` on.
+`preemption.quotapreemptionenabled` on. Where the design and the code differ, the code is
+followed (the wing README lists where and the one place preemptd departs).
 
-- The target is what the queue holds above its max, per resource its max names (victims in
-  flight left out: an enforcement is not repeated while its victims leave).
-- A leaf takes its running tasks (not DaemonSet pods: those with a required node), only those
-  using a resource over the max, best first: not an originator, allowing preemption, and the
-  larger share of its resource types over the max (the score); then lower priority, younger by
-  the hour, smaller use of the resources over. It takes them until the target is met, skipping
-  any that would take it below its guaranteed (the floor).
-- A parent splits its target among its children with usage and no victims in flight, per
-  resource, in proportion to what each holds above its guaranteed (all it holds without one),
-  down to the leaves.
-- One `decision.quota_enforced` per queue and cycle, with every victim and why; when the floor
-  stops it short, the decision says how much stays over (`short`), once until that changes.
+- What is over: what the queue holds above its max, per resource its max names (victims in
+  flight left out).
+- The target, what is to be shed: that, capped per resource by the largest excess above a
+  guarantee from the queue up to the root (`GetPreemptableResource`: a queue with no
+  guarantee, or at or under it, does not cap).
+- A leaf takes its running tasks (not DaemonSet pods: those with a required node) that use a
+  resource of the target, best first: not an originator, allowing preemption, and the larger
+  share of its resource types in the target (the score); then lower priority, younger by the
+  hour, smaller use of the target's resources. Each is taken only if what is taken stays within
+  the target on every resource of it: a task larger than what remains is passed over for a
+  smaller one, so a queue never sheds more than it is over and may stay over.
+- A parent splits its target among its children that hold more than their guarantee on some
+  resource it names (all they hold without one), per resource in proportion to the difference
+  (what they hold without one), rounded down, down to the leaves: the shares never add up to
+  more than the target. A leaf sheds its share whatever its own guarantee.
+- Once: one `decision.quota_enforced` per timer, with every victim and why, and what stays over
+  the max (`short`) when it cannot all go; the timer ends with it, as YuniKorn's run clears its
+  start time (a later cut starts another).
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ _HOUR = 3_600_000
 
 
 def enforce_quotas(cycle: Cycle) -> None:
-    """Each queue whose timer has fired and which still holds more than its max sheds the rest."""
+    """Each queue whose timer has fired and which still holds more than its max sheds toward it."""
     p = cycle.partition
     settings: PreemptionSettings = p.settings
     state: YuniKornState = p.model_state
@@ -45,9 +53,9 @@ def enforce_quotas(cycle: Cycle) -> None:
         queue = p.queues.get(path)
         if queue is None or timer.fires > cycle.now or not cycle.may_preempt():
             continue
-        target = over_max(queue)
-        if target:
-            _enforce(cycle, queue, timer, target)
+        over = over_max(queue)
+        if over:
+            _enforce(cycle, queue, timer, over)
 
 
 def next_enforcement(p: PartitionState, now: int) -> int | None:
@@ -68,18 +76,16 @@ class _Choice:
     lines: list[str] = field(default_factory=list)
 
 
-def _enforce(cycle: Cycle, queue: QueueState, timer: QuotaTimer, target: dict[str, int]) -> None:
+def _enforce(cycle: Cycle, queue: QueueState, timer: QuotaTimer, over: dict[str, int]) -> None:
     p = cycle.partition
-    state: YuniKornState = p.model_state
     assert queue.max is not None  # over_max found it over one
-    choice = _Choice(lines=[_timeline(queue, timer), f"target: {_amounts(target)}, what {queue.path} holds above its max (victims in flight left out)"])
+    choice = _Choice(lines=[_timeline(queue, timer), f"over its max by {_amounts(over)} (victims in flight left out)"])
+    target = _target(p, queue, over, choice.lines)
     for leaf, share in _shares(p, queue, target, choice.lines):
         _choose(p, leaf, share, choice)
-    short = {name: amount - choice.shed.get(name, 0) for name, amount in target.items() if choice.shed.get(name, 0) < amount}
+    short = {name: amount - choice.shed.get(name, 0) for name, amount in over.items() if choice.shed.get(name, 0) < amount}
     if short:
-        choice.lines.append(f"short of its max by {_amounts(short)}: its queues' guarantees keep the rest")
-    if not choice.victims and short == state.short.get(queue.path):
-        return  # said already
+        choice.lines.append(f"stays over its max by {_amounts(short)}: nothing more is shed than the target, and no other task fits in what remains of it")
     cycle.emit(
         QuotaEnforced,
         queue=queue.path,
@@ -101,51 +107,78 @@ def _timeline(queue: QueueState, timer: QuotaTimer) -> str:
     )
 
 
+def _target(p: PartitionState, queue: QueueState, over: dict[str, int], lines: list[str]) -> dict[str, int]:
+    """`over`, capped per resource by the largest excess above a guarantee from `queue` up to the root."""
+    cap: dict[str, tuple[int, str]] = {}
+    ancestor: QueueState | None = queue
+    while ancestor is not None:
+        held = held_now(ancestor)
+        for name, floor in ancestor.guaranteed.items():
+            excess = held.get(name, 0) - floor
+            if excess > 0 and excess > cap.get(name, (0, ""))[0]:
+                cap[name] = (excess, ancestor.path)
+        ancestor = p.queues.get(ancestor.path.rsplit(".", 1)[0]) if "." in ancestor.path else None
+    target = {name: min(amount, cap[name][0]) if name in cap else amount for name, amount in over.items()}
+    for name in sorted(n for n in target if target[n] < over[n]):
+        lines.append(f"target capped to {name} {format_human(name, target[name])}: {cap[name][1]} holds that much above its guaranteed")
+    lines.append(f"target: {_amounts(target)}, to be shed without going past it")
+    return target
+
+
 def _shares(p: PartitionState, queue: QueueState, target: dict[str, int], lines: list[str]) -> list[tuple[QueueState, dict[str, int]]]:
     """The leaves under `queue` and what each is to shed: a parent's target split among its
-    children in proportion to what each may release (above its guaranteed), down the tree."""
+    children by what each holds above its guarantee (all it holds without one), rounded down."""
     if queue.leaf:
         return [(queue, target)]
-    children = [p.queues[c] for c in queue.children if held_now(p.queues[c]) and not p.queues[c].preempting]
-    releasable = {c.path: {name: max(0, held_now(c).get(name, 0) - c.guaranteed.get(name, 0)) for name in target} for c in children}
-    split: dict[str, dict[str, int]] = {c.path: {} for c in children}
+    weights = {c.path: w for c in map(p.queues.__getitem__, queue.children) if (w := _weight(c))}
+    split: dict[str, dict[str, int]] = {path: {} for path in weights}
     for name, amount in target.items():
-        total = sum(r[name] for r in releasable.values())
-        if total <= 0:
-            continue
-        exact = {path: amount * r[name] / total for path, r in releasable.items()}
-        parts = {path: int(value) for path, value in exact.items()}
-        for path in sorted(exact, key=lambda q: (parts[q] - exact[q], q))[: amount - sum(parts.values())]:  # the remainder, largest fractions first
-            parts[path] += 1
-        for path, part in parts.items():
-            if part:
-                split[path][name] = part
+        total = sum(w.get(name, 0) for w in weights.values())
+        for path, w in weights.items():
+            if total > 0 and name in w:
+                split[path][name] = amount * w[name] // total
     out = []
-    for child in children:
-        if split[child.path]:
-            lines.append(f"{child.path} is to shed {_amounts(split[child.path])} of it (it may release {_amounts(releasable[child.path])} above its guaranteed)")
-            out += _shares(p, child, split[child.path], lines)
+    for path, share in split.items():
+        if any(share.values()):
+            lines.append(f"{path} is to shed {_amounts(share)} of it (its weight in the split: {_amounts(weights[path])})")
+            out += _shares(p, p.queues[path], share, lines)
     return out
 
 
+def _weight(child: QueueState) -> dict[str, int]:
+    """A child's weight in its parent's split: the difference between what it holds and its
+    guarantee, per resource the guarantee names, or all it holds without one; none when it holds
+    nothing or no more than its guarantee."""
+    held = {name: amount for name, amount in held_now(child).items() if amount}
+    if not held:
+        return {}
+    floor = child.guaranteed
+    if not floor:
+        return held
+    if all(amount >= held.get(name, 0) for name, amount in floor.items()):
+        return {}
+    return {name: abs(amount - held.get(name, 0)) for name, amount in floor.items()}
+
+
 def _choose(p: PartitionState, leaf: QueueState, target: dict[str, int], choice: _Choice) -> None:
-    """Take `leaf`'s tasks in the design's order until `target` is shed, above its guaranteed."""
-    over = set(target)
-    candidates = [t for t in map(p.tasks.__getitem__, leaf.running) if t.status == "running" and t.required_node is None and over & _uses(t)]
+    """Take `leaf`'s tasks in the design's order while what is taken stays within `target`."""
+    wanted = set(target)
+    candidates = [t for t in map(p.tasks.__getitem__, leaf.running) if t.status == "running" and t.required_node is None and wanted & _uses(t)]
     taken: dict[str, int] = {}
-    for task in sorted(candidates, key=lambda t: _order(t, over)):
-        if all(taken.get(name, 0) >= amount for name, amount in target.items()):
+    for task in sorted(candidates, key=lambda t: _order(t, wanted)):
+        left = {name: amount - taken.get(name, 0) for name, amount in target.items()}
+        if all(amount <= 0 for amount in left.values()):
             choice.lines.append(f"spared {task.id}: not needed, {leaf.path} sheds enough without it")
             continue
-        if _below_guarantee(leaf, taken, task):
-            choice.lines.append(f"spared {task.id}: {leaf.path} would go below its guaranteed {_amounts(leaf.guaranteed)}")
+        larger = {name: task.resources[name] for name in sorted(wanted & _uses(task)) if task.resources[name] > left[name]}
+        if larger:
+            choice.lines.append(f"spared {task.id}: it holds {_amounts(larger)}, more than the {_amounts({n: left[n] for n in larger})} {leaf.path} has left to shed")
             continue
-        for name, amount in task.resources.items():
-            taken[name] = taken.get(name, 0) + amount
-            if name in over:
-                choice.shed[name] = choice.shed.get(name, 0) + amount
+        for name in wanted:
+            taken[name] = taken.get(name, 0) + task.resources.get(name, 0)
+            choice.shed[name] = choice.shed.get(name, 0) + task.resources.get(name, 0)
         assert task.node is not None  # running
-        choice.victims.append(Victim(task=task.id, app=task.app, queue=task.queue, node=task.node, priority=task.priority, resources=Resources(task.resources), why=_why(task, leaf, over)))
+        choice.victims.append(Victim(task=task.id, app=task.app, queue=task.queue, node=task.node, priority=task.priority, resources=Resources(task.resources), why=_why(task, leaf, wanted)))
 
 
 def _uses(task: TaskState) -> set[str]:
@@ -160,18 +193,13 @@ def _order(task: TaskState, over: set[str]) -> tuple[float, int, int, int, str]:
     return (-score, task.priority, -(task.submitted_at // _HOUR), sum(task.resources.get(name, 0) for name in over), task.id)
 
 
-def _below_guarantee(leaf: QueueState, taken: dict[str, int], task: TaskState) -> bool:
-    held = held_now(leaf)
-    return any(held.get(name, 0) - taken.get(name, 0) - task.resources.get(name, 0) < floor for name, floor in leaf.guaranteed.items() if task.resources.get(name))
-
-
 def _why(task: TaskState, leaf: QueueState, over: set[str]) -> str:
     traits = [
         "an originator" if task.originator else "not an originator",
         "allows preemption" if task.allow_preemption else "opted out of preemption",
-        f"uses {', '.join(sorted(_uses(task) & over))} of the resources over the max",
+        f"uses {', '.join(sorted(_uses(task) & over))} of the resources to shed",
     ]
-    return f"quota: {leaf.path} sheds what it holds above its share of the max; {'; '.join(traits)}; priority {task.priority}"
+    return f"quota: {leaf.path} sheds what it holds above its share of the max, and this task fits in what is left to shed; {'; '.join(traits)}; priority {task.priority}"
 
 
 def _amounts(values: dict[str, int]) -> str:

@@ -1,6 +1,5 @@
 """What the YuniKorn model keeps: the timers of quota enforcement through preemption (the rules
-are `scheduling._quota_timers`'s), the limits they were set against, and what an enforcement stopped
-short of (said once). A queue's timer starts when a configuration lowers its max (or gives it a
+are `scheduling._quota_timers`'s) and the limits they were set against. A queue's timer starts when a configuration lowers its max (or gives it a
 `quota.preemption.delay` while it is above its max), with the partition's
 `quotapreemptionenabled` on, and fires `quota.preemption.delay` later (`_quota`).
 """
@@ -22,7 +21,6 @@ class YuniKornState(msgspec.Struct, kw_only=True):
     document: bytes = b""  # the configuration the timers were last reconciled with
     limits: dict[str, Limit] = {}
     timers: dict[str, QuotaTimer] = {}
-    short: dict[str, dict[str, int]] = {}  # per queue, what its last enforcement left over its max (said once)
 
 
 def fold_config(p: PartitionState, received: int) -> None:
@@ -33,19 +31,15 @@ def fold_config(p: PartitionState, received: int) -> None:
 
 
 def fold_event(p: PartitionState, event: LogEvent) -> None:
-    """At each tick, the timers without those of queues that fit their max again; a quota
-    enforcement's shortfall, so that it is said once."""
+    """At each tick, the timers without those of queues that fit their max again; at a quota
+    enforcement, its timer: YuniKorn enforces a cut once (left, a timer would also start a later
+    cut's countdown early)."""
     state: YuniKornState = p.model_state
     if isinstance(event, Tick):
         for path in [path for path in state.timers if path not in p.queues or not over_max(p.queues[path])]:
             del state.timers[path]
-            state.short.pop(path, None)
-    elif isinstance(event, QuotaEnforced):  # met: its timer is done (left, it would start a later cut's countdown early)
-        if event.short:
-            state.short[event.queue] = dict(event.short)
-        else:
-            state.timers.pop(event.queue, None)
-            state.short.pop(event.queue, None)
+    elif isinstance(event, QuotaEnforced):
+        state.timers.pop(event.queue, None)
 
 
 def over_max(queue: QueueState) -> dict[str, int]:
@@ -67,4 +61,3 @@ def _reconcile(p: PartitionState, state: YuniKornState, now: int) -> None:
     enforced = limits if settings.quota_preemption else {}
     state.timers = timers_after(state.limits, state.timers, enforced, lambda path: bool(over_max(p.queues[path])), now)
     state.document, state.limits = p.document, limits
-    state.short = {path: short for path, short in state.short.items() if path in state.timers}
