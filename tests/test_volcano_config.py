@@ -6,9 +6,10 @@ is one note saying what that means."""
 from __future__ import annotations
 
 import pytest
+from conftest import partition_after
 
 from preemptd.events import ConfigError
-from preemptd.scheduling.volcano._config import DEFAULT_CONF, parse_objects
+from preemptd.scheduling.volcano._config import DEFAULT_CONF, describe, parse_objects
 
 QUEUE_API = "scheduling.volcano.sh/v1beta1"
 
@@ -136,6 +137,9 @@ def test_priority_classes_in_the_list_define_priority_classes() -> None:
         ([{"tiers": [{"plugins": [None]}]}], "the scheduler configuration: tiers[0].plugins[0] must be a mapping, got null"),
         ([queue(f"q{i}", parent=f"q{i - 1}" if i else None) for i in range(70)], "Queue q65: 65 levels below root; the limit is 64"),
         ([queue("a", parent="b"), queue("b", parent="a")], "Queue a: its parents make a cycle: a -> b -> a"),
+        # plugins Volcano does not run together
+        ([{"tiers": [{"plugins": [{"name": "proportion"}]}, {"plugins": [{"name": "capacity"}]}]}], "the capacity and proportion plugins cannot be used together"),
+        ([{"tiers": [{"plugins": [{"name": "drf", "enableHierarchy": True}, {"name": "proportion"}]}]}], "tiers[0]: proportion and drf with enableHierarchy conflict"),
     ],
 )
 def test_what_volcano_refuses_is_refused_with_its_reason(objects: object, reason: str) -> None:
@@ -160,6 +164,18 @@ def test_a_configmap_nested_too_deep_or_expanding_without_end_is_refused(text: s
     configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "volcano-scheduler-configmap"}, "data": {"volcano-scheduler.conf": text}}
     with pytest.raises(ConfigError, match="ConfigMap volcano-scheduler-configmap: data.volcano-scheduler.conf (nests deeper than 64 levels|holds itself|holds more than 100,000 values|is not YAML: tag:yaml.org,2002:pairs makes no JSON value)"):
         parse_objects([configmap])
+
+
+def test_what_preemptd_does_not_model_of_drf_and_capacity_is_said() -> None:
+    """drf's enableHierarchy (hierarchical DRF) runs as plain drf: said in a note and in the
+    configuration's line; ancestorReclaimLevel without enableHierarchy checks no ancestor, as in
+    Volcano: said in a note."""
+    config, notes = parse_objects([{"actions": "preempt", "tiers": [{"plugins": [{"name": "drf", "enableHierarchy": True}]}]}])
+    assert any("plugin drf: enableHierarchy (hierarchical DRF)" in note for note in notes)
+    partition = partition_after({"type": "config.applied", "model": "volcano", "config": [{"actions": "preempt", "tiers": [{"plugins": [{"name": "drf", "enableHierarchy": True}]}]}]})
+    assert "drf's enableHierarchy (hierarchical DRF) is not modelled" in describe(partition)
+    _, notes = parse_objects([{"actions": "reclaim", "tiers": [{"plugins": [{"name": "capacity", "arguments": {"ancestorReclaimLevel": 1}}]}]}])
+    assert any("ancestorReclaimLevel is read only with enableHierarchy: true" in note for note in notes)
 
 
 def test_an_ancestor_reclaim_level_must_be_a_small_integer() -> None:

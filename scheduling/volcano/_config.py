@@ -232,6 +232,25 @@ class _Reader(ObjectReader):
             self._known(action, ACTIONS, _UNMODELLED_ACTIONS, "action", f"{where}: configurations[{i}].name")
             configurations[action] = self._arguments(entry.get("arguments"), f"action {action}", ACTION_ARGUMENTS.get(action, set()), where)
         self.scheduler = SchedulerConf(actions=actions, tiers=tuple(t for t in tiers if t), configurations=configurations)
+        self._check_plugins_together(self.scheduler, where)
+
+    def _check_plugins_together(self, conf: SchedulerConf, where: str) -> None:
+        """What Volcano refuses of plugins together, refused with its reason; what it reads
+        differently from preemptd, a note."""
+        named = {plugin.name: plugin for tier in conf.tiers for plugin in tier}
+        if "capacity" in named and "proportion" in named:
+            raise ConfigError(
+                f"{where}: the capacity and proportion plugins cannot be used together (Volcano: the two plugins are in conflict): keep one"
+            )
+        for i, tier in enumerate(conf.tiers):
+            names = {plugin.name: plugin for plugin in tier}
+            if "proportion" in names and "drf" in names and names["drf"].enabled("enableHierarchy"):
+                raise ConfigError(f"{where}: tiers[{i}]: proportion and drf with enableHierarchy conflict (Volcano refuses them in one tier)")
+        if "drf" in named and named["drf"].enabled("enableHierarchy"):
+            self.notes.add(f"not modelled: plugin drf: enableHierarchy (hierarchical DRF): {_UNMODELLED_PLUGINS['hdrf']}; drf orders and votes as without it")
+        capacity = named.get("capacity")
+        if capacity is not None and capacity.arguments.get("ancestorReclaimLevel") and not capacity.enabled("enableHierarchy"):
+            self.notes.add("plugin capacity: ancestorReclaimLevel is read only with enableHierarchy: true (as Volcano): without it, no ancestor is checked")
 
     def _tier(self, tier: dict[str, Any], where: str) -> tuple[Plugin, ...]:
         plugins: list[Plugin] = []
@@ -336,7 +355,7 @@ _UNMODELLED_PLUGINS = {
     "cdp": "cooldown protection does not spare recently started victims",
     "rescheduling": "nothing is evicted to rebalance nodes",
     "deviceshare": "shared devices (GPU sharing) are counted as whole resources",
-    "hdrf": "hierarchical DRF is not modelled",
+    "hdrf": "hierarchical DRF is not modelled: jobs and queues are not ordered by hierarchical shares",
     "capacity-card": "card-based capacity is not modelled",
 }
 _UNMODELLED_ACTIONS = {
@@ -451,6 +470,8 @@ def describe(partition: PartitionState) -> str:
         line += "; no proportion or capacity plugin: no queue deserves anything"
     elif sharing.name == "capacity" and sharing.enabled("enableHierarchy"):
         line += f"; capacity's enableHierarchy on (ancestorReclaimLevel {sharing.arguments.get('ancestorReclaimLevel', 0)})"
+    if any(plugin.name == "drf" and plugin.enabled("enableHierarchy") for tier in conf.tiers for plugin in tier):
+        line += "; drf's enableHierarchy (hierarchical DRF) is not modelled: drf runs as without it"
     enforced = [
         f"{q.name} after {format_duration(q.quota_preemption_delay)}" for q in config.queues.values() if q.quota_preemption_delay and q.capability is not None
     ]

@@ -44,7 +44,7 @@ class Quotas:
         self.plugin = sharing_plugin(config.scheduler)
         name = self.plugin.name if self.plugin else None
         self.hierarchy = name == "capacity" and self.plugin is not None and self.plugin.enabled("enableHierarchy")
-        self.reclaim_level = _level(self.plugin) if name == "capacity" else 0
+        self.reclaim_level = _level(self.plugin) if self.hierarchy else 0  # Volcano reads it under hierarchy only
         self.children: dict[str, list[str]] = {}
         for queue in self.queues.values():
             if queue.parent is not None:
@@ -55,7 +55,7 @@ class Quotas:
             self.real = {q: real_capability(self.queues[q], total, guarantees) for q in demands}
         elif name == "capacity" and self.hierarchy:
             self.real = self._real_top_down(total)
-            self.deserved = {q: capped_deserved(self.queues[q], self.real[q]) for q in self.queues}
+            self.deserved = {q: capped_deserved(self.queues[q], {}) for q in self.queues}  # not capped by what it may have, as Volcano's hierarchy
         elif name == "capacity":
             everyone = dict.fromkeys(self.queues, Demand({}, {}))
             self.deserved = capacity_deserved(self.queues, everyone, total)
@@ -115,7 +115,7 @@ class Quotas:
 
     def reclaim_ancestors(self, queue: str) -> tuple[str, ...]:
         """The ancestors of `queue` that capacity's reclaim checks: up to `ancestorReclaimLevel`."""
-        return tuple(self._lineage(queue)[1 : self.reclaim_level + 1]) if self.name == "capacity" else ()
+        return tuple(self._lineage(queue)[1 : self.reclaim_level + 1])
 
     def kinship(self, reclaimer: str, queue: str) -> int:
         """How far up from `reclaimer` the lowest queue holding both is (1: siblings): under

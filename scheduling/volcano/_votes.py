@@ -17,7 +17,12 @@ The votes:
 - **capacity** (reclaim only): a victim must use a resource the reclaimer asks for; its queue
   never drops below its guarantee; and it is taken if its queue deserves none of what it uses,
   or holds more than it deserves of something it uses, and so does every ancestor up to
-  `ancestorReclaimLevel` (a subtree that as a whole holds no more than it deserves is spared).
+  `ancestorReclaimLevel` (a subtree that as a whole holds no more than it deserves is spared)
+  but one the reclaimer's queue has at the same level (siblings under a parent at its share
+  may reclaim from each other). A victim whose queue deserves none of what it uses is spared
+  when its queue shares an ancestor within the level with the reclaimer's and the reclaimer's
+  queue deserves none of what its task asks: no real contention (Volcano's
+  `getReclaimeeAncestorToCheck` and `sharesAnyNonRootAncestorWithinLevel`).
 - **drf** (preempt only): a victim's job keeps a dominant resource share (of the cluster) at
   least the preemptor job's once the preemptor is in, counting the candidates before it from
   the same job as gone.
@@ -108,6 +113,8 @@ def _proportion(ballot: Ballot, preemptor: Task, candidates: list[Task], dropped
 
 def _capacity(ballot: Ballot, preemptor: Task, candidates: list[Task], dropped: dict[str, str]) -> list[Task]:
     wanted = _used(preemptor)
+    mine = ballot.ancestors.get(preemptor.queue, ())
+    contends = _deserves_some(ballot.deserved.get(preemptor.queue, {}), wanted)
     holding: dict[str, dict[str, int]] = {}
 
     def held_by(queue: str) -> dict[str, int]:
@@ -116,24 +123,42 @@ def _capacity(ballot: Ballot, preemptor: Task, candidates: list[Task], dropped: 
 
     kept = []
     for task in candidates:
-        lineage = (task.queue, *ballot.ancestors.get(task.queue, ()))
+        theirs = ballot.ancestors.get(task.queue, ())
         held, guarantee, uses = held_by(task.queue), ballot.guarantees.get(task.queue, {}), _used(task)
-        within = next((q for q in lineage if _within_deserved(held_by(q), ballot.deserved.get(q, {}), uses)), None)
+        deserved = ballot.deserved.get(task.queue, {})
+        checked = _ancestors_checked(mine, theirs)
+        within = next((q for q in checked if _within_deserved(held_by(q), ballot.deserved.get(q, {}), uses)), None)
+        shared = [q for q in theirs if q in mine]
         if not uses & wanted:
             why = "it uses none of the resources the reclaimer asks for"
         elif any(held.get(r, 0) - task.resources[r] < guarantee.get(r, 0) for r in uses):
             why = f"queue {task.queue} would drop below its guarantee"
-        elif within == task.queue:
+        elif not _deserves_some(deserved, uses) and shared and not contends:
+            why = (
+                f"no real contention: queue {task.queue} deserves none of what the task uses, and it shares {shared[0]} "
+                f"(within ancestorReclaimLevel) with queue {preemptor.queue}, which deserves none of what its task asks"
+            )
+        elif _within_deserved(held, deserved, uses):
             why = f"queue {task.queue} holds no more than it deserves of what the task uses"
         elif within is not None:
             why = f"its ancestor queue {within} holds no more than it deserves of what the task uses (ancestorReclaimLevel)"
         else:
-            for queue in lineage:
+            for queue in (task.queue, *checked):
                 _take(held_by(queue), task)
             kept.append(task)
             continue
         dropped[task.id] = f"capacity: {why}"
     return kept
+
+
+def _ancestors_checked(mine: tuple[str, ...], theirs: tuple[str, ...]) -> tuple[str, ...]:
+    """The ancestors of a victim's queue, `theirs` (below root, nearest first, up to the reclaim
+    level), that capacity checks: each but one that is the reclaimer's own at the same level."""
+    return tuple(queue for level, queue in enumerate(theirs) if level >= len(mine) or mine[level] != queue)
+
+
+def _deserves_some(deserved: Mapping[str, Fraction], uses: set[str]) -> bool:
+    return any(deserved.get(r, 0) > 0 for r in uses)
 
 
 def _within_deserved(held: Mapping[str, int], deserved: Mapping[str, Fraction], uses: set[str]) -> bool:
