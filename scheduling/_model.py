@@ -10,8 +10,8 @@ the effect of its own earlier decisions in the same cycle.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import msgspec
@@ -265,6 +265,9 @@ class Model:
       admitted and running against nominal quota and borrowing limit; Volcano's deserved,
       guarantee and capability).
     - `curves(partition)`: those amounts now, per queue (`Curves`).
+    - `usage_words`: what `preemptd state` heads a queue's usage columns in the model's words,
+      where they differ from preemptd's (`allocated`, `pending`, `preempting`: what the queue's
+      victims in flight hold; Kueue's workloads are evicting, Volcano's tasks releasing).
     - `shares(partition)`: per queue (and cohort), the share the model orders them by now
       (Volcano's allocated over deserved, Kueue's weighted share under fair sharing), drawn
       over time in the report under `share_words`; none when the model orders by none.
@@ -302,6 +305,7 @@ class Model:
     queue_columns: Callable[[PartitionState], list[Column]] = bound_columns
     curve_words: tuple[Curve, ...] = QUEUE_CURVES
     curves: Callable[[PartitionState], Curves] = queue_curves
+    usage_words: Mapping[str, str] = field(default_factory=dict)
     shares: Callable[[PartitionState], dict[str, float]] = no_shares
     share_words: str = ""
     tables: Callable[[PartitionState], list[Table]] = no_tables

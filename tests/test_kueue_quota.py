@@ -121,3 +121,25 @@ def test_a_random_lowered_quota_is_enforced_and_replays(seed: int) -> None:
         assert over_queues(p) == {}
     report = replay(result.records, log_id="sim")
     assert report.divergence is None and report.reproduced == len(result.decisions)
+
+
+def test_the_lowered_queue_gives_back_first_and_each_victim_names_the_cut() -> None:
+    """training's nominalQuota is cut from 8 to 4 GPUs while batch borrows what inference leaves
+    idle: training sheds its own four newest workloads, batch keeps what it borrowed, and each
+    victim's why says which quota was lowered, from what to what."""
+    result = simulate(load(ROOT / "examples" / "kueue" / "quota-enforcement-lowered-queue-first.yaml"))
+    (enforced,) = [d for d in result.decisions if isinstance(d, QuotaEnforced)]
+    assert {victim.queue for victim in enforced.victims} == {"training"}
+    assert all("ClusterQueue training's nominalQuota of nvidia.com/gpu in a100 was lowered from 8 to 4" in victim.why for victim in enforced.victims)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_other_queues_give_back_only_after_the_lowered_queue(seed: int) -> None:
+    """Property: in an enforcement, the lowered queue's own victims come before any other
+    queue's (old: other ClusterQueues first, as a preemptor's candidates)."""
+    result = simulate(msgspec.convert(_random_scenario(random.Random(seed)), type=Scenario))
+    for decision in result.decisions:
+        if isinstance(decision, QuotaEnforced) and decision.victims:
+            queues = [victim.queue for victim in decision.victims]
+            own = [queue == decision.queue for queue in queues]
+            assert own == sorted(own, reverse=True), f"another queue's victim before {decision.queue}'s own: {queues}"

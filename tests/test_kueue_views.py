@@ -5,8 +5,10 @@ shares. Admitted-but-not-running is its own state, never pending."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -266,3 +268,16 @@ def test_the_gauges_name_first_the_clusterqueues_holding_most_quota_running_or_n
     state = simulate(msgspec.convert(scenario, Scenario)).state
     amounts = {name: _amounts(partition) for name, partition in state.partitions.items()}
     assert _busiest(state, amounts, 2) == {("default", "(cluster)"), ("default", "team-a")}
+
+
+def test_a_queue_whose_workloads_are_evicted_for_a_lowered_quota_is_shown_evicting_not_preempting(tmp_path: Path) -> None:
+    """Kueue's words: a ClusterQueue whose admitted workloads are being evicted (here by its own
+    lowered quota) shows them under EVICTING; no column says it preempts anything."""
+    db = tmp_path / "lowered.db"
+    assert preemptd("simulate", str(ROOT / "examples" / "kueue" / "quota-enforcement-lowered-queue-first.yaml"), "--quiet", "--db", str(db)).returncode == 0
+    with contextlib.closing(sqlite3.connect(db)) as log:
+        (seq,) = log.execute("SELECT seq FROM log WHERE type = 'decision.quota_enforced'").fetchone()
+    text = preemptd("state", "--db", str(db), "--at", str(seq)).stdout
+    assert "PREEMPTING" not in text and re.search(r"^QUEUE\s+ALLOCATED\s+PENDING\s+EVICTING\s", text, re.M), text
+    assert re.search(r"^training\s+nvidia\.com/gpu 8\s+0\s+nvidia\.com/gpu 4\s", text, re.M), text
+    assert re.search(r"^batch\s+nvidia\.com/gpu 4\s+0\s+0\s", text, re.M), text

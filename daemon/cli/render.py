@@ -202,7 +202,8 @@ def queue_table(p: PartitionState, seq: int) -> str:
     columns = model_named(p.model).queue_columns(p)
     usage = {name: values for name, values in columns if name in _USAGE}  # the model's own meaning of one (Kueue's pending: not admitted)
     columns = [(name, values) for name, values in columns if name not in _USAGE]
-    header = ("QUEUE", *(name.upper() for name in _USAGE), *(name.upper().replace("_", " ") for name, _ in columns), "TASKS")
+    words = model_named(p.model).usage_words
+    header = ("QUEUE", *(words.get(name, name).upper() for name in _USAGE), *(name.upper().replace("_", " ") for name, _ in columns), "TASKS")
     rows = [header]
     for queue in p.queues.values():
         name = "  " * queue_depth(queue.path) + printable(queue.path.rsplit(".", 1)[-1])

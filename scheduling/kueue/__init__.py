@@ -38,6 +38,7 @@ __all__ = ["MODEL"]
 
 MODEL = Model(
     name="kueue",
+    usage_words={"preempting": "evicting"},
     parse_config=parse_config,
     schedule=schedule,
     next_wakeup=next_wakeup,

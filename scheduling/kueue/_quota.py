@@ -14,12 +14,15 @@ evicts for a quota change (an admitted workload keeps what it holds until it fin
   within its nominal quota is not to blame for its cohort's shortage, the queues borrowing are.
   So a timer enforces its queue's whole cohort tree: a lowered nominal quota or lendingLimit
   shrinks what the cohort lends, and the borrowers give it back.
-- When the timer has fired and the tree is over, the admitted workloads of the queues over, not
-  evicted and with all their pods running, are taken in Kueue's candidate order as if the
-  timer's queue preempted (`_classic.candidate_order`: other queues first, lower priority, the
-  most recently admitted, the name), each while its queue is over on something it holds, until
-  no queue of the tree is over; then, as Kueue's preemption minimises, each victim the tree
-  fits without is given back, from the second-to-last to the first.
+- When the timer has fired and the tree is over, the lowered queue gives back first: an admin
+  who lowers a queue means that queue. It is judged first for what it holds above what Kueue's
+  arithmetic now lets it hold (its new quota plus what its cohort can still lend it), and its
+  own admitted workloads, not evicted and with all their pods running, are taken in Kueue's
+  candidate order (`_classic.candidate_order`: lower priority, the most recently admitted, the
+  name) while it is over on something they hold. Only if the tree is still over are the other
+  queues' workloads taken, in the same order, each while its queue is over on something it
+  holds, until no queue of the tree is over; then, as Kueue's preemption minimises, each victim
+  the tree fits without is given back, from the second-to-last to the first.
 - One `decision.quota_enforced` per timer and cycle: its victims are the pods of the workloads
   taken (the fold marks those workloads evicted, as `decision.evicted` does); `max` is the
   queue's nominal quota plus its borrowingLimit where it has one, `target` what the tree holds
@@ -122,13 +125,14 @@ def enforce_quotas(cycle: Cycle) -> None:
             _enforce(cycle, picture, name, timer)
 
 
-def over_in(tree: QuotaTree, root: Node, usage: Usage) -> dict[Node, dict[FlavorResource, int]]:
+def over_in(tree: QuotaTree, root: Node, usage: Usage, first: str | None = None) -> dict[Node, dict[FlavorResource, int]]:
     """Per ClusterQueue under `root`, what it holds beyond what it may, the queues judged in the
-    tree's order, each one's excess taken out before the next is judged (so a cohort's
-    shortage is counted once, on the first queues borrowing)."""
+    tree's order (ClusterQueue `first` before the others), each one's excess taken out before
+    the next is judged (so a cohort's shortage is counted once, on the first queues judged)."""
     excess: dict[Node, dict[FlavorResource, int]] = {}
+    queues = sorted(queues_under(root), key=lambda node: node.name != first)  # stable: the tree's order otherwise
     try:
-        for node in queues_under(root):
+        for node in queues:
             over = _over(tree, node, usage)
             if over:
                 excess[node] = over
@@ -194,11 +198,14 @@ def _enforce(cycle: Cycle, picture: _Picture, name: str, timer: QuotaTimer) -> N
     tree, usage = picture.tree, picture.usage
     root = picture.root(name)
     assert root is not None  # tree_over found it
-    excess = over_in(tree, root, usage)
+    excess = over_in(tree, root, usage, first=name)
+    cut = _cut(timer.was, state.limits[name].max or {})
     choice = _Choice(lines=[_timeline(name, state.limits[name], timer)])
     for node, over in excess.items():
         choice.lines.append(f"ClusterQueue {node.name} holds {_frs(over)} beyond what it may use ({_limits(p.settings.cluster_queues[node.name], over)})")
-    candidates = sorted((w for node in excess for w in picture.workloads.admitted.get(node.name, ()) if not w.evicted), key=lambda w: candidate_order(name, w))
+    own = sorted((w for w in picture.workloads.admitted.get(name, ()) if not w.evicted), key=lambda w: candidate_order(name, w))
+    others = sorted((w for node in excess if node.name != name for w in picture.workloads.admitted.get(node.name, ()) if not w.evicted), key=lambda w: candidate_order(name, w))
+    candidates = [*own, *others] if any(node.name == name for node in excess) else others
     for workload in candidates:
         _consider(p, tree, usage, root, workload, choice)
     short = _per_resource([over for over in over_in(tree, root, usage).values()])
@@ -208,7 +215,7 @@ def _enforce(cycle: Cycle, picture: _Picture, name: str, timer: QuotaTimer) -> N
         choice.lines.append(_line(workload, choice))
     if short:
         choice.lines.append(f"short by {_amounts(short)}: no other admitted workload of the ClusterQueues over, not evicted, has all its pods running")
-    victims = tuple(_victims(p, choice.taken, name))
+    victims = tuple(_victims(p, choice.taken, name, cut))
     if not victims and short == state.short.get(name):
         return  # said already
     queue = p.settings.cluster_queues[name]
@@ -258,11 +265,17 @@ def _line(workload: Workload, choice: _Choice) -> str:
     return f"spared: {where}: {choice.spared[workload.id]}"
 
 
-def _victims(p: PartitionState, taken: list[Workload], name: str) -> list[Victim]:
+def _victims(p: PartitionState, taken: list[Workload], name: str, cut: str) -> list[Victim]:
     victims = []
     for workload in taken:
-        held = "its ClusterQueue holds more than its lowered quota allows" if workload.queue == name else f"ClusterQueue {workload.queue} holds more than its cohort lends it once ClusterQueue {name}'s quota was lowered"
-        why = f"quota: {held}; Kueue's candidate order: other ClusterQueues first, then priority {workload.priority}, admitted in cycle {workload.admitted_at}"
+        if workload.queue == name:
+            held = f"ClusterQueue {name}'s {cut}: it holds more than that quota and what its cohort can still lend it; Kueue's candidate order within it"
+        else:
+            held = (
+                f"ClusterQueue {name}'s {cut}, and its own workloads did not free enough: ClusterQueue {workload.queue} holds more than "
+                "its cohort lends it now; Kueue's candidate order: other ClusterQueues first, then"
+            )
+        why = f"quota: {held}: priority {workload.priority}, admitted in cycle {workload.admitted_at}"
         for task_id in p.apps[workload.id].tasks:
             task = p.tasks[task_id]
             assert task.node is not None  # running
@@ -276,6 +289,20 @@ def _timeline(name: str, limit: Limit, timer: QuotaTimer) -> str:
         f"quota: ClusterQueue {name}'s quota is {_limit_text(limit.max or {})} ({was}); {QUOTA_DELAY_ANNOTATION} "
         f"{timer.delay / 1000:g}s from {timer.start} ms: enforced from {timer.fires} ms"
     )
+
+
+def _cut(was: dict[str, int] | None, now: dict[str, int]) -> str:
+    """How a queue's limits were lowered: each one set lower or newly set."""
+    if was is None:
+        return f"quota is now enforced ({_limit_text(now)})"
+    parts = []
+    for key, amount in now.items():
+        kind, flavor, resource = key.split("/", 2)
+        if key not in was:
+            parts.append(f"{kind} of {resource} in {flavor} was set to {format_human(resource, amount)}")
+        elif amount < was[key]:
+            parts.append(f"{kind} of {resource} in {flavor} was lowered from {format_human(resource, was[key])} to {format_human(resource, amount)}")
+    return ", ".join(parts) or f"quota is {_limit_text(now)}"
 
 
 def _limit_text(limits: dict[str, int]) -> str:

@@ -41,6 +41,7 @@ __all__ = ["MODEL"]
 
 MODEL = Model(
     name="volcano",
+    usage_words={"preempting": "releasing"},
     parse_config=parse_config,
     schedule=schedule,
     next_wakeup=next_wakeup,
