@@ -1,0 +1,195 @@
+"""What a backlog costs: the cycles of each model with 10,000 to 1,000,000 tasks waiting.
+
+    .venv/bin/python bench/backlog.py                                  # every model, 10k to 1M
+    .venv/bin/python bench/backlog.py --models yunikorn --sizes 10000 100000
+
+The shape, the same in each model's terms: 100 nodes of 64 CPUs. Queue `busy` is held at its
+limit (YuniKorn's max, Kueue's nominal quota, Volcano's capability) by 3,000 running 1-CPU tasks,
+and N more wait in it; queue `other` runs 3,300; 100 CPUs of the nodes stay free; queue `room`
+holds nothing. Once the backlog was told why it waits (its first cycles), three cycles are
+measured, each the median CPU time of five:
+
+- **idle**: a cycle with nothing new since one that decided nothing;
+- **finished**: one of busy's running tasks finished (released) just before: one waiting
+  task takes its place;
+- **arrival**: one task arrived in `room` just before: it is placed.
+
+Each is reported against the same cycle with 10,000 waiting, in the same run (the aim: at most
+3x at every size, flat rather than linear); and the memory a waiting task costs: the RSS the
+process grew by while the N tasks were folded in, over N.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from _figures import ms
+
+from preemptd import events as ev
+from preemptd.projections import ClusterState, LogRecord
+from preemptd.scheduling import apply, run_cycle, tick_record
+
+NODES = 100
+NODE_CPUS = 64
+BUSY_LIMIT = 3000
+OTHER = 3300
+ONE = 1000  # a CPU, in millicores
+REPEATS = 5
+
+
+def _yunikorn() -> dict[str, Any]:
+    queues = [
+        {"name": "busy", "resources": {"max": {"vcore": BUSY_LIMIT}}},
+        {"name": "other"},
+        {"name": "room", "resources": {"guaranteed": {"vcore": 100}}},
+    ]
+    return {"model": "yunikorn", "config": {"queues": [{"name": "root", "queues": queues}]}, "resource": "vcore", "queue": lambda q: f"root.{q}"}
+
+
+def _kueue() -> dict[str, Any]:
+    api = "kueue.x-k8s.io/v1beta2"
+
+    def cluster_queue(name: str, nominal: int) -> dict[str, Any]:
+        flavors = [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": nominal}]}]
+        return {"apiVersion": api, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": flavors}]}}
+
+    config = [
+        {"apiVersion": api, "kind": "ResourceFlavor", "metadata": {"name": "default"}},
+        cluster_queue("busy", BUSY_LIMIT),
+        cluster_queue("other", OTHER),
+        cluster_queue("room", 100),
+    ]
+    return {"model": "kueue", "config": config, "resource": "cpu", "queue": lambda q: q}
+
+
+def _volcano() -> dict[str, Any]:
+    api = "scheduling.volcano.sh/v1beta1"
+    config = [
+        {"apiVersion": api, "kind": "Queue", "metadata": {"name": "busy"}, "spec": {"capability": {"cpu": BUSY_LIMIT}}},
+        {"apiVersion": api, "kind": "Queue", "metadata": {"name": "other"}},
+        {"apiVersion": api, "kind": "Queue", "metadata": {"name": "room"}},
+        {"actions": "enqueue, allocate, preempt, reclaim, backfill", "tiers": [{"plugins": [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}]}, {"plugins": [{"name": "predicates"}, {"name": "capacity"}]}]},
+    ]
+    return {"model": "volcano", "config": config, "resource": "cpu", "queue": lambda q: q}
+
+
+MODELS: dict[str, Callable[[], dict[str, Any]]] = {"yunikorn": _yunikorn, "kueue": _kueue, "volcano": _volcano}
+
+
+class Cluster:
+    """A partition built event by event, as the daemon folds them."""
+
+    def __init__(self, shape: dict[str, Any]) -> None:
+        self.state = ClusterState(log_id="bench")
+        self.shape = shape
+        self.now = 0
+        self.submitted = 0
+        self.add(ev.ConfigApplied(id="config", ts=0, model=shape["model"], config=shape["config"]))
+        for n in range(NODES):
+            self.add(ev.NodeUpserted(id=f"node-{n}", ts=0, node=f"node-{n:03d}", capacity=ev.Resources({shape["resource"]: NODE_CPUS * ONE, "pods": 10_000})))
+
+    def add(self, event: Any) -> None:
+        apply(self.state, LogRecord(self.state.seq + 1, self.now, event))
+
+    def one(self) -> ev.Resources:
+        return ev.Resources({self.shape["resource"]: ONE})
+
+    def run(self, queue: str, count: int) -> None:
+        """`count` tasks bound in `queue`, each its own application (a workload, a job)."""
+        for i in range(count):
+            task = f"{queue}-run-{i}"
+            self.add(ev.AppSubmitted(id=f"app-{task}", ts=self.now, app=task, queue=self.shape["queue"](queue)))
+            self.add(ev.TaskBound(id=task, ts=self.now, task=task, app=task, node=f"node-{i % NODES:03d}", resources=self.one()))
+
+    def submit(self, queue: str, count: int) -> None:
+        for _ in range(count):
+            task = f"{queue}-wait-{self.submitted}"
+            self.submitted += 1
+            self.add(ev.AppSubmitted(id=f"app-{task}", ts=self.now, app=task, queue=self.shape["queue"](queue)))
+            self.add(ev.TaskSubmitted(id=task, ts=self.now, task=task, app=task, resources=self.one()))
+
+    def cycle(self) -> tuple[float, int]:
+        """One cycle a second after the last: its CPU time and how many decisions it made."""
+        self.now += 1000
+        started = time.process_time()
+        decided = run_cycle(self.state, tick_record(self.state, self.now, "default")).decided
+        return time.process_time() - started, len(decided)
+
+    def settle(self) -> None:
+        """Cycles until one decides nothing (the backlog told why it waits)."""
+        for _ in range(200):
+            if not self.cycle()[1]:
+                return
+        raise RuntimeError("the partition does not come to rest")
+
+
+def rss() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * 4096
+
+
+def measure(model: str, waiting: int) -> dict[str, float]:
+    shape = MODELS[model]()
+    cluster = Cluster(shape)
+    cluster.run("busy", BUSY_LIMIT)
+    cluster.run("other", OTHER)
+    cluster.settle()
+    gc.collect()
+    before = rss()
+    cluster.submit("busy", waiting)
+    gc.collect()
+    grown = rss() - before
+    cluster.settle()
+    idle, finished, arrival = [], [], []
+    for i in range(REPEATS):
+        idle.append(cluster.cycle()[0])
+        task = f"busy-run-{i}"
+        cluster.add(ev.TaskReleased(id=f"done-{task}", ts=cluster.now, task=task))
+        spent, decided = cluster.cycle()
+        assert decided, "a waiting task takes the finished one's place"
+        finished.append(spent)
+        cluster.settle()
+        cluster.submit("room", 1)
+        spent, decided = cluster.cycle()
+        assert decided, "the arrival is placed"
+        arrival.append(spent)
+        cluster.settle()
+    return {"idle": statistics.median(idle), "finished": statistics.median(finished), "arrival": statistics.median(arrival), "bytes": grown / waiting}
+
+
+def measured_apart(model: str, size: int) -> dict[str, float]:
+    """`measure` in a process of its own: the RSS a backlog grows by is its own, not what an
+    earlier size left to the allocator."""
+    out = subprocess.run([sys.executable, __file__, "--one", model, str(size)], capture_output=True, text=True, check=True)
+    figures: dict[str, float] = json.loads(out.stdout)
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--sizes", nargs="+", type=int, default=[10_000, 100_000, 500_000, 1_000_000])
+    parser.add_argument("--one", nargs=2, metavar=("MODEL", "SIZE"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(measure(args.one[0], int(args.one[1]))))
+        return
+    for model in args.models:
+        base: dict[str, float] | None = None
+        for size in args.sizes:
+            figures = measured_apart(model, size)
+            base = base or figures
+            cells = [f"{what} {ms(figures[what])} ({figures[what] / base[what]:.1f}x)" for what in ("idle", "finished", "arrival")]
+            print(f"{model:9} {size:>9,} waiting: {', '.join(cells)}; {figures['bytes']:.0f} B of RSS per waiting task", flush=True)
+
+
+if __name__ == "__main__":
+    main()
