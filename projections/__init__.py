@@ -29,6 +29,7 @@ from ._snapshot import SNAPSHOT_FORMAT as SNAPSHOT_FORMAT, SnapshotError as Snap
 from ._state import (
     AppState as AppState,
     ClusterState as ClusterState,
+    Kept as Kept,
     LogRecord as LogRecord,
     NodeState as NodeState,
     PartitionState as PartitionState,

@@ -142,8 +142,6 @@ class Projection:
         if p is None:
             p = self.new_partition(event.partition)
         warnings: tuple[str, ...] = ()
-        if type(event) is not Tick:
-            p.__dict__["settled"] = False  # something happened: the next cycle runs (see `scheduling.run_cycle`)
         self.models[p.model].fold_event(p, event)
         match event:  # the most frequent first: each case is an isinstance check
             case TaskSubmitted():
@@ -184,6 +182,8 @@ class Projection:
                 assert_never(event)
         if fresh:
             state.partitions[event.partition] = p
+        if type(event) is not Tick:
+            p.changed = record.seq  # something happened: the next cycle runs (see `scheduling.run_cycle`)
         state.seq = record.seq
         return warnings
 

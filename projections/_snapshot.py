@@ -18,7 +18,7 @@ import msgspec
 
 from preemptd.events import PreemptdError, Resources
 
-from ._state import ClusterState
+from ._state import ClusterState, Kept
 
 __all__ = ["SNAPSHOT_FORMAT", "SnapshotError", "decode_snapshot", "encode_snapshot"]
 
@@ -32,12 +32,16 @@ class SnapshotError(PreemptdError, ValueError):
 def _enc_hook(obj: Any) -> Any:
     if isinstance(obj, Resources):
         return obj.amounts
+    if isinstance(obj, Kept):
+        return None  # made again after a restore
     raise NotImplementedError(f"cannot snapshot {type(obj).__name__}")
 
 
 def _dec_hook(type_: type, obj: Any) -> Any:
     if type_ is Resources:
         return Resources(obj)
+    if type_ is Kept:
+        return Kept()
     raise NotImplementedError(f"cannot restore {type_!r}")
 
 

@@ -31,6 +31,7 @@ from preemptd.events import Admitted, Allocated, Blocked, Decision, Evicted, Log
 __all__ = [
     "AppState",
     "ClusterState",
+    "Kept",
     "LogRecord",
     "NodeState",
     "PartitionState",
@@ -148,10 +149,28 @@ class Words(msgspec.Struct, frozen=True, kw_only=True):
     define_class: str = "publish priorityclass.upserted first"
 
 
-class PartitionState(msgspec.Struct, kw_only=True, dict=True):
-    """A partition. Besides its fields (what snapshots keep), one attribute the engine reads:
-    `settled`, set when a cycle decided nothing and cleared by the fold of any record but a
-    tick (see `scheduling.run_cycle`); absent after a restore."""
+class Kept:
+    """What is kept of a partition between cycles besides its state, for the engine
+    (`settled_at`, `wakeup`: see `scheduling.run_cycle`) and its model (`model`: the wing's own
+    object, made by the wing's typed accessor). Every part is made again from the state when
+    absent, so none is ever part of a snapshot: a `Kept` encodes as nothing, a restore starts
+    an empty one, and any two are equal (what is kept is not state)."""
+
+    __slots__ = ("model", "settled_at", "wakeup")
+
+    def __init__(self) -> None:
+        self.settled_at = -1  # `PartitionState.changed` after a cycle that decided nothing
+        self.wakeup: int | None = None  # when such a cycle's model said time alone could change its decisions
+        self.model: object | None = None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Kept)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+
+class PartitionState(msgspec.Struct, kw_only=True):
+    """A partition: its fields, but `kept`, are what snapshots keep."""
 
     name: str
     model: str  # the scheduling model's name, from the registry
@@ -169,6 +188,8 @@ class PartitionState(msgspec.Struct, kw_only=True, dict=True):
     capacity: dict[str, int] = {}  # schedulable nodes only
     pending_count: int = 0
     last_tick: int = 0
+    changed: int = 0  # the log position of the last record that changed the partition (ticks aside)
+    kept: Kept = msgspec.field(default_factory=Kept)
 
     def applied_config(self) -> dict[str, Any] | list[Any]:
         """The configuration in force, as the `config` of the `config.applied` that set it."""

@@ -60,12 +60,13 @@ def run_cycle(state: ClusterState, tick: LogRecord) -> CycleRecords:
     partition = state.partitions[tick.event.partition]
     model = MODELS[partition.model]
     cycle = Cycle(state, partition, tick, apply, model.budget)
-    kept = partition.__dict__
-    woken = (wakeup := kept.get("wakeup")) is not None and tick.event.ts >= wakeup
-    if model.waits_on_time or not kept.get("settled") or woken:
+    kept = partition.kept
+    woken = kept.wakeup is not None and tick.event.ts >= kept.wakeup
+    if model.waits_on_time or kept.settled_at != partition.changed or woken:
         model.schedule(cycle)
-        kept["settled"] = not cycle.records
-        kept["wakeup"] = model.next_wakeup(partition, cycle.now) if kept["settled"] and not model.waits_on_time else None
+        settled = not cycle.records
+        kept.settled_at = partition.changed if settled else -1
+        kept.wakeup = model.next_wakeup(partition, cycle.now) if settled and not model.waits_on_time else None
     return CycleRecords(tick, cycle.records)
 
 

@@ -290,7 +290,7 @@ def test_a_blocked_backlog_is_planned_once_and_again_when_something_changes() ->
     scenario = msgspec.convert({"name": "backlog", "model": "kueue", "config": objects, "events": events, "until": "10s"}, Scenario)
     result = simulate(scenario)
     p = result.state.partitions["default"]
-    assert p.__dict__["settled"] and len([d for d in result.decisions if d.__class__.__name__ == "Admitted"]) == 2
+    assert p.kept.settled_at == p.changed and len([d for d in result.decisions if d.__class__.__name__ == "Admitted"]) == 2
     planned = []
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(kueue_cycle._Admission, "run", lambda self: planned.append(self))

@@ -50,8 +50,8 @@ from ._assign import Assignment, Mode, assign
 from ._classic import CycleMemo, Plan, Search, classic, reason_text
 from ._config import ClusterQueue, KueueConfig
 from ._fair import NO_SHARE, Share, fair, share
+from ._kept import kept
 from ._quota import enforce_quotas, next_enforcement
-from ._state import KueueState
 from ._tree import Node, QuotaTree
 from ._workloads import Workload, kept_workloads, usage_of
 
@@ -68,12 +68,12 @@ class _Admission:
         self.cycle = cycle
         self.config: KueueConfig = cycle.partition.settings
         self.tree = QuotaTree(self.config)
-        kept = kept_workloads(cycle.partition)
-        self.workloads = kept.view(cycle.partition)
+        workloads = kept_workloads(cycle.partition)
+        self.workloads = workloads.view(cycle.partition)
         self.earlier = blocked_outcomes(cycle.partition)  # how earlier cycles found the workloads they blocked
         self.blocked: dict[str, Outcome] = {}  # the same, as this cycle leaves them: those still valid, and its own
-        cycle.partition.model_state.__dict__["blocked"] = self.blocked
-        self.requeued = {self._tree_of(queue) for queue in kept.take_requeued()}  # trees where something changed
+        kept(cycle.partition).blocked = self.blocked
+        self.requeued = {self._tree_of(queue) for queue in workloads.take_requeued()}  # trees where something changed
         self.ranks: dict[str, tuple[bool, Share]] = {}  # a waiting workload planned this cycle: its borrows and share at the start
         self.usage = self.tree.usage(self.workloads.usage)
         self.preempted_in: set[Node] = set()  # roots of the cohort trees with a preemption this cycle
@@ -233,12 +233,10 @@ class Outcome(NamedTuple):
 
 
 def blocked_outcomes(p: PartitionState) -> dict[str, Outcome]:
-    """The workloads blocked by earlier cycles and how (`KueueState.blocked`, beside its
-    fields): kept while the configuration stays (the fold drops them on a change) and valid for
-    a workload as long as nothing changed in its cohort tree (a cycle keeps only those)."""
-    state: KueueState = p.model_state
-    blocked: dict[str, Outcome] = state.__dict__.get("blocked", {})
-    return blocked
+    """The workloads blocked by earlier cycles and how (`KueueKept.blocked`): kept while the
+    configuration stays (the fold drops them on a change) and valid for a workload as long as
+    nothing changed in its cohort tree (a cycle keeps only those)."""
+    return kept(p).blocked
 
 
 def preemption(config: KueueConfig, search: Search) -> Plan:

@@ -12,6 +12,7 @@ from preemptd.events import Admitted, AppFinished, ConfigApplied, DecisionEvent,
 from preemptd.projections import AppState, PartitionState, Rejected, apps_changed_by
 
 from .._quota_timers import Limit, QuotaTimer
+from ._kept import kept
 
 __all__ = ["Admission", "KueueState", "admission_of", "fold_decision", "fold_event", "preempting"]
 
@@ -26,12 +27,8 @@ class Admission(msgspec.Struct, kw_only=True):
     evicted: bool = False
 
 
-class KueueState(msgspec.Struct, kw_only=True, dict=True):
-    """Its fields are what snapshots keep. Beside them, attributes made again after a restore:
-    `kept`, the workloads kept between cycles (`_workloads.KeptWorkloads`), `blocked`, how
-    cycles found the workloads they blocked (`_cycle.Outcome`), and, once `state`, the report or
-    the metrics asked, `totals`, what the ClusterQueues' workloads hold and ask
-    (`_views.Totals`), and `views`, what they read of the configuration (`_views.Settled`)."""
+class KueueState(msgspec.Struct, kw_only=True):
+    """What snapshots keep; what is kept besides is `_kept.KueueKept`."""
 
     admissions: dict[str, Admission] = {}
     preempting: dict[str, int] = {}  # workload -> its incarnation that evicted others and waits for them to go
@@ -63,7 +60,7 @@ def fold_event(p: PartitionState, event: LogEvent) -> None:
     later starts anew)."""
     match event:
         case ConfigApplied():
-            _state(p).__dict__.pop("blocked", None)  # what blocked a workload may have changed
+            kept(p).blocked = {}  # what blocked a workload may have changed
         case AppFinished() if event.app in p.apps:
             state = _state(p)
             state.admissions.pop(event.app, None)
@@ -88,17 +85,14 @@ def _quota_evicted(p: PartitionState, event: QuotaEnforced) -> None:
             admission.evicted = True
 
 
-#: What is kept between cycles, or samples, and reads again the applications the fold changed.
-_KEPT = ("kept", "totals")
-
-
 def _touch(p: PartitionState, app_id: str | None) -> None:
+    """What is kept between cycles, or samples, reads `app_id` again."""
     if app_id is None:
         return
-    for name in _KEPT:
-        kept = _state(p).__dict__.get(name)
-        if kept is not None:
-            kept.touch(app_id)
+    found = kept(p)
+    for part in (found.workloads, found.totals):
+        if part is not None:
+            part.touch(app_id)
 
 
 def fold_decision(p: PartitionState, decision: DecisionEvent) -> None:

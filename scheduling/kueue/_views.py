@@ -24,7 +24,8 @@ from preemptd.projections import AppState, PartitionState
 from .._model import Column, Curves, Table
 from ._config import ROOT, ClusterQueue, KueueConfig
 from ._fair import share
-from ._state import KueueState, admission_of
+from ._kept import kept
+from ._state import admission_of
 from ._tree import FlavorResource, Node, QuotaTree
 from ._workloads import charge, usage_of
 
@@ -100,11 +101,10 @@ def _held(p: PartitionState, app: AppState) -> _Held | None:
 
 
 def _totals(p: PartitionState) -> Totals:
-    state: KueueState = p.model_state
-    totals: Totals | None = state.__dict__.get("totals")
-    if totals is None:
-        totals = state.__dict__["totals"] = Totals(p)
-    return totals.read(p)
+    found = kept(p)
+    if found.totals is None:
+        found.totals = Totals(p)
+    return found.totals.read(p)
 
 
 @dataclass
@@ -124,11 +124,10 @@ class Settled:
 
 
 def _settled(p: PartitionState) -> Settled:
-    state: KueueState = p.model_state
-    settled: Settled | None = state.__dict__.get("views")
-    if settled is None or settled.config is not p.settings:
-        settled = state.__dict__["views"] = Settled(p.settings)
-    return settled
+    found = kept(p)
+    if found.views is None or found.views.config is not p.settings:
+        found.views = Settled(p.settings)
+    return found.views
 
 
 def curve_key(flavor: str, resource: str) -> str:

@@ -12,7 +12,8 @@ from typing import TypeVar
 
 from preemptd.projections import AppState, PartitionState
 
-from ._state import KueueState, admission_of, preempting
+from ._kept import kept
+from ._state import admission_of, preempting
 from ._tree import FlavorResource
 
 __all__ = ["Admitted", "KeptWorkloads", "Kind", "charge", "Workload", "Workloads", "kept_workloads", "usage_of", "workload_of"]
@@ -143,12 +144,11 @@ def charge(totals: dict[K, int], amounts: Mapping[K, int], sign: int) -> None:
 
 
 def kept_workloads(p: PartitionState) -> KeptWorkloads:
-    """The partition's kept workloads (`KueueState.kept`), read whole the first time."""
-    state: KueueState = p.model_state
-    kept: KeptWorkloads | None = state.__dict__.get("kept")
-    if kept is None:
-        kept = state.__dict__["kept"] = KeptWorkloads.of(p)
-    return kept
+    """The partition's kept workloads (`KueueKept.workloads`), read whole the first time."""
+    found = kept(p)
+    if found.workloads is None:
+        found.workloads = KeptWorkloads.of(p)
+    return found.workloads
 
 
 class KeptWorkloads:

@@ -27,6 +27,7 @@ from preemptd.projections import PartitionState, add, subtract
 from .._model import Column, Curves
 from ._config import Plugin, Queue, VolcanoConfig, sharing_plugin
 from ._jobs import POD_SLOT
+from ._kept import kept
 from ._nodes import queues_held
 from ._shares import QUEUE_EXEMPT, Demand, capacity_deserved, capped_deserved, proportion_deserved, real_capability, share, summed
 
@@ -247,12 +248,12 @@ def session_quotas(p: PartitionState) -> Quotas:
     its curves and shares of one moment in turn, and proportion's water-filling is most of it."""
     with_jobs = [name for name, queue in p.queues.items() if queue.running or queue.waiting]
     demands = demands_of(p, with_jobs)
-    kept = p.model_state.__dict__
-    last: tuple[VolcanoConfig, dict[str, int], dict[str, Demand], Quotas] | None = kept.get("quotas")
+    found = kept(p)
+    last = found.quotas
     if last is not None and last[0] is p.settings and last[1] == p.capacity and last[2] == demands:
         return last[3]
     quotas = Quotas(p.settings, p.capacity, demands, queues_held(p))
-    kept["quotas"] = (p.settings, dict(p.capacity), demands, quotas)
+    found.quotas = (p.settings, dict(p.capacity), demands, quotas)
     return quotas
 
 

@@ -20,14 +20,13 @@ from preemptd.projections import PartitionState, add, apps_changed_by, subtract
 from .._quota_timers import Limit, QuotaTimer, timers_after
 from ._config import VolcanoConfig
 from ._jobs import Job, KeptJobs, Task
+from ._kept import kept
 
 __all__ = ["VolcanoState", "fold_config", "fold_event", "over_capability", "session_jobs"]
 
 
-class VolcanoState(msgspec.Struct, kw_only=True, dict=True):
-    """The quota timers as fields; `kept`, the jobs kept between sessions, is an attribute
-    beside them (not in snapshots), made again when absent; so is `quotas`, the queue rules
-    last found for `state`, the report and the metrics (`_queues.session_quotas`)."""
+class VolcanoState(msgspec.Struct, kw_only=True):
+    """The quota timers: what snapshots keep; what is kept besides is `_kept.VolcanoKept`."""
 
     document: bytes = b""  # the configuration the timers were last reconciled with
     limits: dict[str, Limit] = {}
@@ -38,11 +37,10 @@ class VolcanoState(msgspec.Struct, kw_only=True, dict=True):
 def session_jobs(p: PartitionState) -> tuple[dict[str, Job], dict[str, Task]]:
     """The partition's jobs, in its order of applications, and their tasks by id, as the fold
     left them: those of the jobs that changed read again."""
-    state: VolcanoState = p.model_state
-    kept: KeptJobs | None = state.__dict__.get("kept")
-    if kept is None:
-        kept = state.__dict__["kept"] = KeptJobs(p)
-    return kept.view(p)
+    found = kept(p)
+    if found.jobs is None:
+        found.jobs = KeptJobs(p)
+    return found.jobs.view(p)
 
 
 def fold_config(p: PartitionState, received: int) -> None:
@@ -67,14 +65,14 @@ def fold_event(p: PartitionState, event: LogEvent) -> None:
         _fold_tick(p, event)
     elif isinstance(event, QuotaEnforced):
         p.model_state.short[event.queue] = dict(event.short or {})
-    kept: KeptJobs | None = p.model_state.__dict__.get("kept")
-    if kept is None:
+    found = kept(p)
+    if found.jobs is None:
         return
     if isinstance(event, ConfigApplied):
-        del p.model_state.__dict__["kept"]
+        found.jobs = None
         return
     for app in apps_changed_by(p, event):
-        kept.touch(app)
+        found.jobs.touch(app)
 
 
 def _fold_tick(p: PartitionState, tick: Tick) -> None:
