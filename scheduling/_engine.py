@@ -51,22 +51,21 @@ def run_cycle(state: ClusterState, tick: LogRecord) -> CycleRecords:
     """Fold `tick` (made by `tick_record`, or read from a log) and run the cycle it starts;
     return the tick and the cycle's decisions, as the log records they are.
 
-    A model that waits on nothing but events (`Model.waits_on_time` false: Kueue, Volcano) is
-    a function of the state alone: after a cycle that decided nothing, with only ticks folded
-    since, the next would decide nothing again, and is passed over, until the moment its
-    `next_wakeup` named then (a quota enforcement's delay running out). A backlog that cannot
-    move then costs nothing until something happens. After a restore the first cycle runs."""
+    After a cycle that decided nothing, with only ticks folded since, the next would decide
+    nothing again, and is passed over, until the moment the model's `next_wakeup` named then
+    (a delay running out: YuniKorn's preemption.delay, a quota enforcement's): a backlog that
+    cannot move costs nothing until something happens. After a restore the first cycle runs."""
     apply(state, tick)
     partition = state.partitions[tick.event.partition]
     model = MODELS[partition.model]
     cycle = Cycle(state, partition, tick, apply, model.budget)
     kept = partition.kept
     woken = kept.wakeup is not None and tick.event.ts >= kept.wakeup
-    if model.waits_on_time or kept.settled_at != partition.changed or woken:
+    if kept.settled_at != partition.changed or woken:
         model.schedule(cycle)
         settled = not cycle.records
         kept.settled_at = partition.changed if settled else -1
-        kept.wakeup = model.next_wakeup(partition, cycle.now) if settled and not model.waits_on_time else None
+        kept.wakeup = model.next_wakeup(partition, cycle.now) if settled else None
     return CycleRecords(tick, cycle.records)
 
 

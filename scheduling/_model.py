@@ -251,7 +251,9 @@ class Model:
       applies it to each).
     - `schedule(cycle)`: one cycle of a partition; decides through `cycle.emit`.
     - `next_wakeup(partition, now)`: the earliest time after `now` at which a cycle could decide
-      differently with no event in between (a delay running out), or None.
+      differently with no event in between (a delay running out), or None. It must be exact:
+      the engine passes over every cycle before it after one that decided nothing, when
+      nothing but ticks came since (see `run_cycle`).
     - `fold_decision(partition, decision)`: folds a decision type only this model makes
       (`decision.admitted`, `decision.evicted`); the default refuses them.
     - `state_type`: a msgspec Struct for what the model keeps per partition besides its
@@ -280,9 +282,6 @@ class Model:
     - `describe(partition)`: what runs, in one line: the model and what is on (for the log,
       `state`, the report and `explain` of a configuration change), saying plainly when the
       configuration can preempt nothing.
-    - `waits_on_time`: whether a cycle may decide otherwise with only time passed (delays, as
-      `next_wakeup` says); false lets the engine pass over a cycle when the last decided
-      nothing and nothing but ticks came since (see `run_cycle`).
     - `claims(item)`: whether a Kubernetes object is one of this model's own (a ClusterQueue
       is Kueue's), so that an object given to another model, or a file without `model:`, can
       say which model reads it.
@@ -311,5 +310,4 @@ class Model:
     tables: Callable[[PartitionState], list[Table]] = no_tables
     describe: Callable[[PartitionState], str] = describe_queues
     claims: Callable[[Any], bool] = claims_nothing
-    waits_on_time: bool = True
     budget: Budget = Budget()

@@ -5,9 +5,11 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import pytest
+
 from preemptd import events as ev
 from preemptd.projections import ClusterState, LogRecord
-from preemptd.scheduling import apply
+from preemptd.scheduling import CycleRecords, _simulation, apply, run_cycle
 
 _ids = itertools.count(1)
 
@@ -42,3 +44,15 @@ def fold_events(*events: Any, state: ClusterState | None = None) -> ClusterState
     for event in events:
         apply(state, LogRecord(state.seq + 1, event.ts, event))
     return state
+
+
+def running_every_cycle(patch: pytest.MonkeyPatch) -> None:
+    """Have `simulate` run every cycle, none passed over because nothing changed since one that
+    decided nothing: what a passed-over cycle must not change."""
+
+    def every_cycle(state: ClusterState, tick: LogRecord) -> CycleRecords:
+        for p in state.partitions.values():
+            p.kept.settled_at = -1
+        return run_cycle(state, tick)
+
+    patch.setattr(_simulation, "run_cycle", every_cycle)

@@ -14,7 +14,6 @@ each list of strategies and weights including 0) and workloads arriving and fini
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,11 +21,12 @@ from typing import Any
 
 import msgspec
 import pytest
+from builders import running_every_cycle
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from preemptd.events import Admitted, Blocked, Evicted, Scenario, TaskReleased, encode
 from preemptd.projections import ClusterState, LogRecord, PartitionState
-from preemptd.scheduling import MODELS, _model as model_module, apply, replay, run_cycle, simulate, tick_record
+from preemptd.scheduling import _model as model_module, apply, replay, run_cycle, simulate, tick_record
 from preemptd.scheduling.kueue import _cycle as kueue_cycle
 from preemptd.scheduling.kueue._assign import Mode, assign
 from preemptd.scheduling.kueue._classic import Plan, Search
@@ -255,7 +255,7 @@ def test_a_cycle_passed_over_because_nothing_changed_decides_what_running_it_wou
     (a blocked backlog costs nothing): running every one of them instead makes the same log."""
     passing_over = simulate(scenario)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setitem(MODELS, "kueue", dataclasses.replace(MODELS["kueue"], waits_on_time=True))
+        running_every_cycle(patch)
         running_all = simulate(scenario)
     assert [encode(r.event) for r in passing_over.records] == [encode(r.event) for r in running_all.records]
 

@@ -17,11 +17,12 @@ from typing import Any
 
 import msgspec
 import pytest
+from builders import running_every_cycle
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from preemptd.events import Allocated, Preempted, Scenario, encode
 from preemptd.projections import ClusterState
-from preemptd.scheduling import MODELS, apply, replay, simulate
+from preemptd.scheduling import apply, replay, simulate
 from preemptd.scheduling.volcano import _evict
 from preemptd.scheduling.volcano._jobs import Job, jobs_of
 from preemptd.scheduling.volcano._nodes import Nodes
@@ -234,6 +235,6 @@ def test_a_session_passed_over_because_nothing_changed_decides_what_running_it_w
     ticks since, the next is passed over. Running every one of them instead makes the same log."""
     passing_over = simulate(scenario)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setitem(MODELS, "volcano", dataclasses.replace(MODELS["volcano"], waits_on_time=True))
+        running_every_cycle(patch)
         running_all = simulate(scenario)
     assert [encode(r.event) for r in passing_over.records] == [encode(r.event) for r in running_all.records]

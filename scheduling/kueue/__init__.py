@@ -46,7 +46,6 @@ MODEL = Model(
     state_type=KueueState,
     fold_event=fold_event,
     fold_config=fold_config,
-    waits_on_time=False,
     budget=Budget(preemptions=50),
     curves=curves,
     claims=claims,

@@ -59,7 +59,6 @@ MODEL = Model(
     ),
     shares=shares,
     share_words="share: allocated over deserved, by which allocate and reclaim order queues",
-    waits_on_time=False,
     state_type=VolcanoState,
     fold_event=fold_event,
     fold_config=fold_config,

@@ -22,12 +22,16 @@ and preemption when `cycle.may_preempt()` does; the rest come in the next cycles
 
 from __future__ import annotations
 
+from itertools import islice
+
 from preemptd.events import Allocated, Preempted, Resources, Unreserved, Victim
 from preemptd.projections import NodeState, PartitionState, TaskState
 
-from .._model import Cycle
+from .._model import BLOCKED_PER_CYCLE, BLOCKED_TEXT_PER_CYCLE, Cycle, bounded
+from ._backlog import Backlog, Group, GroupKey, Leaf, Shape, group_key
 from ._config import PreemptionSettings
 from ._daemonset import plan_for_required_node
+from ._kept import backlog
 from ._ordering import QueueOrder
 from ._placement import Placement, fits_node, queue_blocker
 from ._preemption import frees_unclaimed_room, plan_for_guarantee
@@ -48,17 +52,11 @@ def schedule(cycle: Cycle) -> None:
 
 
 def next_wakeup(p: PartitionState, now: int) -> int | None:
-    """The earliest moment after `now` at which a pending task's preemption.delay runs out, or a
-    queue above its max reaches the end of its quota.preemption.delay."""
-    times = [
-        task.submitted_at + p.queues[task.queue].props.preemption_delay
-        for queue in p.queues.values()
-        for task in map(p.tasks.__getitem__, queue.waiting)
-        if task.reserved_node is None
-    ]
-    delays = min((t for t in times if t > now), default=None)
-    quotas = next_enforcement(p, now)
-    return min((t for t in (delays, quotas) if t is not None), default=None)
+    """The earliest moment after `now` at which a waiting task's preemption.delay runs out (kept
+    per leaf as tasks arrive and leave: `_backlog`), or a queue above its max reaches the end of
+    its quota.preemption.delay."""
+    times = (backlog(p, now).next_delay(now), next_enforcement(p, now))
+    return min((t for t in times if t is not None), default=None)
 
 
 # 1. reservations -----------------------------------------------------------------------------
@@ -87,21 +85,54 @@ def _land_reservations(cycle: Cycle) -> None:
 
 def _allocate(cycle: Cycle) -> bool:
     """Place every pending task that fits, in queue order; False if the cycle's budget for
-    placements stopped it (the tasks left are tried first the next cycle)."""
+    placements stopped it (the tasks left are tried first the next cycle).
+
+    Tasks are visited by group (`_backlog`): once a task does not fit (no node has room for its
+    ask, or a queue max on its lineage), no later task of its ask and required node in its leaf
+    fits this phase either (room only shrinks as tasks are placed), so the rest of its kind is
+    passed over whole, and a leaf where nothing fits is left at once."""
     p = cycle.partition
     if not cycle.may_place():
         return False
-    order, placement = QueueOrder(p), Placement(p)
-    for task in order:
-        node = placement.find(task) if queue_blocker(p, task) is None else None
-        if node is None:
+    waiting = backlog(p, cycle.now)
+    order, placement = QueueOrder(p, {path: leaf.priority for path, leaf in waiting.leaves.items()}), Placement(p)
+    cursor: dict[str, int] = {}  # per leaf, the order key of the last task placed
+    failed: dict[str, set[tuple[Shape, str | None]]] = {}  # per leaf, the asks (and required nodes) that fit nowhere now
+    while (path := order.next_leaf()) is not None:
+        found = _next_to_place(p, waiting, waiting.leaves[path], cursor.get(path, -1), failed.setdefault(path, set()), placement)
+        if found is None:
+            order.retire(path)
             continue
+        task, node = found
         where = f"required node {node.name} has room" if task.required_node else f"{node.name} is the first node by name with room"
         _emit_allocated(cycle, task, node.name, f"{where}; {task.queue} and its parents stay within their max")
-        order.allocated(task)
+        cursor[path] = waiting.order(task)
+        order.allocated(path)
         if not cycle.may_place():
             return False
     return True
+
+
+def _next_to_place(
+    p: PartitionState, waiting: Backlog, leaf: Leaf, cursor: int, failed: set[tuple[Shape, str | None]], placement: Placement
+) -> tuple[TaskState, NodeState] | None:
+    """The leaf's first task after `cursor`, in order, that fits a node and its queues; the
+    groups whose next task does not are marked `failed`."""
+    while True:
+        heads = [(task, group) for group in leaf.groups.values() if _kind(group) not in failed for task in islice(group.after(cursor), 1)]
+        if not heads:
+            return None
+        task, group = min(heads, key=lambda head: waiting.order(head[0]))
+        node = placement.find(task) if queue_blocker(p, task) is None else None
+        if node is not None:
+            return task, node
+        failed.add(_kind(group))
+
+
+def _kind(group: Group) -> tuple[Shape, str | None]:
+    """What decides whether a group's tasks fit: their ask and required node."""
+    shape, _, _, required_node, _ = group.key
+    return shape, required_node
 
 
 def _emit_allocated(cycle: Cycle, task: TaskState, node: str, why: str) -> None:
@@ -142,15 +173,28 @@ class _Pace:
 
 def _preempt(cycle: Cycle) -> None:
     """Try preemption for the tasks still pending, in queue order; a queue that got room by
-    preemption is ranked again, as after an allocation, so equals take turns."""
+    preemption is ranked again, as after an allocation, so equals take turns.
+
+    Tasks in the same situation (`_Situation`: a leaf's group, on the same side of its
+    preemption.delay) get the same refusal within a cycle, found once; then only those not
+    told it yet are visited (to be told, while the cycle's budget for it lasts). A situation
+    found to wait quietly (its delay, or victims in flight that will make room) waits alike
+    until a preemption changes the state. So the tasks visited are those that could make or
+    say something, in the order every task would be visited."""
     p = cycle.partition
     pace = _Pace(p.settings, p.capacity)
-    refusals: dict[_Situation, Refusal] = {}
     draining = [node for node in p.nodes.values() if node.preempting and frees_unclaimed_room(node)]
-    order = QueueOrder(p)
-    for task in order:
-        key = _situation(p, task, cycle.now)
-        outcome = refusals.get(key) or _plan(p, task, cycle.now, draining)
+    waiting = backlog(p, cycle.now)
+    order = QueueOrder(p, {path: leaf.priority for path, leaf in waiting.leaves.items()})
+    visits = _Visits(cycle, waiting)
+    while (path := order.next_leaf()) is not None:
+        found = visits.next(path)
+        if found is None:
+            order.retire(path)
+            continue
+        task, situation = found
+        known = visits.outcomes.get(situation)
+        outcome = known if isinstance(known, Refusal) else _plan(p, task, cycle.now, draining)
         if isinstance(outcome, Plan):
             if not cycle.may_preempt() or not pace.allows(outcome.victims):
                 return
@@ -158,23 +202,60 @@ def _preempt(cycle: Cycle) -> None:
             _emit_preempted(cycle, task, outcome)
             if frees_unclaimed_room(outcome.node):
                 draining.append(outcome.node)
-            order.allocated(task)
-        elif not outcome.quiet:
-            refusals[key] = outcome
+            order.allocated(path)
+            visits.plans += 1
+        elif outcome.quiet:
+            visits.outcomes[situation] = visits.plans
+        else:
+            visits.outcomes[situation] = outcome
             cycle.block(task, app=task.app, queue=task.queue, reasons=outcome.reasons, explanation=outcome.details)
 
 
-#: The queue, the ask, the priority and policy, the required node, its application (for a
-#: required-node task) and whether its preemption.delay has passed.
-_Situation = tuple[str, tuple[tuple[str, int], ...], int, bool, str | None, str | None, bool]
+#: A leaf, its group of alike tasks, and whether their preemption.delay has passed.
+_Situation = tuple[str, GroupKey, bool]
 
 
-def _situation(p: PartitionState, task: TaskState, now: int) -> _Situation:
-    """Tasks in the same situation get the same refusal within a cycle: same queue, ask,
-    priority and policy, and on the same side of their preemption.delay."""
-    app = task.app if task.required_node else None
-    waited = now >= task.submitted_at + p.queues[task.queue].props.preemption_delay
-    return (task.queue, tuple(task.resources.items()), task.priority, task.may_preempt, task.required_node, app, waited)
+class _Visits:
+    """Which task of a leaf the preemption phase visits next: the first, in order after the
+    last one visited, that could make or say something (see `_preempt`)."""
+
+    def __init__(self, cycle: Cycle, waiting: Backlog) -> None:
+        self.cycle, self.p, self.waiting = cycle, cycle.partition, waiting
+        self.outcomes: dict[_Situation, Refusal | int] = {}  # a refusal found, or when a quiet wait was (in plans made before it)
+        self.plans = 0
+        self.cursor: dict[str, int] = {}  # per leaf, the order key of the last task visited
+        settings: PreemptionSettings = self.p.settings
+        self.enabled = settings.enabled
+
+    def next(self, path: str) -> tuple[TaskState, _Situation] | None:
+        leaf, cursor, order = self.waiting.leaves[path], self.cursor.get(path, -1), self.waiting.order
+        delay, now = self.p.queues[path].props.preemption_delay, self.cycle.now
+        telling = self.cycle.blocked < BLOCKED_PER_CYCLE and self.cycle.text < BLOCKED_TEXT_PER_CYCLE
+        best: tuple[TaskState, _Situation] | None = None
+        for group in leaf.groups.values():
+            _, _, may_preempt, required_node, _ = group.key
+            for waited in (True, False):
+                if not waited and required_node is None and self.enabled and may_preempt:
+                    continue  # within its delay, such a task waits quietly (`_preemption._preconditions`)
+                situation = (path, group.key, waited)
+                outcome = self.outcomes.get(situation)
+                if outcome == self.plans and not isinstance(outcome, Refusal):
+                    continue  # waits quietly until a preemption changes the state
+                told = bounded(outcome.reasons) if isinstance(outcome, Refusal) else None
+                if told is not None and not telling:
+                    continue
+                if waited and group.young == group.size:
+                    task = None
+                elif waited:
+                    task = next((t for t in group.after(cursor, told) if now >= t.submitted_at + delay), None)
+                else:
+                    alike = [t for t in leaf.young.values() if group_key(t) == group.key and (told is None or t.blocked != told) and order(t) > cursor]
+                    task = min(alike, key=order, default=None)
+                if task is not None and (best is None or order(task) < order(best[0])):
+                    best = (task, situation)
+        if best is not None:
+            self.cursor[path] = order(best[0])
+        return best
 
 
 def _plan(p: PartitionState, task: TaskState, now: int, draining: list[NodeState]) -> Plan | Refusal:

@@ -1,18 +1,16 @@
-"""The order in which pending tasks are tried: queues by priority then fairness, applications
-first in, first out, tasks by priority.
+"""The order in which pending tasks are tried: queues by priority then fairness; within a leaf,
+applications first in, first out, tasks by priority (`_backlog.order_key`, kept between cycles).
 
 At every parent the children are kept in a heap keyed on (queue priority, share of guarantee,
 path); after each allocation only the keys on the allocated leaf's lineage change, so picking the
-next task costs O(depth * log children) rather than a full sort of the tree.
+next leaf costs O(depth * log children) rather than a full sort of the tree.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections import deque
-from collections.abc import Iterator
 
-from preemptd.projections import PartitionState, QueueState, TaskState
+from preemptd.projections import PartitionState, QueueState
 
 __all__ = ["QueueOrder", "effective_priority", "share"]
 
@@ -55,40 +53,32 @@ def share(queue: QueueState, capacity: dict[str, int]) -> float:
     return max(ratios, default=0.0)
 
 
-def _task_key(p: PartitionState, task: TaskState) -> tuple[int, int, int, int]:
-    app = p.apps[task.app]
-    return (-app.priority, app.seq, -task.priority, task.seq)
-
-
 class QueueOrder:
-    """Yields pending tasks in scheduling order; `allocated(task)` re-ranks the task's queues.
+    """The order leaf queues are served in: `next_leaf()` is the leaf whose next task is tried;
+    `allocated(leaf)` re-ranks its queues once a task of it got room; `retire(leaf)` once it
+    has nothing left to try this phase. `leaves` gives each leaf with tasks to try the best
+    priority among them.
 
     A queue is live while some leaf below it has tasks left to try. Each live queue has one
     current entry in its parent's heap; older entries are skipped by their version number.
     """
 
-    def __init__(self, p: PartitionState) -> None:
+    def __init__(self, p: PartitionState, leaves: dict[str, int]) -> None:
         self._p = p
-        self._tasks: dict[str, deque[TaskState]] = {}
-        for queue in p.queues.values():
-            if queue.leaf and queue.waiting:
-                waiting = [p.tasks[t] for t in queue.waiting if p.tasks[t].reserved_node is None]
-                if waiting:
-                    waiting.sort(key=lambda task: _task_key(p, task))
-                    self._tasks[queue.path] = deque(waiting)
-        self._priority = self._queue_priorities()
+        self._leaves = set(leaves)
+        self._priority = self._queue_priorities(leaves)
         self._live: set[str] = set()
         self._live_children: dict[str, int] = {}
         self._version: dict[str, int] = {}
         self._heaps: dict[str, list[tuple[int, float, str, int]]] = {}
-        for leaf in self._tasks:
-            self._make_live(p.queues[leaf].lineage)
+        for leaf in p.queues:  # the tree's order, as the tasks were once listed
+            if leaf in self._leaves:
+                self._make_live(p.queues[leaf].lineage)
 
-    def _queue_priorities(self) -> dict[str, int]:
+    def _queue_priorities(self, leaves: dict[str, int]) -> dict[str, int]:
         """Each active queue's priority: the best task priority below it, offsets applied."""
         priority: dict[str, int] = {}
-        for leaf, tasks in self._tasks.items():
-            best = max(task.priority for task in tasks)
+        for leaf, best in leaves.items():
             for path in self._p.queues[leaf].lineage:
                 props = self._p.queues[path].props
                 best = props.priority_offset if props.priority_policy == "fence" else best + props.priority_offset
@@ -111,21 +101,21 @@ class QueueOrder:
         key = (-self._priority[path], share(self._p.queues[path], self._p.capacity), path, version)
         heapq.heappush(self._heaps.setdefault(parent, []), key)
 
-    def _next_leaf(self) -> str | None:
+    def next_leaf(self) -> str | None:
         root = next(iter(self._p.queues))
         if root not in self._live:
             return None
         path = root
-        while path not in self._tasks:
+        while path not in self._leaves:
             heap = self._heaps[path]
             while heap[0][2] not in self._live or self._version[heap[0][2]] != heap[0][3]:
                 heapq.heappop(heap)
             path = heap[0][2]
         return path
 
-    def _retire(self, leaf: str) -> None:
+    def retire(self, leaf: str) -> None:
         """A leaf with nothing left to try stops being live, and so do parents left empty."""
-        del self._tasks[leaf]
+        self._leaves.discard(leaf)
         lineage = self._p.queues[leaf].lineage
         for path, parent in zip(lineage, [*lineage[1:], None]):
             self._live.discard(path)
@@ -135,17 +125,9 @@ class QueueOrder:
             if self._live_children[parent]:
                 return
 
-    def __iter__(self) -> Iterator[TaskState]:
-        while (leaf := self._next_leaf()) is not None:
-            tasks = self._tasks[leaf]
-            task = tasks.popleft()
-            if not tasks:
-                self._retire(leaf)
-            yield task
-
-    def allocated(self, task: TaskState) -> None:
-        """The task was placed: its queues' shares grew, so rank the live ones again."""
-        lineage = self._p.queues[task.queue].lineage
+    def allocated(self, leaf: str) -> None:
+        """A task of `leaf` was placed: its queues' shares grew, so rank the live ones again."""
+        lineage = self._p.queues[leaf].lineage
         for path, parent in zip(lineage, lineage[1:]):
             if path in self._live:
                 self._push(path, parent)

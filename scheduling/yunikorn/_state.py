@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import msgspec
 
-from preemptd.events import LogEvent, QuotaEnforced, Tick
+from preemptd.events import ConfigApplied, LogEvent, QuotaEnforced, Tick
 from preemptd.projections import PartitionState, QueueState
 
 from .._quota_timers import Limit, QuotaTimer, timers_after
+from ._backlog import tasks_changed_by
 from ._config import PreemptionSettings
+from ._kept import kept
 
 __all__ = ["YuniKornState", "fold_config", "fold_event", "held_now", "over_max"]
 
@@ -31,9 +33,16 @@ def fold_config(p: PartitionState, received: int) -> None:
 
 
 def fold_event(p: PartitionState, event: LogEvent) -> None:
-    """At each tick, the timers without those of queues that fit their max again; at a quota
-    enforcement, its timer: YuniKorn enforces a cut once (left, a timer would also start a later
-    cut's countdown early)."""
+    """Before the generic fold applies `event`: the tasks it may change are filed again in the
+    backlog at the next cycle (a configuration change has it built whole); at each tick, the
+    timers without those of queues that fit their max again; at a quota enforcement, its timer:
+    YuniKorn enforces a cut once (left, a timer would also start a later cut's countdown early)."""
+    found = kept(p)
+    if isinstance(event, ConfigApplied):
+        found.backlog = None
+    elif found.backlog is not None:
+        for task_id in tasks_changed_by(p, event):
+            found.backlog.touch(p, task_id)
     state: YuniKornState = p.model_state
     if isinstance(event, Tick):
         for path in [path for path in state.timers if path not in p.queues or not over_max(p.queues[path])]:
