@@ -39,18 +39,18 @@ never held up for long and a backlog does not flood the log; the rest wait for t
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import replace
-from typing import NamedTuple
 
 from preemptd.events import Admitted, Evicted, format_human
 from preemptd.projections import PartitionState
 
-from .._model import Cycle, bounded
+from .._model import BLOCKED_PER_CYCLE, BLOCKED_TEXT_PER_CYCLE, Cycle, bounded
 from ._assign import Assignment, Mode, assign
+from ._backlog import Group, GroupKey, Kept, QueueBacklog, queue_key
 from ._classic import CycleMemo, Plan, Search, classic, reason_text
 from ._config import ClusterQueue, KueueConfig
 from ._fair import NO_SHARE, Share, fair, share
-from ._kept import kept
 from ._quota import enforce_quotas, next_enforcement
 from ._tree import Node, QuotaTree
 from ._workloads import Workload, kept_workloads, usage_of
@@ -70,60 +70,25 @@ class _Admission:
         self.tree = QuotaTree(self.config)
         workloads = kept_workloads(cycle.partition)
         self.workloads = workloads.view(cycle.partition)
-        self.earlier = blocked_outcomes(cycle.partition)  # how earlier cycles found the workloads they blocked
-        self.blocked: dict[str, Outcome] = {}  # the same, as this cycle leaves them: those still valid, and its own
-        kept(cycle.partition).blocked = self.blocked
+        self.backlog, self.running = workloads.backlog, sorted(workloads.running.values(), key=lambda w: (-w.priority, w.seq))
         self.requeued = {self._tree_of(queue) for queue in workloads.take_requeued()}  # trees where something changed
-        self.ranks: dict[str, tuple[bool, Share]] = {}  # a waiting workload planned this cycle: its borrows and share at the start
         self.usage = self.tree.usage(self.workloads.usage)
         self.preempted_in: set[Node] = set()  # roots of the cohort trees with a preemption this cycle
         self.recorded_in: set[Node] = set()  # roots of the cohort trees with running workloads recorded this cycle
         self.admitted_now: dict[str, list[Workload]] = {}  # by ClusterQueue: in the usage, not candidates
         self.memo = CycleMemo()  # what its searches share; told when the usage changes
+        self.visits = _Visits(self)
 
     def run(self) -> None:
-        waiting = []
-        for workload in self.workloads.pending:
-            if workload.running:
-                self._record_running(workload)
-            else:
-                waiting.append(workload)
-        for workload in self._in_order(waiting):
+        for workload in self.running:
+            self._record_running(workload)
+        visits = self.visits
+        visits.start()
+        while (found := visits.next()) is not None:
             if not self.cycle.may_place():
-                return
-            self._consider(workload)
-
-    def _in_order(self, waiting: list[Workload]) -> list[Workload]:
-        """`waiting` (by priority, then creation): preemptors waiting for their victims first,
-        then in turns of one workload per queue, those that would not borrow first in each
-        turn; only the head of a StrictFIFO queue.
-
-        A workload of a cohort tree where nothing changed since a cycle blocked it, as it
-        blocked every other offered there, is not planned again (as Kueue's queue manager keeps
-        it aside until something could admit it): its rank and reasons are those it had then; and
-        once it was told them, it is left out."""
-        turns: dict[str, int] = {}
-        offered: list[tuple[int, int, Workload, Node | str]] = []
-        for index, workload in enumerate(waiting):
-            queue = self.config.cluster_queues[workload.queue]
-            turn = turns[queue.name] = turns.get(queue.name, -1) + 1
-            if queue.queueing_strategy == "StrictFIFO" and turn > 0:
-                continue
-            offered.append((index, turn, workload, self._tree_of(workload.queue)))
-        stale = self.requeued | {tree for *_, workload, tree in offered if workload.id not in self.earlier}
-        tasks = self.cycle.partition.tasks
-        ranked: list[tuple[bool, int, bool, Share, int, Workload]] = []
-        for index, turn, workload, tree in offered:
-            if tree in stale:
-                borrows, share = self.ranks[workload.id] = self._rank(workload)
-            else:
-                outcome = self.blocked[workload.id] = self.earlier[workload.id]
-                if tasks[workload.first_task].blocked == outcome.reasons:
-                    continue  # told already, and nothing could change it
-                borrows, share = outcome.borrows, outcome.share
-            ranked.append((not workload.preempting, turn, borrows, share, index, workload))
-        return [workload for *_, workload in sorted(ranked, key=lambda r: r[:5])]
-
+                break  # the rest in the next cycles
+            visits.visit(*found)
+        visits.finish()
     def _tree_of(self, queue: str) -> Node | str:
         """The root of `queue`'s cohort tree; an inactive or unknown queue is a tree of its own."""
         node = self.tree.queues.get(queue)
@@ -155,11 +120,9 @@ class _Admission:
             self.recorded_in.add(node.path()[-1])
         self._admit(workload, node, flavors, ("already running in the cluster: recorded as admitted, its usage counts from now on",))
 
-    def _consider(self, workload: Workload) -> None:
-        outcome = self.blocked.get(workload.id)
-        if outcome is not None:
-            self.cycle.block(self.cycle.partition.tasks[workload.first_task], app=workload.id, queue=workload.queue, reasons=outcome.reasons)
-            return None
+    def _consider(self, workload: Workload) -> _Judged:
+        """Judge `workload` on the cycle's state: admitted or evicting (the state changed), or
+        the reasons it waits (told), or None: a later cycle judges it."""
         queue, node = self.config.cluster_queues[workload.queue], self.tree.queues.get(workload.queue)
         if node is None:
             return self._block(workload, (f"ClusterQueue {queue.name} is inactive: its cohort {queue.cohort} is in a cycle of cohorts",))
@@ -167,7 +130,8 @@ class _Admission:
             return self._block(workload, (f"ClusterQueue {queue.name} is stopped (stopPolicy {queue.stop_policy}): it admits nothing",))
         assignment = assign(queue, node, self.tree, self.usage, workload.request)
         if assignment.mode == Mode.FIT:
-            return self._admit(workload, node, assignment.flavors, _explain_fit(assignment, queue.name))
+            self._admit(workload, node, assignment.flavors, _explain_fit(assignment, queue.name))
+            return CHANGED
         if assignment.mode == Mode.NO_FIT:
             return self._block(workload, assignment.passed_over or (f"ClusterQueue {queue.name} has no quota for this request",))
         root = node.path()[-1]
@@ -188,7 +152,7 @@ class _Admission:
         self._evict(workload, plan)
         self.tree.change(self.usage, node, usage_of(assignment.flavors, workload.request), +1)
         self.memo.usage_changed()
-        return None
+        return CHANGED
 
     def _admit(self, workload: Workload, node: Node | None, flavors: dict[str, str], explanation: tuple[str, ...]) -> None:
         self.cycle.emit(Admitted, app=workload.id, queue=workload.queue, flavors=flavors, explanation=explanation)
@@ -215,28 +179,19 @@ class _Admission:
                 explanation=(*plan.considered, *plan.not_candidates),
             )
 
-    def _block(self, workload: Workload, reasons: tuple[str, ...]) -> None:
-        """Tell `workload` why it waits (`Cycle.block`: when that changed, within the cycle's
-        budget), and keep how this cycle found it for the next ones."""
-        borrows, share = self.ranks[workload.id]
-        self.blocked[workload.id] = Outcome(borrows, share, bounded(reasons))
+    def _block(self, workload: Workload, reasons: tuple[str, ...]) -> tuple[str, ...]:
+        """Why `workload` waits, `bounded` as told."""
+        return bounded(reasons)
+
+    def tell(self, workload: Workload, reasons: tuple[str, ...]) -> None:
+        """Tell `workload` why it waits (`Cycle.block`: when that changed, within the cycle's budget)."""
         self.cycle.block(self.cycle.partition.tasks[workload.first_task], app=workload.id, queue=workload.queue, reasons=reasons)
 
 
-class Outcome(NamedTuple):
-    """How a cycle found a workload it blocked: its rank among the waiting (whether it would
-    borrow, the share it would have) and why it waits, its reasons `bounded` as told."""
-
-    borrows: bool
-    share: Share
-    reasons: tuple[str, ...]
-
-
-def blocked_outcomes(p: PartitionState) -> dict[str, Outcome]:
-    """The workloads blocked by earlier cycles and how (`KueueKept.blocked`): kept while the
-    configuration stays (the fold drops them on a change) and valid for a workload as long as
-    nothing changed in its cohort tree (a cycle keeps only those)."""
-    return kept(p).blocked
+#: What judging a workload found: the state changed (it was admitted, or evicts), the reasons
+#: it waits, or None (a later cycle judges it).
+CHANGED = "changed"
+_Judged = str | tuple[str, ...] | None
 
 
 def preemption(config: KueueConfig, search: Search) -> Plan:
@@ -270,3 +225,218 @@ def next_wakeup(partition: PartitionState, now: int) -> int | None:
     this model waits on time."""
     return next_enforcement(partition, now)
 
+
+
+#: A ClusterQueue's waiting workloads that do not evict (False) or evict others and wait for
+#: them (True): each lane is visited in turn order; those that evict come first.
+_Lane = tuple[str, bool]
+#: A waiting workload's place in the cycle's order: those that evicted and wait first, then by
+#: turn (its index in its queue), whether it would borrow, its queue's share once admitted,
+#: and its queue key (priority, creation).
+_Key = tuple[bool, int, bool, Share, int]
+_UNKNOWN = object()  # a group not judged on the tree's state as it is now
+
+
+class _Visits:
+    """Which waiting workload the cycle visits next: in Kueue's order (`_Key`), the first that
+    could make or say something. A group of a tree where nothing changed since the cycle that
+    found it blocked keeps what it found (`Group.kept`): only its members not told that are
+    visited, to be told. In a tree where something changed, a group is judged once per state
+    of the tree (`version`: its admissions and evictions so far): its later members are
+    admitted or refused alike, so only those not told are visited, or none when it waits
+    quietly. A lane whose next workload to visit lies far ahead is put back where it stood
+    when its tree's state changes."""
+
+    def __init__(self, admission: _Admission) -> None:
+        self.a = admission
+        self.backlog = admission.backlog
+        self.version: dict[Node | str, int] = {}
+        self.judged: dict[GroupKey, tuple[int, bool, _Judged]] = {}  # per group: the tree's version and may_preempt when judged, and what was found
+        self.ranks: dict[GroupKey, tuple[bool, Share]] = {}
+        self.stale: set[Node | str] = set()
+        self.trees: dict[str, Node | str] = {}
+        self.lanes: dict[Node | str, list[_Lane]] = {}
+        self.heap: list[tuple[_Key, int, _Lane, GroupKey, Workload]] = []
+        self.tokens: dict[_Lane, int] = {}
+        self.made = 0
+        self.position: _Key | None = None  # the key of the last workload visited
+        self.preempting = True  # the cycle may still preempt
+        self.flip_at: _Key | None = None  # where it stopped being able to
+        self.cut_at: _Key | None = None  # the last workload visited before the next, if the cycle stops there
+
+    # -- the cycle --
+
+    def start(self) -> None:
+        a = self.a
+        for queue, backlog in self.backlog.queues.items():
+            tree = self.trees[queue] = a._tree_of(queue)
+            if tree in a.requeued or any(group.kept is None for group in backlog.groups.values()):
+                self.stale.add(tree)
+            lanes = self.lanes.setdefault(tree, [])
+            lanes += [lane for lane in ((queue, False), (queue, True)) if any(key[4] == lane[1] for key in backlog.groups)]
+        for queue, backlog in self.backlog.queues.items():
+            for key, group in backlog.groups.items():
+                if self.trees[queue] in self.stale:
+                    group.kept = None
+                    self.ranks[key] = a._rank(next(group.members()))  # type: ignore[arg-type]  # the backlog holds workloads
+                else:
+                    assert group.kept is not None
+                    self.ranks[key] = (group.kept.borrows, group.kept.share)
+        self.preempting = a.cycle.may_preempt()
+        for lanes in self.lanes.values():
+            for lane in lanes:
+                self._push(lane, -1)
+
+    def next(self) -> tuple[Group, Workload] | None:
+        """The next workload to visit; None when the cycle has nothing more to do (where the
+        last visit leaves it, a cut if placements ran out: see `finish`)."""
+        self.cut_at = self.position
+        while self.heap:
+            key, token, lane, group_key, workload = heapq.heappop(self.heap)
+            if self.tokens.get(lane) != token:
+                continue
+            group = self.backlog.queues[lane[0]].groups[group_key]
+            if self._effectful(group, workload):
+                self.position = key
+                return group, workload
+            self._push(lane, queue_key(workload.priority, workload.seq))  # something said since: the lane's next lies further
+        self.cut_at = None
+        return None
+
+    def visit(self, group: Group, workload: Workload) -> None:
+        a, tree = self.a, self.trees[workload.queue]
+        lane: _Lane = (workload.queue, group.preempting)
+        status = self._status(group)
+        changed = False
+        if isinstance(status, tuple):
+            a.tell(workload, status)
+        else:
+            version = self.version.get(tree, 0)
+            judged = a._consider(workload)
+            if judged == CHANGED:
+                self.version[tree] = version + 1
+                changed = True
+            else:
+                self.judged[group.key] = (version, self.preempting, judged)
+                if isinstance(judged, tuple):
+                    a.tell(workload, judged)
+        if self.preempting and not a.cycle.may_preempt():  # what needs preemption waits from now on, everywhere
+            self.preempting, self.flip_at = False, self.position
+            self._rewind(list(self.lanes))
+        elif changed:
+            self._rewind([tree])
+        else:
+            self._push(lane, queue_key(workload.priority, workload.seq))
+
+    def finish(self) -> None:
+        """What the next cycles keep of the groups judged: blocked, on the state their tree
+        has at the end, each of their members judged so (not past a cut or the end of
+        preemption)."""
+        for queue, backlog in self.backlog.queues.items():
+            tree = self.trees[queue]
+            if tree not in self.stale or self.version.get(tree, 0):
+                continue  # a changed tree is judged again anyway
+            for key, group in backlog.groups.items():
+                judged = self.judged.get(key)
+                if judged is None or not isinstance(judged[2], tuple):
+                    continue
+                limits = [k for k in (self.cut_at, self.flip_at if judged[1] else None) if k is not None]
+                if limits and self._last_key(backlog, group) > min(limits):
+                    continue
+                borrows, share = self.ranks[key]
+                group.kept = Kept(borrows, share, judged[2])
+
+    # -- the lanes --
+
+    def _status(self, group: Group) -> object:
+        """What visiting a member of `group` does now: tell it (its reasons), nothing (None),
+        or judge it (`_UNKNOWN`)."""
+        tree = self.trees[group.key[0]]
+        if tree not in self.stale:
+            assert group.kept is not None
+            return group.kept.reasons
+        judged = self.judged.get(group.key)
+        if judged is not None and judged[0] == self.version.get(tree, 0) and judged[1] == self.preempting:
+            return judged[2]
+        return _UNKNOWN
+
+    def _effectful(self, group: Group, workload: Workload) -> bool:
+        status = self._status(group)
+        if status is _UNKNOWN:
+            return True
+        if status is None or not self._telling():
+            return False
+        return self.a.cycle.partition.tasks[workload.first_task].blocked != status
+
+    def _telling(self) -> bool:
+        return self.a.cycle.blocked < BLOCKED_PER_CYCLE and self.a.cycle.text < BLOCKED_TEXT_PER_CYCLE
+
+    def _push(self, lane: _Lane, cursor: int) -> None:
+        """Put `lane` in line at its first workload after `cursor` (a queue key) that could
+        make or say something; out of line if none."""
+        self.made += 1
+        self.tokens[lane] = self.made
+        found = self._next_in_lane(lane, cursor)
+        if found is not None:
+            group, workload = found
+            heapq.heappush(self.heap, (self._key(group, workload), self.made, lane, group.key, workload))
+
+    def _next_in_lane(self, lane: _Lane, cursor: int) -> tuple[Group, Workload] | None:
+        queue, preempting = lane
+        backlog = self.backlog.queues[queue]
+        telling = self._telling()
+        best: tuple[Group, Workload] | None = None
+        for group in backlog.groups.values():
+            if group.preempting != preempting:
+                continue
+            status = self._status(group)
+            if status is None or (status is not _UNKNOWN and not telling):
+                continue
+            found = group.first_after(cursor, None if status is _UNKNOWN else status)  # type: ignore[arg-type]  # told reasons
+            if isinstance(found, Workload) and (best is None or _queue_key(found) < _queue_key(best[1])):
+                best = (group, found)
+        if best is not None and self.a.config.cluster_queues[queue].queueing_strategy == "StrictFIFO" and backlog.rank(_queue_key(best[1])) > 0:
+            return None  # only the head of a StrictFIFO queue is offered
+        return best
+
+    def _key(self, group: Group, workload: Workload) -> _Key:
+        borrows, share = self.ranks[group.key]
+        key = _queue_key(workload)
+        return (not group.preempting, self.backlog.queues[workload.queue].rank(key), borrows, share, key)
+
+    def _rewind(self, trees: list[Node | str]) -> None:
+        """The state of `trees` changed: each of their lanes is put back in line at its first
+        workload after the one just visited, in the cycle's order."""
+        for tree in trees:
+            for lane in self.lanes.get(tree, ()):
+                self._push(lane, self._lane_cursor(lane))
+
+    def _lane_cursor(self, lane: _Lane) -> int:
+        """The queue key of the last workload of `lane` at or before the position visited."""
+        position = self.position
+        if position is None:
+            return -1
+        queue, preempting = lane
+        section = not preempting
+        if section != position[0]:
+            return -1 if section > position[0] else 1 << 200  # a later section is all ahead; an earlier one all behind
+        backlog = self.backlog.queues[queue]
+        at = backlog.kth(position[1])  # the queue's workload at the position's turn
+        if at is None:
+            return 1 << 200
+        for group in backlog.groups.values():
+            if group.preempting == preempting:
+                found = group.first_after(at - 1)
+                if isinstance(found, Workload) and _queue_key(found) == at:
+                    return at if self._key(group, found) <= position else at - 1
+        return at - 1
+
+    def _last_key(self, backlog: QueueBacklog, group: Group) -> _Key:
+        last = max((bucket[-1] for bucket in group.told.values()), key=_queue_key)
+        assert isinstance(last, Workload)
+        return self._key(group, last)
+
+
+def _queue_key(workload: object) -> int:
+    assert isinstance(workload, Workload)
+    return queue_key(workload.priority, workload.seq)

@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from preemptd.projections import PartitionState
 
 if TYPE_CHECKING:
-    from ._cycle import Outcome
     from ._views import Settled, Totals
     from ._workloads import KeptWorkloads
 
@@ -18,13 +17,12 @@ __all__ = ["KueueKept", "kept"]
 
 @dataclass
 class KueueKept:
-    """`workloads`: the workloads kept between cycles; `blocked`: how cycles found the
-    workloads they blocked (dropped at a configuration change); for `state`, the report and the
-    metrics, `totals` (what the ClusterQueues' workloads hold and ask) and `views` (what they
-    read of the configuration)."""
+    """`workloads`: the workloads kept between cycles, the waiting ones in groups with how
+    the last cycle found them (dropped at a configuration change); for `state`, the report and
+    the metrics, `totals` (what the ClusterQueues' workloads hold and ask) and `views` (what
+    they read of the configuration)."""
 
     workloads: KeptWorkloads | None = None
-    blocked: dict[str, Outcome] = field(default_factory=dict)
     totals: Totals | None = None
     views: Settled | None = None
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import msgspec
 
-from preemptd.events import Admitted, AppFinished, ConfigApplied, DecisionEvent, Evicted, LogEvent, QuotaEnforced, type_of
+from preemptd.events import Admitted, AppFinished, Blocked, ConfigApplied, DecisionEvent, Evicted, LogEvent, QuotaEnforced, type_of
 from preemptd.projections import AppState, PartitionState, Rejected, apps_changed_by
 
 from .._quota_timers import Limit, QuotaTimer
@@ -60,7 +60,11 @@ def fold_event(p: PartitionState, event: LogEvent) -> None:
     later starts anew)."""
     match event:
         case ConfigApplied():
-            kept(p).blocked = {}  # what blocked a workload may have changed
+            kept(p).workloads = None  # the groups of the waiting, and what blocked them, may change with it
+        case Blocked():
+            workloads = kept(p).workloads
+            if workloads is not None:
+                workloads.retell(event.app)
         case AppFinished() if event.app in p.apps:
             state = _state(p)
             state.admissions.pop(event.app, None)

@@ -5,13 +5,14 @@ while it has tasks and no admission."""
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from preemptd.projections import AppState, PartitionState
 
+from ._backlog import Backlog, GroupKey, queue_key
+from ._config import KueueConfig
 from ._kept import kept
 from ._state import admission_of, preempting
 from ._tree import FlavorResource
@@ -132,6 +133,12 @@ def _pending_order(w: Workload) -> tuple[int, int]:
     return (-w.priority, w.seq)
 
 
+def _queue_order(w: object) -> int:
+    """A ClusterQueue's order of its waiting workloads, as one number (`_backlog.queue_key`)."""
+    assert isinstance(w, Workload)
+    return queue_key(w.priority, w.seq)
+
+
 def charge(totals: dict[K, int], amounts: Mapping[K, int], sign: int) -> None:
     """Add (`sign` +1) or take away (-1) `amounts`; a total back at 0 goes, so that what is
     undone compares equal to what was."""
@@ -154,11 +161,19 @@ def kept_workloads(p: PartitionState) -> KeptWorkloads:
 class KeptWorkloads:
     """The workloads kept between cycles: the fold says which applications changed (`touch`),
     and a cycle's `view` reads only those again, so that its cost follows what changed, not how
-    many workloads there are. Rebuilt whole when absent (a restored snapshot)."""
+    many workloads there are. Rebuilt whole when absent (a restored snapshot, a configuration
+    change: the groups of the waiting depend on the queues' policies).
 
-    def __init__(self) -> None:
+    The workloads not admitted are the `backlog` (`_backlog`: by ClusterQueue, in groups, filed
+    by what their first pod was told; `retell` files one again once it was told something new),
+    but those whose pods already run, `running`: a cycle records those as admitted."""
+
+    def __init__(self, config: KueueConfig) -> None:
+        self.config = config
         self.by_app: dict[str, Workload] = {}
-        self.pending: list[tuple[int, int, str]] = []  # Kueue's order, kept sorted
+        self.backlog = Backlog(_queue_order)
+        self.running: dict[str, Workload] = {}  # not admitted, some pod running already
+        self.retold: dict[str, None] = {}  # waiting workloads told something since the last view
         self.admitted: dict[str, dict[str, Workload]] = {}  # by ClusterQueue, then application
         self.usage: dict[str, dict[FlavorResource, int]] = {}
         self.changed: dict[str, None] = {}  # applications to read again, in the order they changed
@@ -168,20 +183,47 @@ class KeptWorkloads:
 
     @classmethod
     def of(cls, p: PartitionState) -> KeptWorkloads:
-        kept = cls()
+        kept = cls(p.settings)
         kept.changed = dict.fromkeys(p.apps)
         return kept
 
     def touch(self, app_id: str) -> None:
         self.changed[app_id] = None
 
+    def retell(self, app_id: str) -> None:
+        """A workload's first pod is told something new (a `decision.blocked`): filed again."""
+        self.retold[app_id] = None
+
     def view(self, p: PartitionState) -> Workloads:
-        """The workloads now; the lists and maps are the cycle's (later changes make new ones)."""
+        """The workloads now; the lists and maps are the cycle's (later changes make new ones).
+        Its `pending` is left empty: the cycle reads `backlog` and `running`."""
         for app_id in self.changed:
             self._read(p, app_id)
-        self.changed = {}
+        for app_id in self.retold:
+            workload = self.by_app.get(app_id)
+            if app_id not in self.changed and workload is not None and workload.flavors is None and not workload.running:
+                key = self.group_key(workload)
+                self.backlog.remove(workload.queue, key, workload)
+                self.backlog.add(workload.queue, key, workload, p.tasks[workload.first_task].blocked)
+        self.changed, self.retold = {}, {}
         admitted = {queue: self._listing(queue) for queue in self.admitted}
-        return Workloads([self.by_app[key[2]] for key in self.pending], Admitted(admitted, self._kinds), {queue: dict(used) for queue, used in self.usage.items()})
+        return Workloads([], Admitted(admitted, self._kinds), {queue: dict(used) for queue, used in self.usage.items()})
+
+    def waiting(self) -> list[Workload]:
+        """Every workload not admitted, in Kueue's order (priority, then creation): what
+        `Workloads.of` lists as pending. Reads the whole backlog: for tests and tools."""
+        listed = [*self.running.values()]
+        for queue in self.backlog.queues.values():
+            for group in queue.groups.values():
+                listed += group.members()  # type: ignore[arg-type]  # the backlog holds workloads
+        return sorted(listed, key=_pending_order)
+
+    def group_key(self, workload: Workload) -> GroupKey:
+        """`workload`'s group: its queue, request, priority, preemptor state and, where its
+        queue's candidates depend on it (withinClusterQueue LowerOrNewerEqualPriority), creation."""
+        queue = self.config.cluster_queues.get(workload.queue)
+        newer = queue is not None and queue.preemption.within_cluster_queue == "LowerOrNewerEqualPriority"
+        return (workload.queue, tuple(sorted(workload.request.items())), workload.priority, workload.seq if newer else None, workload.preempting)
 
     def take_requeued(self) -> dict[str, None]:
         """The ClusterQueues whose workloads changed (submitted, admitted, evicted, bound,
@@ -201,8 +243,11 @@ class KeptWorkloads:
             return
         self.requeued[new.queue] = None
         self.by_app[app_id] = new
+        if new.flavors is None and new.running:
+            self.running[new.id] = new
+            return
         if new.flavors is None:
-            bisect.insort(self.pending, (*_pending_order(new), new.id))
+            self.backlog.add(new.queue, self.group_key(new), new, p.tasks[new.first_task].blocked)
             return
         self.admitted.setdefault(new.queue, {})[new.id] = new
         self._listed.pop(new.queue, None)
@@ -210,8 +255,11 @@ class KeptWorkloads:
         charge(self.usage.setdefault(new.queue, {}), new.usage, +1)
 
     def _drop(self, old: Workload) -> None:
+        if old.flavors is None and old.running:
+            del self.running[old.id]
+            return
         if old.flavors is None:
-            del self.pending[bisect.bisect_left(self.pending, (*_pending_order(old), old.id))]
+            self.backlog.remove(old.queue, self.group_key(old), old)
             return
         queue = self.admitted[old.queue]
         del queue[old.id]

@@ -1,0 +1,165 @@
+"""The workloads waiting for admission, kept between cycles in groups of workloads alike for a
+cycle, so that a cycle's cost follows what changed, not how many workloads wait.
+
+Per ClusterQueue, its waiting workloads (not admitted, no pod running yet) are kept in *groups*
+of the same request, priority and preemptor state (and, where the queue's withinClusterQueue
+is LowerOrNewerEqualPriority, creation: the candidates then depend on it): judged on the same
+state of their cohort tree, the workloads of a group are admitted or refused alike. In each
+group the workloads are sorted in the queue's order (priority, then creation: `queue_key`) and
+filed by the reasons their first pod was last told, so that a cycle finds at once those still
+to be told. A group also keeps how the last cycle that judged it found it (`Group.kept`), valid
+while nothing changed in its cohort tree.
+
+The queue's order across its groups gives each workload its *turn* (its index among the
+queue's waiting workloads): `QueueBacklog.rank` and `QueueBacklog.kth`, by bisection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, NamedTuple
+
+from sortedcontainers import SortedKeyList
+
+if TYPE_CHECKING:
+    from ._fair import Share
+
+__all__ = ["Backlog", "Group", "GroupKey", "Kept", "QueueBacklog", "queue_key"]
+
+Reasons = tuple[str, ...]
+#: The ClusterQueue, the request, the priority, the creation where the candidates depend on
+#: it (else None), and whether the workload evicted others and waits for them to go.
+GroupKey = tuple[str, tuple[tuple[str, int], ...], int, int | None, bool]
+
+_INT32 = 1 << 31
+_SEQ = 53
+
+
+def queue_key(priority: int, seq: int) -> int:
+    """A ClusterQueue's order of its waiting workloads, as one number: priority (higher
+    first), then creation."""
+    return ((_INT32 - priority) << _SEQ) | seq
+
+
+class Kept(NamedTuple):
+    """How a cycle found a group it blocked: its rank among the waiting (whether it would
+    borrow, the share its queue would have) and why it waits, `bounded` as told."""
+
+    borrows: bool
+    share: Share
+    reasons: Reasons
+
+
+class Group:
+    """The waiting workloads of one ClusterQueue alike for a cycle, filed by the reasons told."""
+
+    __slots__ = ("key", "kept", "order", "size", "told")
+
+    def __init__(self, key: GroupKey, order: Callable[[object], int]) -> None:
+        self.key, self.order = key, order
+        self.told: dict[Reasons, SortedKeyList] = {}
+        self.size = 0
+        self.kept: Kept | None = None
+
+    @property
+    def preempting(self) -> bool:
+        return self.key[4]
+
+    def add(self, workload: object, told: Reasons) -> None:
+        bucket = self.told.get(told)
+        if bucket is None:
+            bucket = self.told[told] = SortedKeyList(key=self.order)
+        bucket.add(workload)
+        self.size += 1
+
+    def remove(self, workload: object) -> None:
+        key = self.order(workload)
+        for told, bucket in self.told.items():
+            index = bucket.bisect_key_left(key)
+            if index < len(bucket) and bucket[index] is workload:
+                del bucket[index]
+                self.size -= 1
+                if not bucket:
+                    del self.told[told]
+                return
+
+    def first_after(self, cursor: int, skip: Reasons | None = None) -> object | None:
+        """Its first workload after `cursor` in the queue's order, those told `skip` left out."""
+        found = None
+        for told, bucket in self.told.items():
+            if told == skip:
+                continue
+            index = bucket.bisect_key_right(cursor)
+            if index < len(bucket) and (found is None or self.order(bucket[index]) < self.order(found)):
+                found = bucket[index]
+        return found
+
+    def before(self, key: int) -> int:
+        """How many of its workloads come before `key` in the queue's order."""
+        return sum(bucket.bisect_key_left(key) for bucket in self.told.values())
+
+    def members(self) -> Iterator[object]:
+        for bucket in self.told.values():
+            yield from bucket
+
+
+class QueueBacklog:
+    """A ClusterQueue's groups of waiting workloads."""
+
+    __slots__ = ("groups", "order")
+
+    def __init__(self, order: Callable[[object], int]) -> None:
+        self.groups: dict[GroupKey, Group] = {}
+        self.order = order
+
+    def group(self, key: GroupKey) -> Group:
+        found = self.groups.get(key)
+        if found is None:
+            found = self.groups[key] = Group(key, self.order)
+        return found
+
+    def rank(self, key: int) -> int:
+        """How many of its waiting workloads come before `key` in its order: the turn of the one at `key`."""
+        return sum(group.before(key) for group in self.groups.values())
+
+    def kth(self, turn: int) -> int | None:
+        """The queue key of its workload at `turn` (None past the last), by bisection on keys."""
+        total = sum(group.size for group in self.groups.values())
+        if turn >= total:
+            return None
+        keys = [self.order(w) for group in self.groups.values() for bucket in group.told.values() for w in (bucket[0], bucket[-1])]
+        low, high = min(keys), max(keys)
+        while low < high:  # the least key with more than `turn` workloads at or before it
+            middle = (low + high) // 2
+            if self.rank(middle + 1) > turn:
+                high = middle
+            else:
+                low = middle + 1
+        return low
+
+    @property
+    def size(self) -> int:
+        return sum(group.size for group in self.groups.values())
+
+
+class Backlog:
+    """The waiting workloads of a partition by ClusterQueue and group (see the module)."""
+
+    def __init__(self, order: Callable[[object], int]) -> None:
+        self.queues: dict[str, QueueBacklog] = {}
+        self.order = order
+
+    def add(self, queue: str, key: GroupKey, workload: object, told: Reasons) -> None:
+        backlog = self.queues.get(queue)
+        if backlog is None:
+            backlog = self.queues[queue] = QueueBacklog(self.order)
+        backlog.group(key).add(workload, told)
+
+    def remove(self, queue: str, key: GroupKey, workload: object) -> None:
+        backlog = self.queues[queue]
+        group = backlog.groups[key]
+        group.remove(workload)
+        if not group.size:
+            del backlog.groups[key]
+            if not backlog.groups:
+                del self.queues[queue]
