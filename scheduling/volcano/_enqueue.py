@@ -3,43 +3,64 @@ under its capability (and its ancestors', under hierarchy) for its gang's reques
 `min_available` tasks) beside what it holds, less what preemption could take back (its
 elastic resources: running tasks beyond their job's gang), and what was let in before it this
 session. A job that has started is always in. Without the enqueue action, every job of an open
-queue is in."""
+queue is in.
+
+The jobs not started are the idle ones (`_backlog`), in groups of one gang request: on the same
+state of their queue (what was let in before them), enqueue refuses the jobs of a group alike.
+So each group is judged once per state of its queue, its first job after each job let in, and
+the rest of it is refused by the same reason, told by group at the end of the session."""
 
 from __future__ import annotations
 
-from ._session import Session
+from ._session import Segment, Session
 from ._shares import summed
 
 __all__ = ["admit_open", "enqueue"]
+
+_PAST = 1 << 200  # past every order key
 
 
 def enqueue(s: Session) -> None:
     inqueue: dict[str, dict[str, int]] = {}
     elastic: dict[str, dict[str, int]] = {}
-    waiting = []
-    for job in s.jobs.values():
-        if s.started(job):
-            elastic[job.queue] = summed((elastic.get(job.queue, {}), job.elastic_resources))
-            s.admitted.add(job.id)
-        else:
-            waiting.append(job)
-    for queue, jobs in s.queues_in_order(waiting):  # enqueue changes no share: the order holds
-        for job in jobs:
-            if s.closed(job):
-                s.note(job.pending, f"enqueue: queue {queue} is closed: it takes no new jobs")
-                continue
-            gang = summed(task.queue_resources for task in job.pending[: job.min_available])
+    for job in s.jobs.values():  # started: always in
+        elastic[job.queue] = summed((elastic.get(job.queue, {}), job.elastic_resources))
+        s.admitted.add(job.id)
+    ordered = sorted(s.idle.queues, key=lambda q: s.queue_key(q))  # enqueue changes no share: the order holds
+    for queue in ordered:
+        groups = s.idle.queues[queue].groups
+        if s.config.queues[queue].closed:
+            s.tell_idle(queue, [(group, -1, _PAST, f"enqueue: queue {queue} is closed: it takes no new jobs") for group in groups.values()])
+            continue
+        segments: list[Segment] = []
+        refused: dict[tuple[tuple[str, int], ...], tuple[int, str]] = {}  # per group, since the last job let in: from where, and why
+        cursor = -1
+        while True:
+            heads = [(head, group) for group in groups.values() if group.gang not in refused and (head := group.first_after(cursor)) is not None]
+            if not heads:
+                break
+            (key, job_id), group = min(heads, key=lambda head: head[0][0])
+            gang = dict(group.gang)
             refusal = s.quotas.enqueueable(queue, gang, inqueue, elastic)
             if refusal:
-                s.note(job.pending, f"enqueue: {refusal}")
-                continue
-            for limited in s.quotas.lineage(queue):
-                inqueue[limited] = summed((inqueue.get(limited, {}), gang))
-            s.admitted.add(job.id)
+                refused[group.gang] = (key, f"enqueue: {refusal}")
+            else:
+                for limited in s.quotas.lineage(queue):
+                    inqueue[limited] = summed((inqueue.get(limited, {}), gang))
+                s.admit_idle(job_id)
+                segments += [(groups[gang_of], low, key, why) for gang_of, (low, why) in refused.items()]
+                refused = {}
+            cursor = key
+        segments += [(groups[gang_of], low, _PAST, why) for gang_of, (low, why) in refused.items()]
+        s.tell_idle(queue, segments)
+    s.in_job_order()
 
 
 def admit_open(s: Session) -> None:
     """Without enqueue: every started job, and every job of an open queue, is in."""
+    for job_id in list(s.idle.jobs()):
+        s.admit_idle(job_id)
+    s.in_job_order()
     s.admitted = {job.id for job in s.jobs.values() if s.started(job) or not s.closed(job)}
     for job in s.jobs.values():
         if job.id not in s.admitted:

@@ -11,9 +11,10 @@
 - A job is *ready* with `min_available` tasks running; whether it *starves* (may preempt) is
   voted by the gang and priority plugins.
 
-Jobs are kept between sessions (`KeptJobs`): the fold says which applications changed, and a
-session reads only those again. A job and its tasks are not changed once read (a session's
-changes are its statements', on `Nodes`), so what a job counts of its tasks is counted once.
+Jobs are kept between sessions (`_backlog.KeptJobs`): the fold says which applications changed,
+and a session reads only those again. A job and its tasks are not changed once read (a
+session's changes are its statements', on `Nodes`), so what a job counts of its tasks is
+counted once.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from preemptd.projections import AppState, PartitionState, TaskState
 from .._model import Table
 from ._shares import summed
 
-__all__ = ["POD_SLOT", "Job", "KeptJobs", "Task", "job_table", "jobs_of"]
+__all__ = ["POD_SLOT", "Job", "Task", "job_of", "job_table", "jobs_of"]
 
 POD_SLOT = "pods"
 
@@ -145,48 +146,19 @@ def jobs_of(p: PartitionState) -> dict[str, Job]:
     whole partition: what `KeptJobs.view` must equal."""
     jobs: dict[str, Job] = {}
     for app in p.apps.values():
-        job = _job(p, app)
+        job = job_of(p, app)
         if job is not None:
             jobs[app.id] = job
     return jobs
 
 
-def _job(p: PartitionState, app: AppState) -> Job | None:
+def job_of(p: PartitionState, app: AppState) -> Job | None:
     """`app` as a job; None while it has no tasks."""
     if not app.tasks:
         return None
     tasks = [_task(p.tasks[t]) for t in app.tasks]
     min_available = len(tasks) if app.min_available is None else app.min_available
     return Job(id=app.id, queue=app.queue, priority=app.priority, min_available=min_available, seq=app.seq, tasks=sorted(tasks, key=lambda t: t.seq))
-
-
-class KeptJobs:
-    """The jobs kept between sessions, and their tasks: the fold says which applications
-    changed (`touch`), and a session's `view` reads only those again. Made whole when absent
-    (after a restore or a configuration change)."""
-
-    def __init__(self, p: PartitionState) -> None:
-        self.jobs: dict[str, Job] = {}
-        self.tasks: dict[str, Task] = {}
-        self.changed: dict[str, None] = dict.fromkeys(p.apps)
-
-    def touch(self, app_id: str) -> None:
-        self.changed[app_id] = None
-
-    def view(self, p: PartitionState) -> tuple[dict[str, Job], dict[str, Task]]:
-        """The jobs now, in the partition's order of applications, and their tasks by id (in
-        no order a session may rely on)."""
-        for app_id in self.changed:
-            old = self.jobs.pop(app_id, None)
-            for task in old.tasks if old is not None else ():
-                del self.tasks[task.id]
-            app = p.apps.get(app_id)
-            new = _job(p, app) if app is not None else None
-            if new is not None:
-                self.jobs[app_id] = new
-                self.tasks.update((task.id, task) for task in new.tasks)
-        self.changed = {}
-        return {app_id: self.jobs[app_id] for app_id in p.apps if app_id in self.jobs}, self.tasks
 
 
 def _task(t: TaskState) -> Task:

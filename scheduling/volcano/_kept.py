@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 from preemptd.projections import PartitionState
 
 if TYPE_CHECKING:
+    from ._backlog import KeptJobs
     from ._config import VolcanoConfig
-    from ._jobs import KeptJobs
     from ._queues import Quotas
     from ._shares import Demand
 

@@ -2,19 +2,24 @@
 the plugins' ballot), what the actions settled, and why each task still waits.
 
 The jobs and their tasks are the model's kept ones (`_state.session_jobs`): a session never
-changes them; what it changes is on `Nodes`, through statements, and in its own sets.
+changes them; what it changes is on `Nodes`, through statements, and in its own sets. The
+session's jobs are those started, and the idle ones enqueue lets in (`admit_idle`); the idle
+ones it refuses are told why by group (`tell_idle`), not read one by one.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable
+from collections import ChainMap
+from collections.abc import Callable, Iterable, Iterator
+from fractions import Fraction
 
 from preemptd.events import Allocated, Resources
 
-from .._model import Cycle
+from .._model import BLOCKED_PER_CYCLE, BLOCKED_TEXT_PER_CYCLE, Cycle
+from ._backlog import IdleGroup, waiting_in_order
 from ._config import Plugin, VolcanoConfig
-from ._jobs import Job, Task
+from ._jobs import Job, Task, job_of
 from ._nodes import Nodes
 from ._order import drf_share, job_key, job_orders, queue_key, victims_in_order
 from ._queues import Quotas, demands_of
@@ -31,9 +36,12 @@ class Session:
         self.cycle, self.p = cycle, p
         self.config: VolcanoConfig = p.settings
         self.conf = self.config.scheduler
-        self.jobs, self.tasks = session_jobs(p)  # kept between sessions: the tasks are not to be changed
+        started, tasks, self.idle = session_jobs(p)  # kept between sessions: the tasks are not to be changed
+        self.jobs = dict(started)  # the session's: the idle jobs let in join it
+        self.tasks: ChainMap[str, Task] = ChainMap({}, tasks)
         self.nodes = Nodes.of(p, self.jobs.values())
-        self.quotas = Quotas(self.config, p.capacity, demands_of(p, {job.queue for job in self.jobs.values()}), self.nodes.held)
+        with_jobs = {name for name, queue in p.queues.items() if queue.leaf and (queue.running or queue.waiting)}
+        self.quotas = Quotas(self.config, p.capacity, demands_of(p, with_jobs), self.nodes.held)
         self.ballot = Ballot(
             jobs=self.jobs,
             held=self.nodes.held,
@@ -56,6 +64,8 @@ class Session:
         self.gone: set[str] = set()  # victims evicted this session
         self.why: dict[str, dict[str, None]] = {}  # a waiting task: why, in the order found
         self.details: dict[str, tuple[str, ...]] = {}  # a waiting task: the candidates spared, by action
+        self.idle_told: list[tuple[str, list[Segment]]] = []  # per queue, in order: its idle jobs refused, by group
+        self.idle_mark: int | None = None  # where, among the tasks told why, the idle ones' place is
 
     # -- the jobs and tasks in play ------------------------------------------------------------
 
@@ -85,8 +95,12 @@ class Session:
         by_queue: dict[str, list[Job]] = {}
         for job in jobs:
             by_queue.setdefault(job.queue, []).append(job)
-        ordered = sorted(by_queue, key=lambda q: queue_key(self.config.queues[q], self.quotas.share(q)))
+        ordered = sorted(by_queue, key=self.queue_key)
         return [(q, sorted(by_queue[q], key=self.job_key)) for q in ordered]
+
+    def queue_key(self, queue: str) -> tuple[int, Fraction, str]:
+        """Where `queue` goes among queues: priority, then its share as it is now."""
+        return queue_key(self.config.queues[queue], self.quotas.share(queue))
 
     def within_budget(self) -> bool:
         """Whether the cycle may still place and preempt (`Cycle.may_place`, `may_preempt`): a
@@ -127,12 +141,66 @@ class Session:
         state = self.p.tasks[task.id]
         self.cycle.emit(Allocated, task=task.id, app=task.job, queue=task.queue, node=node, resources=Resources(state.resources), explanation=(why,))
 
+    def admit_idle(self, job_id: str) -> Job:
+        """An idle job let in: read whole, it joins the session's jobs (`in_job_order` puts
+        them back in the partition's order once all are in)."""
+        job = job_of(self.p, self.p.apps[job_id])
+        assert job is not None  # an idle job has tasks
+        self.jobs[job_id] = job
+        self.tasks.maps[0].update((task.id, task) for task in job.tasks)
+        self.admitted.add(job_id)
+        return job
+
+    def in_job_order(self) -> None:
+        """The session's jobs in the partition's order of applications (their creation), in
+        place: the ballot holds them."""
+        ordered = sorted(self.jobs.values(), key=lambda job: job.seq)
+        self.jobs.clear()
+        self.jobs.update((job.id, job) for job in ordered)
+
+    def tell_idle(self, queue: str, segments: list[Segment]) -> None:
+        """The idle jobs of `queue` refused, as told at the end of the session: each segment's
+        jobs (a group's, with an order key in [low, high)) wait for its reason."""
+        if self.idle_mark is None:
+            self.idle_mark = len(self.why)
+        self.idle_told.append((queue, segments))
+
     def block(self) -> None:
-        """Tell each task still waiting why (`Cycle.block`: when its reasons changed)."""
-        for task_id, why in self.why.items():
-            if task_id not in self.settled:
-                task = self.tasks[task_id]
-                self.cycle.block(self.p.tasks[task_id], app=task.job, queue=task.queue, reasons=tuple(why), explanation=self.details.get(task_id, ()))
+        """Tell each task still waiting why (`Cycle.block`: when its reasons changed), in the
+        order found: those noted before enqueue, the idle jobs it refused, then the rest."""
+        noted = list(self.why.items())
+        mark = len(noted) if self.idle_mark is None else self.idle_mark
+        for task_id, why in noted[:mark]:
+            self._tell(task_id, why)
+        self._tell_idle()
+        for task_id, why in noted[mark:]:
+            self._tell(task_id, why)
+
+    def _tell(self, task_id: str, why: dict[str, None]) -> None:
+        if task_id not in self.settled:
+            task = self.tasks[task_id]
+            self.cycle.block(self.p.tasks[task_id], app=task.job, queue=task.queue, reasons=tuple(why), explanation=self.details.get(task_id, ()))
+
+    def _tell_idle(self) -> None:
+        """The idle jobs refused and not told so yet, queue by queue, in job order."""
+        for queue, segments in self.idle_told:
+            for _, job_id, reason in heapq.merge(*(_untold(segment) for segment in segments)):
+                if self.cycle.blocked >= BLOCKED_PER_CYCLE or self.cycle.text >= BLOCKED_TEXT_PER_CYCLE:
+                    return  # the next session tells the rest
+                for task in waiting_in_order(self.p, self.p.apps[job_id]):
+                    self.cycle.block(task, app=job_id, queue=queue, reasons=(reason,))
+
+
+#: An idle group's jobs with an order key in [low, high), and why they wait.
+Segment = tuple[IdleGroup, int, int, str]
+
+
+def _untold(segment: Segment) -> Iterator[tuple[int, str, str]]:
+    """The segment's jobs not told its reason, in job order: (key, job, reason)."""
+    group, low, high, reason = segment
+    runs = [bucket.irange_key(low, high, inclusive=(True, False)) for told, bucket in group.told.items() if told != (reason,)]
+    for key, job in heapq.merge(*runs):
+        yield key, job, reason
 
 
 def _starving_voters(tiers: tuple[tuple[Plugin, ...], ...]) -> tuple[bool, bool]:

@@ -1,6 +1,6 @@
 """What the Volcano model keeps per partition between sessions.
 
-- Its jobs and their tasks (`_jobs.KeptJobs`), so that a session reads again only the jobs that
+- Its jobs and their tasks (`_backlog.KeptJobs`), so that a session reads again only the jobs that
   changed since the last. Nothing of it is in snapshots: it is read from the partition, whole
   the first time a session asks for it after a restore. The fold tells it, just before each
   record is folded, which jobs the record may change.
@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import msgspec
 
-from preemptd.events import ConfigApplied, LogEvent, QuotaEnforced, Tick
+from preemptd.events import Blocked, ConfigApplied, LogEvent, QuotaEnforced, Tick
 from preemptd.projections import PartitionState, add, apps_changed_by, subtract
 
 from .._quota_timers import Limit, QuotaTimer, timers_after
+from ._backlog import IdleJobs, KeptJobs
 from ._config import VolcanoConfig
-from ._jobs import Job, KeptJobs, Task
+from ._jobs import Job, Task
 from ._kept import kept
 
 __all__ = ["VolcanoState", "fold_config", "fold_event", "over_capability", "session_jobs"]
@@ -34,9 +35,9 @@ class VolcanoState(msgspec.Struct, kw_only=True):
     short: dict[str, dict[str, int]] = {}  # per queue, what its last enforcement left over its capability (said once)
 
 
-def session_jobs(p: PartitionState) -> tuple[dict[str, Job], dict[str, Task]]:
-    """The partition's jobs, in its order of applications, and their tasks by id, as the fold
-    left them: those of the jobs that changed read again."""
+def session_jobs(p: PartitionState) -> tuple[dict[str, Job], dict[str, Task], IdleJobs]:
+    """The partition's started jobs, in its order of applications, and their tasks by id, and
+    its idle jobs, as the fold left them: those that changed read again."""
     found = kept(p)
     if found.jobs is None:
         found.jobs = KeptJobs(p)
@@ -72,7 +73,9 @@ def fold_event(p: PartitionState, event: LogEvent) -> None:
         found.jobs = None
         return
     for app in apps_changed_by(p, event):
-        found.jobs.touch(app)
+        found.jobs.touch(p, app)
+    if isinstance(event, Blocked):  # what its tasks were told files an idle job
+        found.jobs.touch(p, event.app)
 
 
 def _fold_tick(p: PartitionState, tick: Tick) -> None:
