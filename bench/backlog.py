@@ -5,9 +5,10 @@
 
 The shape, the same in each model's terms: 100 nodes of 64 CPUs. Queue `busy` is held at its
 limit (YuniKorn's max, Kueue's nominal quota, Volcano's capability) by 3,000 running 1-CPU tasks,
-and N more wait in it; queue `other` runs 3,300; 100 CPUs of the nodes stay free; queue `room`
-holds nothing. Once the backlog was told why it waits (its first cycles), three cycles are
-measured, each the median CPU time of five:
+and N more arrive in it, 1,000 a second with a cycle each second, as a backlog builds; queue
+`other` runs 3,300; 100 CPUs of the nodes stay free; queue `room` holds nothing. Once the backlog
+was told why it waits (a minute past the last arrival, every preemption.delay run out), three
+cycles are measured, each the median CPU time of five:
 
 - **idle**: a cycle with nothing new since one that decided nothing;
 - **finished**: one of busy's running tasks finished (released) just before: one waiting
@@ -15,8 +16,10 @@ measured, each the median CPU time of five:
 - **arrival**: one task arrived in `room` just before: it is placed.
 
 Each is reported against the same cycle with 10,000 waiting, in the same run (the aim: at most
-3x at every size, flat rather than linear); and the memory a waiting task costs: the RSS the
-process grew by while the N tasks were folded in, over N.
+3x at every size, flat rather than linear). Each task above is its own application (a Kueue
+workload, a Volcano job). Memory is measured apart, in a process of its own for each: the RSS
+the process grew by while the backlog built up and was told, over the tasks waiting, with each
+application (workload, job) of one task and of ten.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from _figures import ms
 from preemptd import events as ev
 from preemptd.projections import ClusterState, LogRecord
 from preemptd.scheduling import apply, run_cycle, tick_record
+from preemptd.scheduling._model import BLOCKED_PER_CYCLE
 
 NODES = 100
 NODE_CPUS = 64
@@ -43,6 +47,7 @@ BUSY_LIMIT = 3000
 OTHER = 3300
 ONE = 1000  # a CPU, in millicores
 REPEATS = 5
+ARRIVALS = 1000  # tasks arriving a second as the backlog builds
 
 
 def _yunikorn() -> dict[str, Any]:
@@ -109,12 +114,24 @@ class Cluster:
             self.add(ev.AppSubmitted(id=f"app-{task}", ts=self.now, app=task, queue=self.shape["queue"](queue)))
             self.add(ev.TaskBound(id=task, ts=self.now, task=task, app=task, node=f"node-{i % NODES:03d}", resources=self.one()))
 
-    def submit(self, queue: str, count: int) -> None:
+    def submit(self, queue: str, count: int, per_app: int = 1) -> None:
+        """`count` tasks waiting in `queue`, `per_app` to an application."""
         for _ in range(count):
             task = f"{queue}-wait-{self.submitted}"
+            app = f"{queue}-app-{self.submitted // per_app}"
+            if self.submitted % per_app == 0:
+                self.add(ev.AppSubmitted(id=f"app-{app}", ts=self.now, app=app, queue=self.shape["queue"](queue)))
             self.submitted += 1
-            self.add(ev.AppSubmitted(id=f"app-{task}", ts=self.now, app=task, queue=self.shape["queue"](queue)))
-            self.add(ev.TaskSubmitted(id=task, ts=self.now, task=task, app=task, resources=self.one()))
+            self.add(ev.TaskSubmitted(id=task, ts=self.now, task=task, app=app, resources=self.one()))
+
+    def build(self, queue: str, count: int, per_app: int = 1) -> None:
+        """`count` tasks arriving in `queue`, `ARRIVALS` a second, a cycle each second; then a
+        minute later, cycles until the backlog was told why it waits."""
+        for start in range(0, count, ARRIVALS):
+            self.submit(queue, min(ARRIVALS, count - start), per_app)
+            self.cycle()
+        self.now += 60_000
+        self.settle(count // BLOCKED_PER_CYCLE + 200)
 
     def cycle(self) -> tuple[float, int]:
         """One cycle a second after the last: its CPU time and how many decisions it made."""
@@ -123,9 +140,9 @@ class Cluster:
         decided = run_cycle(self.state, tick_record(self.state, self.now, "default")).decided
         return time.process_time() - started, len(decided)
 
-    def settle(self) -> None:
+    def settle(self, cycles: int = 200) -> None:
         """Cycles until one decides nothing (the backlog told why it waits)."""
-        for _ in range(200):
+        for _ in range(cycles):
             if not self.cycle()[1]:
                 return
         raise RuntimeError("the partition does not come to rest")
@@ -137,17 +154,12 @@ def rss() -> int:
 
 
 def measure(model: str, waiting: int) -> dict[str, float]:
-    shape = MODELS[model]()
-    cluster = Cluster(shape)
+    """The three cycles' CPU time with `waiting` tasks waiting."""
+    cluster = Cluster(MODELS[model]())
     cluster.run("busy", BUSY_LIMIT)
     cluster.run("other", OTHER)
     cluster.settle()
-    gc.collect()
-    before = rss()
-    cluster.submit("busy", waiting)
-    gc.collect()
-    grown = rss() - before
-    cluster.settle()
+    cluster.build("busy", waiting)
     idle, finished, arrival = [], [], []
     for i in range(REPEATS):
         idle.append(cluster.cycle()[0])
@@ -162,15 +174,28 @@ def measure(model: str, waiting: int) -> dict[str, float]:
         assert decided, "the arrival is placed"
         arrival.append(spent)
         cluster.settle()
-    return {"idle": statistics.median(idle), "finished": statistics.median(finished), "arrival": statistics.median(arrival), "bytes": grown / waiting}
+    return {"idle": statistics.median(idle), "finished": statistics.median(finished), "arrival": statistics.median(arrival)}
 
 
-def measured_apart(model: str, size: int) -> dict[str, float]:
-    """`measure` in a process of its own: the RSS a backlog grows by is its own, not what an
-    earlier size left to the allocator."""
-    out = subprocess.run([sys.executable, __file__, "--one", model, str(size)], capture_output=True, text=True, check=True)
-    figures: dict[str, float] = json.loads(out.stdout)
-    return figures
+def memory(model: str, waiting: int, per_app: int) -> float:
+    """The RSS a backlog of `waiting` tasks, `per_app` to an application, grows the process by,
+    per task: built as it arrives and told why it waits."""
+    cluster = Cluster(MODELS[model]())
+    cluster.run("busy", BUSY_LIMIT)
+    cluster.run("other", OTHER)
+    cluster.settle()
+    gc.collect()
+    before = rss()
+    cluster.build("busy", waiting, per_app)
+    gc.collect()
+    return (rss() - before) / waiting
+
+
+def apart(*args: object) -> Any:
+    """`--one` or `--memory` with `args`, in a process of its own: what a size costs is its own,
+    not what an earlier size left to the allocator."""
+    out = subprocess.run([sys.executable, __file__, *map(str, args)], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
 
 
 def main() -> None:
@@ -178,17 +203,22 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--sizes", nargs="+", type=int, default=[10_000, 100_000, 500_000, 1_000_000])
     parser.add_argument("--one", nargs=2, metavar=("MODEL", "SIZE"), help=argparse.SUPPRESS)
+    parser.add_argument("--memory", nargs=3, metavar=("MODEL", "SIZE", "PER_APP"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         print(json.dumps(measure(args.one[0], int(args.one[1]))))
         return
+    if args.memory:
+        print(json.dumps(memory(args.memory[0], int(args.memory[1]), int(args.memory[2]))))
+        return
     for model in args.models:
         base: dict[str, float] | None = None
         for size in args.sizes:
-            figures = measured_apart(model, size)
+            figures = apart("--one", model, size)
             base = base or figures
             cells = [f"{what} {ms(figures[what])} ({figures[what] / base[what]:.1f}x)" for what in ("idle", "finished", "arrival")]
-            print(f"{model:9} {size:>9,} waiting: {', '.join(cells)}; {figures['bytes']:.0f} B of RSS per waiting task", flush=True)
+            sizes = ", ".join(f"{apart('--memory', model, size, per_app):.0f} B ({per_app} per application)" for per_app in (1, 10))
+            print(f"{model:9} {size:>9,} waiting: {', '.join(cells)}; RSS per waiting task {sizes}", flush=True)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from ._resources import (
     fits as fits,
     over_limit as over_limit,
     positive as positive,
+    shared_shape as shared_shape,
     shares_type as shares_type,
     subtract as subtract,
 )

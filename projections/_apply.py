@@ -47,7 +47,7 @@ from preemptd.events import (
 )
 
 from ._models import ModelFold, ParsedConfig, QueueConfig
-from ._resources import add, subtract
+from ._resources import add, shared_shape, subtract
 from ._snapshot import SnapshotError, decode_snapshot, encode_snapshot
 from ._state import (
     AppState,
@@ -234,6 +234,8 @@ class Projection:
         for queue in queues:
             p.queues[queue.path].props = queue.props
         p.settings, p.aliases, p.defined_classes, p.words = parsed.settings, parsed.aliases, parsed.priority_classes, parsed.words
+        for task in p.tasks.values():  # a snapshot holds a copy per task
+            task.resources = shared_shape(task.resources)
         p.model_state = msgspec.convert(p.model_state, model.state_type) if model.state_type else None
 
     def parsed(self, model: ModelFold, document: bytes, partition: str) -> ParsedConfig:
@@ -438,7 +440,7 @@ def _new_task(p: PartitionState, event: TaskSubmitted | TaskBound, record: LogRe
         id=event.task,
         app=app.id,
         queue=app.queue,
-        resources=dict(event.resources.amounts),
+        resources=shared_shape(event.resources.amounts),
         priority=priority,
         may_preempt=may_preempt if event.preemption_policy is None else event.preemption_policy != "Never",
         allow_preemption=allow if event.allow_preemption is None else event.allow_preemption,
@@ -518,7 +520,7 @@ def _count_task(p: PartitionState, task: TaskState, sign: int) -> None:
     queue = queues[task.queue]
     if task.status == "pending":
         p.pending_count += sign
-        _toggle(queue.waiting, task.id, sign)
+        queue.waiting += sign
         for path in queue.lineage:
             change(queues[path].pending, task.resources)
         return
@@ -555,7 +557,7 @@ def _start_task(p: PartitionState, task: TaskState, node: NodeState, now: int) -
     queues = p.queues
     queue = queues[task.queue]
     p.pending_count -= 1
-    del queue.waiting[task.id]
+    queue.waiting -= 1
     queue.running[task.id] = None
     for path in queue.lineage:
         q = queues[path]
@@ -581,7 +583,7 @@ def _remove_task(p: PartitionState, task: TaskState) -> None:
     preemptor = _waiting_preemptor(p, task) if task.preempted_by is not None else None
     if preemptor is not None:  # one victim fewer in the way: the preemptor's claim grows
         _count_reservation(p, preemptor, -1)
-        preemptor.victims.remove(task.id)
+        preemptor.victims = tuple(victim for victim in preemptor.victims if victim != task.id)
     _count_task(p, task, -1)
     _count_on_node(p, task, -1)
     if preemptor is not None:
@@ -621,7 +623,7 @@ def _preempted(p: PartitionState, event: Preempted) -> None:
     _evict(p, victims, task.id)
     _drop_reservation(p, task)
     if node is not None:
-        task.reserved_node, task.victims = node.name, [victim.id for victim in victims]
+        task.reserved_node, task.victims = node.name, tuple(victim.id for victim in victims)
         _count_reservation(p, task, +1)
 
 
@@ -648,7 +650,7 @@ def _drop_reservation(p: PartitionState, task: TaskState) -> None:
     if task.reserved_node is None:
         return
     _count_reservation(p, task, -1)
-    task.reserved_node, task.victims = None, []
+    task.reserved_node, task.victims = None, ()
 
 
 def _count_reservation(p: PartitionState, task: TaskState, sign: int) -> None:

@@ -14,6 +14,7 @@ __all__ = [
     "fits",
     "over_limit",
     "positive",
+    "shared_shape",
     "shares_type",
     "subtract",
 ]
@@ -65,3 +66,23 @@ def positive(amounts: Amounts) -> dict[str, int]:
 def shares_type(a: Amounts, b: Amounts) -> bool:
     """Both hold a positive amount of at least one common resource."""
     return any(amount > 0 and b.get(name, 0) > 0 for name, amount in a.items())
+
+
+#: The ask shapes shared so far (`shared_shape`), at most `SHAPES_KEPT` of them.
+_SHAPES: dict[tuple[tuple[str, int], ...], dict[str, int]] = {}
+SHAPES_KEPT = 4096
+
+
+def shared_shape(amounts: Mapping[str, int]) -> dict[str, int]:
+    """`amounts` as the one mapping every task asking the same shares: a task's resources are
+    never changed in place, so a million tasks of a few shapes hold a few dicts, not a million.
+    At most `SHAPES_KEPT` shapes are shared (past them, a shim sending shape after shape gets
+    copies, as before)."""
+    key = tuple(amounts.items())
+    found = _SHAPES.get(key)
+    if found is None:
+        found = dict(amounts)
+        if len(_SHAPES) < SHAPES_KEPT:
+            _SHAPES[key] = found
+    return found
+

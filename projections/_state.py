@@ -67,7 +67,7 @@ class QueueState(msgspec.Struct, kw_only=True):
     claimed: dict[str, int] = {}  # the part of those asks not covered by victims still in the subtree
     pending: dict[str, int] = {}  # pending asks of the subtree
     running: dict[str, None] = {}  # leaf only: running or preempting tasks
-    waiting: dict[str, None] = {}  # leaf only: pending tasks, in submission order
+    waiting: int = 0  # leaf only: how many tasks are pending (the models keep their own order of them)
 
     @property
     def parent(self) -> str | None:
@@ -87,7 +87,7 @@ class NodeState(msgspec.Struct, kw_only=True):
     reservations: dict[str, None] = {}  # preemptor task ids
 
 
-class AppState(msgspec.Struct, kw_only=True):
+class AppState(msgspec.Struct, kw_only=True, gc=False):  # holds no cycle
     """An application; its priority settings are the defaults of tasks that name none."""
 
     id: str
@@ -104,7 +104,7 @@ class AppState(msgspec.Struct, kw_only=True):
     incarnation: int = 0  # how many times all its tasks went: what a model kept of it before is gone
 
 
-class TaskState(msgspec.Struct, kw_only=True):
+class TaskState(msgspec.Struct, kw_only=True, gc=False):  # holds no cycle: the collector need not track a million of them
     id: str
     app: str
     queue: str
@@ -124,7 +124,7 @@ class TaskState(msgspec.Struct, kw_only=True):
     seq: int = 0  # log position of the submission: the first-in first-out tie-break
     bound_at: int | None = None
     reserved_node: str | None = None  # a preemptor: the node held for it
-    victims: list[str] = []  # a preemptor: victims still to leave (all on the reserved node)
+    victims: tuple[str, ...] = ()  # a preemptor: victims still to leave (all on the reserved node)
     preempted_by: str | None = None  # a victim: the task it makes room for
     blocked: tuple[str, ...] = ()  # the reasons last published in a decision.blocked
 

@@ -34,7 +34,7 @@ def partition_view(p: PartitionState) -> dict[str, Any]:
                 "guaranteed": _wire(q.guaranteed),
                 "max": _wire(q.max),
                 "running_tasks": len(q.running),
-                "pending_tasks": len(q.waiting),
+                "pending_tasks": q.waiting,
             }
             for q in p.queues.values()
         },

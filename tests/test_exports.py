@@ -56,7 +56,7 @@ def imported(source: str, module: str) -> set[str]:
 def forbidden(source: str, module: str) -> list[str]:
     """What the code of `module`, in one of the pure layers, imports or calls that it may not."""
     layer = module.split(".")[1]
-    allowed = PURE_STDLIB | {"msgspec", "yaml", "preemptd"} | {f"preemptd.{name}" for name in (*LAYERS[layer], layer)}
+    allowed = PURE_STDLIB | {"msgspec", "yaml", "sortedcontainers", "preemptd"} | {f"preemptd.{name}" for name in (*LAYERS[layer], layer)}
     tops = {name: ".".join(name.split(".")[:2]) if name.startswith("preemptd.") else name.split(".")[0] for name in imported(source, module)}
     calls = {f"{node.func.id}()" for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in IO_BUILTINS}
     return sorted({name for name, top in tops.items() if top not in allowed} | calls)

@@ -52,7 +52,7 @@ def test_a_daemon_log_of_an_earlier_version_passes_over_its_snapshot_and_shows_i
     log = upgraded_fixture(tmp_path)
     shown = preemptd("state", "--db", str(log), "--json")
     assert shown.returncode == 0, shown.stderr
-    assert "snapshot not used; folding the log from the start" in shown.stderr and "this version reads format 4" in shown.stderr
+    assert "snapshot not used; folding the log from the start" in shown.stderr and "this version reads format 5" in shown.stderr
     queues = json.loads(shown.stdout)["queues"]
     assert queues["root.team-a"]["allocated"] == {"vcore": 4, "memory": 8 * 2**30}
     assert queues["root.team-b"]["pending"] == {"vcore": 2}

@@ -17,8 +17,9 @@ from builders import running_every_cycle
 from hypothesis import HealthCheck, given, settings, strategies as st
 from test_properties import clusters
 
-from preemptd.events import Scenario, ShimSettings, encode
+from preemptd.events import Scenario, ShimSettings, TaskSubmitted, encode
 from preemptd.projections import ClusterState, PartitionState
+from preemptd.projections._resources import _SHAPES
 from preemptd.scheduling import _model, _registry, apply, simulate
 from preemptd.scheduling._model import BLOCKED_PER_CYCLE
 from preemptd.scheduling.yunikorn import _cycle as yunikorn_cycle
@@ -129,3 +130,15 @@ def test_the_backlog_kept_record_by_record_is_the_one_built_whole(scenario: Scen
         fresh = Backlog(p)
         fresh.refresh(p, record.received)
         assert kept == filed(p, fresh), record
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenario=backlogs())
+def test_a_shared_ask_shape_is_never_changed_in_place(scenario: Scenario) -> None:
+    """Tasks of one ask share one resources mapping (`projections.shared_shape`): after any run,
+    every mapping shared still holds the ask it was shared for, and every task its own ask."""
+    result = simulate(scenario)
+    assert all(dict(key) == shared for key, shared in _SHAPES.items())
+    asked = {event.task: dict(event.resources.amounts) for record in result.records if isinstance(event := record.event, TaskSubmitted)}
+    for task in result.state.partitions["default"].tasks.values():
+        assert task.resources == asked.get(task.id, task.resources)

@@ -45,9 +45,13 @@ class QueueOrder:
     def __init__(self, p: PartitionState) -> None:
         self._p = p
         self._tasks: dict[str, deque[TaskState]] = {}
+        pending: dict[str, list[TaskState]] = {}
+        for task in p.tasks.values():  # every pending task, read each cycle
+            if task.status == "pending" and task.reserved_node is None:
+                pending.setdefault(task.queue, []).append(task)
         for queue in p.queues.values():
             if queue.leaf and queue.waiting:
-                waiting = [p.tasks[t] for t in queue.waiting if p.tasks[t].reserved_node is None]
+                waiting = pending.get(queue.path, [])
                 if waiting:
                     waiting.sort(key=lambda task: _task_key(p, task))
                     self._tasks[queue.path] = deque(waiting)

@@ -207,7 +207,7 @@ def queue_table(p: PartitionState, seq: int) -> str:
     rows = [header]
     for queue in p.queues.values():
         name = "  " * queue_depth(queue.path) + printable(queue.path.rsplit(".", 1)[-1])
-        tasks = f"{len(queue.running)} run / {len(queue.waiting)} wait" if queue.leaf else ""
+        tasks = f"{len(queue.running)} run / {queue.waiting} wait" if queue.leaf else ""
         used = tuple(_column_text(usage[what].get(queue.path)) if what in usage else _amounts(getattr(queue, what)) for what in _USAGE)
         said = tuple(_column_text(values.get(queue.path)) for _, values in columns)
         rows.append((name, *used, *said, tasks))

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from preemptd.projections import AppState, PartitionState
+from preemptd.projections import AppState, PartitionState, shared_shape
 
 from ._backlog import Backlog, GroupKey, queue_key
 from ._config import KueueConfig
@@ -24,7 +24,7 @@ K = TypeVar("K")
 Kind = tuple[frozenset[FlavorResource], int]  # the flavor-resources a workload holds, and its priority
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)  # one per workload, a million waiting: no __dict__ each
 class Workload:
     """`seq` is its creation (the log position of its submission), `admitted_at` the cycle
     that admitted it; `running` says whether the cluster runs any of its pods."""
@@ -47,9 +47,29 @@ class Workload:
     def __post_init__(self) -> None:
         # Made with the workload, not on first read: the first preemption in a cohort reads
         # those of thousands, and a cached_property's first read takes a lock (Python 3.11).
-        usage = usage_of(self.flavors or {}, self.request)
+        usage = usage_of(self.flavors, self.request) if self.flavors else _NOTHING_HELD
         object.__setattr__(self, "usage", usage)
-        object.__setattr__(self, "kind", (frozenset(usage), self.priority))
+        object.__setattr__(self, "kind", _kind(frozenset(usage) if usage else _NO_FLAVORS, self.priority))
+
+
+#: What a workload not admitted holds, and its flavor-resources: shared by every such workload
+#: (never changed: a cycle charges usage into totals of its own).
+_NOTHING_HELD: dict[FlavorResource, int] = {}
+_NO_FLAVORS: frozenset[FlavorResource] = frozenset()
+
+
+_KINDS: dict[Kind, Kind] = {}
+
+
+def _kind(flavors: frozenset[FlavorResource], priority: int) -> Kind:
+    """One tuple per kind, shared by the workloads of that kind (at most 4,096 kept)."""
+    kind = (flavors, priority)
+    found = _KINDS.get(kind)
+    if found is None:
+        found = kind
+        if len(_KINDS) < 4096:
+            _KINDS[kind] = kind
+    return found
 
 
 def usage_of(flavors: Mapping[str, str], request: Mapping[str, int]) -> dict[FlavorResource, int]:
@@ -72,7 +92,7 @@ def workload_of(p: PartitionState, app: AppState) -> Workload | None:
         queue=app.queue,
         priority=max(task.priority for task in tasks),
         seq=app.seq,
-        request=request,
+        request=shared_shape(request),
         first_task=tasks[0].id,
         flavors=admission.flavors if admission is not None else None,
         admitted_at=admission.cycle if admission is not None else 0,

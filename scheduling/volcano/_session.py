@@ -184,23 +184,25 @@ class Session:
     def _tell_idle(self) -> None:
         """The idle jobs refused and not told so yet, queue by queue, in job order."""
         for queue, segments in self.idle_told:
-            for _, job_id, reason in heapq.merge(*(_untold(segment) for segment in segments)):
+            for _, job_id, reasons in heapq.merge(*(_untold(segment) for segment in segments)):
                 if self.cycle.blocked >= BLOCKED_PER_CYCLE or self.cycle.text >= BLOCKED_TEXT_PER_CYCLE:
                     return  # the next session tells the rest
                 for task in waiting_in_order(self.p, self.p.apps[job_id]):
-                    self.cycle.block(task, app=job_id, queue=queue, reasons=(reason,))
+                    self.cycle.block(task, app=job_id, queue=queue, reasons=reasons)
 
 
 #: An idle group's jobs with an order key in [low, high), and why they wait.
 Segment = tuple[IdleGroup, int, int, str]
 
 
-def _untold(segment: Segment) -> Iterator[tuple[int, str, str]]:
-    """The segment's jobs not told its reason, in job order: (key, job, reason)."""
+def _untold(segment: Segment) -> Iterator[tuple[int, str, tuple[str, ...]]]:
+    """The segment's jobs not told its reason, in job order: (key, job, the reasons to tell,
+    one tuple for them all)."""
     group, low, high, reason = segment
-    runs = [bucket.irange_key(low, high, inclusive=(True, False)) for told, bucket in group.told.items() if told != (reason,)]
+    reasons = (reason,)
+    runs = [bucket.irange_key(low, high, inclusive=(True, False)) for told, bucket in group.told.items() if told != reasons]
     for key, job in heapq.merge(*runs):
-        yield key, job, reason
+        yield key, job, reasons
 
 
 def _starving_voters(tiers: tuple[tuple[Plugin, ...], ...]) -> tuple[bool, bool]:

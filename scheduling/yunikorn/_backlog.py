@@ -115,11 +115,12 @@ class Leaf:
     last refresh (`young`), with a heap of when their delays end (entries of tasks gone since
     are dropped as they are met)."""
 
-    __slots__ = ("ends", "groups", "young")
+    __slots__ = ("ends", "groups", "young", "young_most")
 
     def __init__(self) -> None:
         self.groups: dict[GroupKey, Group] = {}
         self.young: dict[str, TaskState] = {}
+        self.young_most = 0  # the most `young` held since it was last made anew
         self.ends: list[tuple[int, int, str]] = []  # (delay ends, seq, task id)
 
     @property
@@ -162,6 +163,9 @@ class Backlog:
                 if task is not None and task.seq == seq:
                     del leaf.young[task_id]
                     leaf.groups[group_key(task)].young -= 1
+            if len(leaf.young) * 4 < leaf.young_most:  # a dict keeps its size as it empties: made anew, it gives back a burst's memory
+                leaf.young = dict(leaf.young)
+                leaf.young_most = len(leaf.young)
 
     def _file(self, p: PartitionState, task: TaskState, now: int) -> None:
         leaf = self.leaves.get(task.queue)
@@ -175,6 +179,7 @@ class Backlog:
         ends = task.submitted_at + p.queues[task.queue].props.preemption_delay
         if ends > now:
             leaf.young[task.id] = task
+            leaf.young_most = max(leaf.young_most, len(leaf.young))
             group.young += 1
             heapq.heappush(leaf.ends, (ends, task.seq, task.id))
 
