@@ -43,6 +43,7 @@ from .log.database import SAY_WAITING_EVERY
 from .log.history import load_state, save_snapshot
 from .log.outbox import Outbox, publish_rejections
 from .log.store import Store
+from .operations.behind import Behind
 from .operations.logs import log
 from .operations.metrics import Health, Metrics, reading
 from .queries import Queries
@@ -84,6 +85,7 @@ class Daemon:
         self.observed = observed or Observed()
         self.source = source  # the cluster stream, as the log names its position in it
         self.pacer = Pacer(Cadence(tick=settings.tick, idle_tick=settings.idle_tick, min_gap=int(_HEARTBEAT * 1000)))
+        self.behind = Behind()  # whether a partition's backlog grows, said in the log and the gauges
         self.outbox = Outbox(store, bus.publisher)
         self.last_snapshot = 0  # the newest snapshot's position, read in `run`
         self.last_snapshot_at = monotonic_ms()  # or the start
@@ -144,10 +146,15 @@ class Daemon:
 
     async def _observe(self) -> None:
         """Measure what `/readyz` and the gauges show, once a second, and say so when the log
-        has not answered for a while (a lock held elsewhere, a frozen disk)."""
+        has not answered for a while (a lock held elsewhere, a frozen disk), or when a
+        partition's backlog grows (`Behind`)."""
         health, metrics = self.observed.health, self.observed.metrics
         said = 0.0
         while True:
+            for name, partition in list(self.state.partitions.items()):
+                told = self.behind.observe(name, monotonic_ms(), partition.pending_count)
+                if told is not None:
+                    log(told[0], logging.WARNING if told[0].startswith("behind") else logging.INFO, **told[1])
             busy = min(self.store.busy.values(), default=None)  # the oldest transaction still running
             if busy is not None and time.monotonic() - busy >= SAY_WAITING_EVERY and time.monotonic() - said >= SAY_WAITING_EVERY:
                 said = time.monotonic()
@@ -165,7 +172,7 @@ class Daemon:
                 except StoreError:  # the log's trouble shows where the daemon writes it; the gauges wait
                     waiting, used = metrics.now.waiting_decisions, metrics.now.log_bytes
                 age = (monotonic_ms() - self.last_snapshot_at) / 1000
-                metrics.now = reading(self.state, lag=health.lag, waiting_decisions=waiting, snapshot_age=age, log_bytes=used)
+                metrics.now = reading(self.state, lag=health.lag, waiting_decisions=waiting, snapshot_age=age, log_bytes=used, growth=dict(self.behind.growth))
             await anyio.sleep(_OBSERVE_SECONDS)
 
     # -- act --

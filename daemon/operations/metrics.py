@@ -63,6 +63,7 @@ class Reading:
     waiting_decisions: int | None = None
     snapshot_age: float | None = None  # seconds
     log_bytes: int | None = None  # the live log's pages in use
+    growth: dict[str, float] = field(default_factory=dict)  # by partition: its backlog's growth over the last minute, tasks a second
 
 
 #: Queues shown by name in the per-queue gauges, across partitions: those holding the largest part
@@ -72,7 +73,9 @@ QUEUE_SERIES = 500
 OTHER = "(other)"
 
 
-def reading(state: ClusterState, *, lag: int | None, waiting_decisions: int | None, snapshot_age: float | None, log_bytes: int | None = None) -> Reading:
+def reading(
+    state: ClusterState, *, lag: int | None, waiting_decisions: int | None, snapshot_age: float | None, log_bytes: int | None = None, growth: dict[str, float] | None = None
+) -> Reading:
     """What the gauges show for `state`; called on the event loop."""
     amounts = {name: _amounts(partition) for name, partition in sorted(state.partitions.items())}
     shown = _busiest(state, amounts, QUEUE_SERIES)
@@ -80,7 +83,7 @@ def reading(state: ClusterState, *, lag: int | None, waiting_decisions: int | No
     for name, partition in sorted(state.partitions.items()):
         rows += _queue_rows(name, partition, amounts[name], shown)
     pending = {name: partition.pending_count for name, partition in sorted(state.partitions.items())}
-    return Reading(pending, tuple(rows), lag, waiting_decisions, snapshot_age, log_bytes)
+    return Reading(pending, tuple(rows), lag, waiting_decisions, snapshot_age, log_bytes, growth or {})
 
 
 Amounts = dict[str, dict[str, dict[str, int]]]  # queue path -> curve -> resource -> amount
@@ -222,6 +225,12 @@ class _ReadingCollector(Collector):
         for partition, count in now.pending.items():
             pending.add_metric([partition], count)
         yield pending
+        growth = GaugeMetricFamily(
+            "preemptd_backlog_growth_per_second", "How fast a partition's waiting tasks grew over the last minute (above 0: arrivals outrun what is placed)", labels=["partition"]
+        )
+        for partition, rate in now.growth.items():
+            growth.add_metric([partition], rate)
+        yield growth
         yield GaugeMetricFamily("preemptd_partitions", "Partitions the daemon keeps (run --max-partitions bounds them)", value=len(now.pending))
         queues = {what: _queue_family(what) for what in ("allocated", "guaranteed", "max", "pending")}
         for what, partition, queue, resource, amount in now.queues:  # and the models' own: Kueue's admitted, Volcano's deserved
