@@ -13,7 +13,9 @@ cycles are measured, each the median CPU time of five:
 - **idle**: a cycle with nothing new since one that decided nothing;
 - **finished**: one of busy's running tasks finished (released) just before: one waiting
   task takes its place;
-- **arrival**: one task arrived in `room` just before: it is placed.
+- **arrival**: one task arrived in `room` just before: it is placed;
+- **restored**: the first cycle after the state was restored from a snapshot (once): what the
+  model keeps between cycles is not in snapshots, so this one reads the backlog again.
 
 Each is reported against the same cycle with 10,000 waiting, in the same run (the aim: at most
 3x at every size, flat rather than linear). Each task above is its own application (a Kueue
@@ -38,7 +40,7 @@ from _figures import ms
 
 from preemptd import events as ev
 from preemptd.projections import ClusterState, LogRecord
-from preemptd.scheduling import apply, run_cycle, tick_record
+from preemptd.scheduling import apply, restore, run_cycle, snapshot, tick_record
 from preemptd.scheduling._model import BLOCKED_PER_CYCLE
 
 NODES = 100
@@ -174,7 +176,9 @@ def measure(model: str, waiting: int) -> dict[str, float]:
         assert decided, "the arrival is placed"
         arrival.append(spent)
         cluster.settle()
-    return {"idle": statistics.median(idle), "finished": statistics.median(finished), "arrival": statistics.median(arrival)}
+    cluster.state = restore(snapshot(cluster.state))
+    restored = cluster.cycle()[0]
+    return {"idle": statistics.median(idle), "finished": statistics.median(finished), "arrival": statistics.median(arrival), "restored": restored}
 
 
 def memory(model: str, waiting: int, per_app: int) -> float:
@@ -216,7 +220,7 @@ def main() -> None:
         for size in args.sizes:
             figures = apart("--one", model, size)
             base = base or figures
-            cells = [f"{what} {ms(figures[what])} ({figures[what] / base[what]:.1f}x)" for what in ("idle", "finished", "arrival")]
+            cells = [f"{what} {ms(figures[what])} ({figures[what] / base[what]:.1f}x)" for what in ("idle", "finished", "arrival", "restored")]
             sizes = ", ".join(f"{apart('--memory', model, size, per_app):.0f} B ({per_app} per application)" for per_app in (1, 10))
             print(f"{model:9} {size:>9,} waiting: {', '.join(cells)}; RSS per waiting task {sizes}", flush=True)
 

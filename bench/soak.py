@@ -184,12 +184,13 @@ def main() -> None:
     parser.add_argument("--retain", default="7d", help="the daemon's --retain (default: 7d)")
     parser.add_argument("--retain-bytes", default="8Gi", help="the daemon's --retain-bytes (default: 8Gi)")
     parser.add_argument("--sample", type=float, default=10, help="seconds between samples (default: 10)")
+    parser.add_argument("--cycle-time", help="the daemon's --cycle-time (default: its own)")
     args = parser.parse_args()
     retention = ["--archive", "off"] if args.archive == "off" else ["--retain", args.retain, "--retain-bytes", args.retain_bytes, *(["--archive", args.archive] if args.archive else [])]
     with tempfile.TemporaryDirectory() as tmp, EmbeddedNats(Path(tmp) / "nats") as server:
         state = Path(tmp) / "state"
         metrics_port = free_port()
-        command = [sys.executable, "-m", "preemptd.daemon.entry", "--log-level", "warning", "run", "--nats-url", server.url, "--state-dir", str(state), "--metrics-addr", str(metrics_port), *retention]
+        command = [sys.executable, "-m", "preemptd.daemon.entry", "--log-level", "warning", "run", "--nats-url", server.url, "--state-dir", str(state), "--metrics-addr", str(metrics_port), *retention, *(["--cycle-time", args.cycle_time] if args.cycle_time else [])]
         said = Path(tmp) / "daemon.log"
         with said.open("w") as said_file:
             daemon = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=said_file)

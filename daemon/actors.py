@@ -256,7 +256,8 @@ class Daemon:
         with anyio.CancelScope(shield=True):
             self.consistent = False
             deciding = time.perf_counter()
-            cycle = run_cycle(self.state, tick_record(self.state, ts, partition))
+            deadline = deciding + self.settings.cycle_time / 1000
+            cycle = run_cycle(self.state, tick_record(self.state, ts, partition), lambda: time.perf_counter() > deadline)
             took_ms = round((time.perf_counter() - deciding) * 1000, 1)
             rows = [to_row(r) for r in cycle.records]
             await self.store.commit(Batch(rows=rows, outbox=outbox_rows(cycle.decided)))
@@ -266,7 +267,7 @@ class Daemon:
             self.observed.metrics.cycle(self.state, partition, cycle.decisions, took_ms / 1000)
         if cycle.decided:
             self.outbox.wake()
-        self.pacer.ran(self.state, partition, started, took=monotonic_ms() - started, decisions=len(cycle.decided))
+        self.pacer.ran(self.state, partition, started, took=monotonic_ms() - started, decisions=len(cycle.decided), cut=cycle.cut)
         _log_cycle(partition, cycle.tick.seq, cycle.decisions, pending=self.state.partitions[partition].pending_count, took_ms=took_ms)
 
     def _snapshot_due(self) -> bool:

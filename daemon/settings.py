@@ -22,6 +22,7 @@ class Settings:
     nats_access: NatsAccess = NatsAccess()
     config: Path | None = None
     tick: int = 1000  # ms
+    cycle_time: int = 5  # ms a cycle decides for at most, before the next goes on (after events are read)
     idle_tick: int = 30_000  # ms
     batch: int = 1000
     snapshot_every: int = 100_000

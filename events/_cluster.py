@@ -177,10 +177,14 @@ class TaskReleased(Event, tag="task.released", frozen=True, kw_only=True):
 
 
 class Tick(Event, tag="clock.ticked", frozen=True, kw_only=True):
-    """The daemon's clock, recorded in the log: a scheduling cycle ran at `ts`.
+    """The daemon's clock, recorded in the log: a scheduling cycle ran at `ts`. `cut`, when
+    the cycle ran out of its time (`preemptd run --cycle-time`): how many of its checks of what
+    it may still decide said yes before it stopped, so that a replay stops it at the same point.
 
     Written by the daemon only; a shim that publishes one gets a dead letter.
     """
+
+    cut: Annotated[int, msgspec.Meta(ge=0)] | None = None
 
 
 ClusterEvent = (

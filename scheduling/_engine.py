@@ -8,7 +8,10 @@ is exactly what folding the stored records gives on a replay.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple, cast
+
+import msgspec
 
 from preemptd.events import DecisionEvent, Tick
 from preemptd.projections import ClusterState, LogRecord
@@ -20,10 +23,17 @@ __all__ = ["CycleRecords", "is_daemon_id", "next_wakeup", "run_cycle", "tick_rec
 
 
 class CycleRecords(NamedTuple):
-    """What a cycle adds to the log: its tick, then its decisions, each a numbered record."""
+    """What a cycle adds to the log: its tick, then its decisions, each a numbered record. A
+    cycle that ran out of time says where in its tick (`Tick.cut`)."""
 
     tick: LogRecord
     decided: list[LogRecord]
+
+    @property
+    def cut(self) -> bool:
+        """The cycle stopped for lack of time: more is to be decided at once."""
+        event = self.tick.event
+        return isinstance(event, Tick) and event.cut is not None
 
     @property
     def records(self) -> list[LogRecord]:
@@ -47,25 +57,30 @@ def is_daemon_id(log_id: str, event_id: str) -> bool:
     return event_id.startswith(f"{log_id}:")
 
 
-def run_cycle(state: ClusterState, tick: LogRecord) -> CycleRecords:
+def run_cycle(state: ClusterState, tick: LogRecord, out_of_time: Callable[[], bool] | None = None) -> CycleRecords:
     """Fold `tick` (made by `tick_record`, or read from a log) and run the cycle it starts;
     return the tick and the cycle's decisions, as the log records they are.
 
     After a cycle that decided nothing, with only ticks folded since, the next would decide
     nothing again, and is passed over, until the moment the model's `next_wakeup` named then
     (a delay running out: YuniKorn's preemption.delay, a quota enforcement's): a backlog that
-    cannot move costs nothing until something happens. After a restore the first cycle runs."""
+    cannot move costs nothing until something happens. After a restore the first cycle runs.
+
+    `out_of_time` (the daemon's clock) stops the cycle between its decisions once it says so;
+    the tick returned then records where (`Tick.cut`), and a replay of it stops there too."""
     apply(state, tick)
     partition = state.partitions[tick.event.partition]
     model = MODELS[partition.model]
-    cycle = Cycle(state, partition, tick, apply, model.budget)
+    cycle = Cycle(state, partition, tick, apply, model.budget, out_of_time)
     kept = partition.kept
     woken = kept.wakeup is not None and tick.event.ts >= kept.wakeup
     if kept.settled_at != partition.changed or woken:
         model.schedule(cycle)
-        settled = not cycle.records
+        settled = not cycle.records and cycle.cut is None
         kept.settled_at = partition.changed if settled else -1
         kept.wakeup = model.next_wakeup(partition, cycle.now) if settled else None
+        if cycle.cut is not None and isinstance(tick.event, Tick) and tick.event.cut is None:
+            tick = LogRecord(tick.seq, tick.received, msgspec.structs.replace(tick.event, cut=cycle.cut))
     return CycleRecords(tick, cycle.records)
 
 

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from preemptd.events import Admitted, Allocated, Blocked, DecisionEvent, Evicted, LogEvent, Preempted, QuotaEnforced, base_unit, cut_text
+from preemptd.events import Admitted, Allocated, Blocked, DecisionEvent, Evicted, LogEvent, Preempted, QuotaEnforced, Tick, base_unit, cut_text
 from preemptd.projections import ClusterState, LogRecord, ParsedConfig, PartitionState, Rejected, TaskState, configured_nothing, fold_nothing, refuse_decision
 
 __all__ = ["BLOCKED_PER_CYCLE", "Budget", "Column", "Curve", "Curves", "curve_unit", "Cycle", "Table", "Model", "bounded", "counted", "decision_id", "describe_queues", "one_partition"]
@@ -165,7 +165,9 @@ class Cycle:
     (`Model.budget`): `emit` counts placements and preemptions against it, and `may_place` and
     `may_preempt` say whether the cycle may make more."""
 
-    __slots__ = ("blocked", "budget", "fold", "now", "partition", "placed", "preempted", "preemptors", "records", "state", "text", "tick")
+    __slots__ = (
+        "blocked", "budget", "checked", "cut", "fold", "now", "out_of_time", "partition", "placed", "preempted", "preemptors", "records", "state", "text", "tick",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -174,8 +176,16 @@ class Cycle:
         tick: LogRecord,
         fold: Callable[[ClusterState, LogRecord], object],
         budget: Budget = Budget(),
+        out_of_time: Callable[[], bool] | None = None,
     ) -> None:
+        """`out_of_time`: the daemon's clock, asked at each check of what the cycle may still
+        decide; once it says yes, every later check says no (`cut` records where). A tick read
+        from the log with a `cut` stops the cycle at the same check instead: replay is exact."""
         self.state, self.partition, self.tick, self.fold, self.budget = state, partition, tick, fold, budget
+        self.out_of_time = out_of_time
+        event = tick.event
+        self.cut: int | None = event.cut if isinstance(event, Tick) else None
+        self.checked = 0  # checks that said yes
         self.now: int = tick.event.ts
         self.records: list[LogRecord] = []
         self.blocked = 0  # decision.blocked made
@@ -185,18 +195,34 @@ class Cycle:
         self.preemptors: set[str] = set()  # the preemptors named by decision.evicted so far
 
     def may_place(self) -> bool:
-        """Whether the cycle may make another allocation or admission (`Budget.placements`)."""
-        return self.placed < self.budget.placements
+        """Whether the cycle may make another allocation or admission (`Budget.placements`, and
+        its time)."""
+        return self.placed < self.budget.placements and self._in_time()
 
     def may_preempt(self) -> bool:
-        """Whether the cycle may serve another preemptor (`Budget.preemptions`)."""
-        return self.preempted < self.budget.preemptions
+        """Whether the cycle may serve another preemptor (`Budget.preemptions`, and its time)."""
+        return self.preempted < self.budget.preemptions and self._in_time()
+
+    def _in_time(self) -> bool:
+        """Whether the cycle still has time: until the daemon's clock says it ran out, or, for
+        a cycle read from the log, until its recorded `cut`."""
+        if self.cut is not None and self.checked >= self.cut:
+            return False
+        if self.cut is None and self.out_of_time is not None and self.out_of_time():
+            self.cut = self.checked  # from here on, every check says no
+            return False
+        self.checked += 1
+        return True
+
+    def telling(self) -> bool:
+        """Whether `block` may still tell anything this cycle (without asking the clock)."""
+        return self.blocked < BLOCKED_PER_CYCLE and self.text < BLOCKED_TEXT_PER_CYCLE and not (self.cut is not None and self.checked >= self.cut)
 
     def block(self, task: TaskState, *, app: str, queue: str, reasons: tuple[str, ...], explanation: tuple[str, ...] = ()) -> bool:
         """Say why `task` waits, unless it was told so already or the cycle's budget for such
-        decisions is spent (the next cycle tells it); whether it was told now."""
+        decisions (or its time) is spent (the next cycle tells it); whether it was told now."""
         reasons = bounded(reasons)
-        if reasons == task.blocked or self.blocked >= BLOCKED_PER_CYCLE or self.text >= BLOCKED_TEXT_PER_CYCLE:
+        if reasons == task.blocked or self.blocked >= BLOCKED_PER_CYCLE or self.text >= BLOCKED_TEXT_PER_CYCLE or not self._in_time():
             return False
         self.blocked += 1
         self.emit(Blocked, task=task.id, app=app, queue=queue, reasons=reasons, explanation=explanation)

@@ -3,7 +3,7 @@ simulator (on simulated time, where cycles take no time).
 
 A cycle can only decide something for a partition with pending tasks. For one that has some:
 
-- after events: at once, but at most every `min_gap`;
+- after events, or a cycle cut short by its time: at once, but at most every `min_gap`;
 - while cycles are deciding: every `tick`;
 - and never more than half the time in cycles (after a cycle of 0.8 s, the next one waits until
   1.6 s after its start), so that events are read between cycles however long they take;
@@ -76,11 +76,12 @@ class Pacer:
         p = state.partitions.get(name)
         return p is not None and (bool(p.pending_count) or self._pace(name).wakeup is not None or next_wakeup(state, name, now) is not None)
 
-    def ran(self, state: ClusterState, partition: str, started: int, took: int, decisions: int) -> None:
+    def ran(self, state: ClusterState, partition: str, started: int, took: int, decisions: int, cut: bool = False) -> None:
         """A cycle of `partition` started at `started` (the tick it folded is the partition's
-        last), took `took` and made `decisions`."""
+        last), took `took` and made `decisions`; `cut`: it ran out of time, the next goes on
+        as after events."""
         pace = self._pace(partition)
-        pace.last, pace.took, pace.dirty, pace.idle = started, took, False, not decisions
+        pace.last, pace.took, pace.dirty, pace.idle = started, took, cut, not decisions and not cut
         tick_ts = state.partitions[partition].last_tick
         wakeup = next_wakeup(state, partition, tick_ts)
         pace.wakeup = None if wakeup is None else started + wakeup - tick_ts

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from builders import R, config, fold_events, node, task
 
-from preemptd.projections import ClusterState
-from preemptd.scheduling import Cadence, Pacer, run_cycle, tick_record
+from preemptd.events import Allocated, Tick
+from preemptd.projections import ClusterState, LogRecord
+from preemptd.scheduling import Cadence, Pacer, apply, replay, run_cycle, tick_record
 
 CADENCE = Cadence(tick=1000, idle_tick=30_000, min_gap=100)
 
@@ -105,3 +106,30 @@ def test_asking_what_is_due_looks_only_at_partitions_that_could_be() -> None:
     fold_events(ev.TaskSubmitted(id="t", ts=0, partition="p7", task="t", app="a", queue="root.default", resources=R(vcore=2)), state=state)
     pacer.touched("p7")
     assert pacer.due(state, 0) == ["p7"] and pacer._live == {"p7"}
+
+
+def test_a_cycle_out_of_time_stops_says_where_in_its_tick_and_replays_exactly() -> None:
+    """With the daemon's clock saying the cycle's time ran out after a few checks, it stops
+    between decisions, its tick records where (`cut`), the next cycle goes on, and a replay of
+    the log stops each cycle where the live one did: the same decisions."""
+    events = [config([{"name": "a"}]), node("n1", vcore=64), *(task(f"t{i}", "app", "root.a") for i in range(30))]
+    records = [LogRecord(seq, 0, event) for seq, event in enumerate(events, start=1)]
+    state = ClusterState(log_id="sim")
+    for record in records:
+        apply(state, record)
+    checks = iter(range(1000))
+    for now in range(0, 10_000, 1000):  # a clock running out at every seventh check
+        records += run_cycle(state, tick_record(state, now, "default"), lambda: next(checks) % 7 == 6).records
+    ticks = [r for r in records if isinstance(r.event, Tick)]
+    assert [tick.event.cut for tick in ticks[:2]] == [6, 6]
+    placed = [r.seq for r in records if isinstance(r.event, Allocated)]
+    assert len(placed) == 30 and sum(seq < ticks[1].seq for seq in placed) == 6, "6 checks said yes: 6 placed, then the cycle stopped"
+    replayed = replay(records, log_id="sim")
+    assert replayed.divergence is None and replayed.reproduced == 30
+
+
+def test_a_cycle_cut_short_is_followed_at_once_not_a_tick_later() -> None:
+    state, pacer = pending_partition(), Pacer(CADENCE)
+    run_cycle(state, tick_record(state, 0, "default"))
+    pacer.ran(state, "default", 0, 10, 0, cut=True)
+    assert pacer.due(state, 99) == [] and pacer.due(state, 100) == ["default"], "after min_gap, as after events"

@@ -22,7 +22,6 @@ from preemptd.projections import ClusterState, PartitionState
 from preemptd.projections._resources import _SHAPES
 from preemptd.scheduling import _model, _registry, apply, simulate
 from preemptd.scheduling._model import BLOCKED_PER_CYCLE
-from preemptd.scheduling.yunikorn import _cycle as yunikorn_cycle
 from preemptd.scheduling.yunikorn._backlog import Backlog
 from preemptd.scheduling.yunikorn._kept import backlog
 
@@ -99,7 +98,6 @@ def backlogs(draw: st.DrawFn) -> Scenario:
 def test_backlogs_of_alike_tasks_decide_as_the_whole_scan(scenario: Scenario, told: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """With a cycle's budget of `decision.blocked` small enough to run out, too."""
     monkeypatch.setattr(_model, "BLOCKED_PER_CYCLE", told)
-    monkeypatch.setattr(yunikorn_cycle, "BLOCKED_PER_CYCLE", told)
     assert decisions(scenario) == whole_scan(scenario, monkeypatch)
 
 

@@ -115,6 +115,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
         nats_access=_nats_access(args),
         config=Path(args.config) if args.config else None,
         tick=_duration(args.tick, "--tick"),
+        cycle_time=_duration(args.cycle_time, "--cycle-time"),
         idle_tick=_duration(args.idle_tick, "--idle-tick"),
         batch=args.batch,
         snapshot_every=args.snapshot_every,
@@ -666,6 +667,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nats-port", type=_port, default=0, help="port for the bundled nats-server; refused if in use (default: the previous one if free, else a free one)")
     p.add_argument("--config", help=f"a configuration file, {{model, config}} or the {DEFAULT_MODEL} model's alone, applied at start where it differs")
     p.add_argument("--tick", default="1s", help="time between scheduling cycles of a partition with pending tasks (default: 1s)")
+    p.add_argument(
+        "--cycle-time",
+        default="5ms",
+        help="how long a cycle decides before it stops and the next goes on, events read in between, so that an arrival in a queue with room is not held behind a long one; the log records where each stopped, so replay is exact (default: 5ms)",
+    )
     p.add_argument(
         "--idle-tick",
         default="30s",

@@ -5,13 +5,16 @@ admitted by flavor assignment in Kueue's order, and classic preemption.
   words, bounds and the line that says what a configuration turns on.
 - `_tree`: the quota tree of cohorts and ClusterQueues: subtree quotas, limits, what is available.
 - `_assign`: flavor assignment, with flavorFungibility.
-- `_state`: what the model keeps: each workload's admission, folded from its decisions; the
-  workloads and blocked outcomes kept between cycles beside it.
+- `_state`: what the model keeps: each workload's admission, folded from its decisions.
+- `_backlog`: the waiting workloads kept between cycles in groups alike, filed by what they were
+  told, with what the last cycle found of each group. `_kept`: where what cycles and views
+  keep lives (outside snapshots).
 - `_workloads`: applications seen as workloads; their requests and the queues' usage.
 - `_classic`: classic preemption (candidates, order, passes, greedy removal, minimisation).
 - `_fair`: fair sharing's preemption (shares, strategies, the tournament of candidates).
-- `_cycle`: the cycle: record running workloads, admit, preempt, block; a blocked workload
-  kept aside until its cohort tree changes.
+- `_cycle`: the cycle: record running workloads, then visit the waiting in Kueue's order, a
+  group judged once per state of its cohort tree (admit, preempt, block); a blocked group kept
+  aside until its tree changes.
 - `_quota`: preemptd's extension: a lowered quota enforced after a delay (annotation
   `preemptd.io/quota-preemption-delay` on a ClusterQueue), the timers and the evictions.
 - `_views`: what `state`, the report and the metrics show: per ClusterQueue and flavor the

@@ -45,7 +45,7 @@ from dataclasses import replace
 from preemptd.events import Admitted, Evicted, format_human
 from preemptd.projections import PartitionState
 
-from .._model import BLOCKED_PER_CYCLE, BLOCKED_TEXT_PER_CYCLE, Cycle, bounded
+from .._model import Cycle, bounded
 from ._assign import Assignment, Mode, assign
 from ._backlog import Group, GroupKey, Kept, QueueBacklog, queue_key
 from ._classic import CycleMemo, Plan, Search, classic, reason_text
@@ -369,7 +369,7 @@ class _Visits:
         return self.a.cycle.partition.tasks[workload.first_task].blocked != status
 
     def _telling(self) -> bool:
-        return self.a.cycle.blocked < BLOCKED_PER_CYCLE and self.a.cycle.text < BLOCKED_TEXT_PER_CYCLE
+        return self.a.cycle.telling()
 
     def _push(self, lane: _Lane, cursor: int) -> None:
         """Put `lane` in line at its first workload after `cursor` (a queue key) that could

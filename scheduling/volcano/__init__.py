@@ -4,8 +4,11 @@ between tasks of a job.
 
 - `_config`: Volcano's Queue objects and scheduler configuration read into one `VolcanoConfig`;
   the queue tree, words, bounds and the line that says what a configuration turns on.
-- `_state`: what the model keeps between sessions (its jobs, read again only where they changed;
-  the timers of a lowered capability).
+- `_state`: what the model keeps in snapshots (the timers of a lowered capability), and the fold
+  that tells the jobs kept between sessions which changed.
+- `_backlog`: the jobs kept between sessions: those started, whole; the idle ones in groups of
+  one gang request, filed by what they were told. `_kept`: where they are kept (outside
+  snapshots).
 - `_jobs`: applications seen as jobs (gang size, starving) and tasks (task priority,
   preemptable, BestEffort, the pod slot).
 - `_nodes`: nodes (idle, releasing, pipelined, pod slots), what queues and jobs hold, and

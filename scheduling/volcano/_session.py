@@ -16,7 +16,7 @@ from fractions import Fraction
 
 from preemptd.events import Allocated, Resources
 
-from .._model import BLOCKED_PER_CYCLE, BLOCKED_TEXT_PER_CYCLE, Cycle
+from .._model import Cycle
 from ._backlog import IdleGroup, waiting_in_order
 from ._config import Plugin, VolcanoConfig
 from ._jobs import Job, Task, job_of
@@ -185,7 +185,7 @@ class Session:
         """The idle jobs refused and not told so yet, queue by queue, in job order."""
         for queue, segments in self.idle_told:
             for _, job_id, reasons in heapq.merge(*(_untold(segment) for segment in segments)):
-                if self.cycle.blocked >= BLOCKED_PER_CYCLE or self.cycle.text >= BLOCKED_TEXT_PER_CYCLE:
+                if not self.cycle.telling():
                     return  # the next session tells the rest
                 for task in waiting_in_order(self.p, self.p.apps[job_id]):
                     self.cycle.block(task, app=job_id, queue=queue, reasons=reasons)

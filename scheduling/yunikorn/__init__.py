@@ -5,7 +5,9 @@ offsets, opt-outs, required-node (DaemonSet) preemption and node reservations.
 - `_config`: YuniKorn's `queues.yaml`, with its queue properties and partition settings, and
   the line that says what a configuration turns on.
 - `_cycle`: the cycle's three phases (reservations, allocation, preemption) and pace control.
-- `_ordering`: the order pending tasks are tried in; priorities through offsets and fences.
+- `_ordering`: the order leaf queues are served in; priorities through offsets and fences.
+- `_backlog`: the waiting tasks kept between cycles, per leaf in groups alike, in the order a
+  cycle tries them; `_kept`: where (outside snapshots).
 - `_placement`: whether a task fits a node and its queues' maxes, and first-fit node choice.
 - `_preemption`: queue preemption, the victim search by the seven laws.
 - `_daemonset`: required-node (DaemonSet) preemption, on the task's one node.

@@ -27,7 +27,7 @@ from itertools import islice
 from preemptd.events import Allocated, Preempted, Resources, Unreserved, Victim
 from preemptd.projections import NodeState, PartitionState, TaskState
 
-from .._model import BLOCKED_PER_CYCLE, BLOCKED_TEXT_PER_CYCLE, Cycle, bounded
+from .._model import Cycle, bounded
 from ._backlog import Backlog, Group, GroupKey, Leaf, Shape, group_key
 from ._config import PreemptionSettings
 from ._daemonset import plan_for_required_node
@@ -230,7 +230,7 @@ class _Visits:
     def next(self, path: str) -> tuple[TaskState, _Situation] | None:
         leaf, cursor, order = self.waiting.leaves[path], self.cursor.get(path, -1), self.waiting.order
         delay, now = self.p.queues[path].props.preemption_delay, self.cycle.now
-        telling = self.cycle.blocked < BLOCKED_PER_CYCLE and self.cycle.text < BLOCKED_TEXT_PER_CYCLE
+        telling = self.cycle.telling()
         best: tuple[TaskState, _Situation] | None = None
         for group in leaf.groups.values():
             _, _, may_preempt, required_node, _ = group.key
