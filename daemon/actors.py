@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import anyio
+import anyio.to_thread
 from anyio.abc import ObjectSendStream
 from anyio.streams.memory import MemoryObjectReceiveStream
 
@@ -217,10 +218,11 @@ class Daemon:
             self.bus.consumer.resume_from(delivery.resume)
 
     async def _commit(self, fresh: list[Inbound], redelivered: int) -> None:
+        decoded = ingest.decode(fresh, wall_ms())
+        readings = await anyio.to_thread.run_sync(ingest.read_configurations, decoded) if decoded.configures else {}
         with anyio.CancelScope(shield=True):
             self.consistent = False
-            decoded = ingest.decode(fresh, wall_ms())
-            ingested = ingest.fold(decoded, await self.store.known_event_ids(decoded.ids), self.state, self.settings.max_partitions)
+            ingested = ingest.fold(decoded, await self.store.known_event_ids(decoded.ids), self.state, self.settings.max_partitions, readings)
             last = ingested.stopped or fresh[-1]
             await self.store.commit(Batch(rows=ingested.rows, dead=ingested.dead, tracking=(self.source, last.stream_seq)))
             self.segment.grew(ingested.rows)

@@ -14,16 +14,18 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
+
 from preemptd.events import MAX_MESSAGE_BYTES, ConfigApplied, ConfigError, closest, encode, shown
-from preemptd.projections import ClusterState, LogRecord, Rejected
-from preemptd.scheduling import DEFAULT_MODEL, apply, claiming, describe, flat_objects, is_object, model_named, yaml_documents
+from preemptd.projections import ClusterState, ConfigReading, LogRecord, Rejected
+from preemptd.scheduling import DEFAULT_MODEL, apply, claiming, describe, flat_objects, is_object, model_named, read_config, remember_config, yaml_documents
 
 from .errors import UsageError
 from .log.store import Store
 from .operations.logs import log
 from .records import Batch, to_row
 
-__all__ = ["apply_config_file", "changed", "config_events", "model_and_config"]
+__all__ = ["apply_config_file", "changed", "check_config_file", "config_events", "model_and_config"]
 
 
 
@@ -139,12 +141,21 @@ def changed(state: ClusterState, event: ConfigApplied) -> bool:
     return not wanted.same_as(applied)
 
 
+def check_config_file(path: Path, partitions: tuple[str, ...] | None) -> None:
+    """`UsageError` if the file at `path` cannot be applied by a daemon reading `partitions`
+    (None: all): said before anything starts."""
+    others = sorted({event.partition for event in config_events(path, 0)} - set(partitions or ()))
+    if partitions is not None and others:
+        raise UsageError(f"--config {path} configures partition {', '.join(others)}, which this daemon does not read (--partitions {','.join(partitions)})")
+
+
 async def apply_config_file(path: Path, now: int, state: ClusterState, store: Store) -> list[str]:
-    """Append the file's `config.applied` for each partition it changes; return those."""
+    """Append the file's `config.applied` for each partition it changes; return those. The file
+    is read off the event loop, and a stop meanwhile stops at once."""
     touched = []
-    for event in config_events(path, now):
-        if not changed(state, event):
-            continue
+    for event, reading in await anyio.to_thread.run_sync(_changes, path, now, state, abandon_on_cancel=True):
+        if reading is not None:
+            remember_config(reading)
         record = LogRecord(state.seq + 1, event.ts, event)
         try:
             for warning in apply(state, record):
@@ -156,3 +167,8 @@ async def apply_config_file(path: Path, now: int, state: ClusterState, store: St
         touched.append(event.partition)
         log("config applied", partition=event.partition, file=str(path), seq=record.seq, id=event.id, runs=describe(state.partitions[event.partition]))
     return touched
+
+
+def _changes(path: Path, now: int, state: ClusterState) -> list[tuple[ConfigApplied, ConfigReading | None]]:
+    """The file's `config.applied` for each partition it changes, read as the fold will need it."""
+    return [(event, read_config(event)) for event in config_events(path, now) if changed(state, event)]

@@ -5,6 +5,7 @@ runtime only moves data between NATS, these functions and the log.
 
     continuing(messages, position) -> Continuation   gap check, redeliveries
     decode(messages, received)      -> Decoded        JSON and schema, subject vs partition
+    read_configurations(decoded)    -> readings       the configurations read (off the event loop)
     fold(decoded, known, state)     -> Ingested       reserved and duplicate ids, the fold
 """
 
@@ -14,12 +15,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from preemptd.events import ClusterEvent, ConfigApplied, DecodeError, decode_cluster_event, type_of
-from preemptd.projections import ClusterState, LogRecord, Rejected
-from preemptd.scheduling import apply, describe, is_daemon_id
+from preemptd.projections import ClusterState, ConfigReading, LogRecord, Rejected
+from preemptd.scheduling import apply, describe, is_daemon_id, read_config, remember_config
 
 from .records import DeadLetter, Inbound, LogRow, cluster_subject, subject_partition, to_row
 
-__all__ = ["DEAD_LETTER_KINDS", "MAX_PARTITIONS", "Continuation", "Decoded", "Ingested", "Position", "continuing", "dead_letter", "decode", "fold"]
+__all__ = ["DEAD_LETTER_KINDS", "MAX_PARTITIONS", "Continuation", "Decoded", "Ingested", "Position", "continuing", "dead_letter", "decode", "fold", "read_configurations"]
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,10 @@ class Decoded:
     def ids(self) -> list[str]:
         return [event.id for _, event in self.events]
 
+    @property
+    def configures(self) -> bool:
+        return any(isinstance(event, ConfigApplied) for _, event in self.events)
+
 
 def decode(messages: list[Inbound], received: int) -> Decoded:
     """Decode each message; one that is not a valid event, or whose partition differs from its
@@ -117,6 +122,23 @@ def decode(messages: list[Inbound], received: int) -> Decoded:
             continue
         out.events.append((message, event))
     return out
+
+
+def read_configurations(decoded: Decoded) -> dict[int, ConfigReading]:
+    """The configurations `decoded` applies, read by their models, by their place in
+    `decoded.events`: the daemon reads them off its event loop (a configuration's YAML may take
+    a moment) and `fold` hands each over as it meets it. One that fails to be read is left to
+    the fold, which says why."""
+    readings = {}
+    for place, (_, event) in enumerate(decoded.events):
+        if isinstance(event, ConfigApplied):
+            try:
+                reading = read_config(event)
+            except Exception:  # noqa: S112 (a model's bug: the fold meets it again and makes it a dead letter)
+                continue
+            if reading is not None:
+                readings[place] = reading
+    return readings
 
 
 @dataclass
@@ -141,14 +163,23 @@ class Ingested:
 MAX_PARTITIONS = 1000
 
 
-def fold(decoded: Decoded, known: Mapping[str, int], state: ClusterState, max_partitions: int = MAX_PARTITIONS) -> Ingested:
+def fold(
+    decoded: Decoded,
+    known: Mapping[str, int],
+    state: ClusterState,
+    max_partitions: int = MAX_PARTITIONS,
+    readings: Mapping[int, ConfigReading] | None = None,
+) -> Ingested:
     """Fold the decoded events into `state`, in order. `known` maps the ids already in the log
-    to their positions. An event with a reserved or reused id, one that would make a partition
-    beyond `max_partitions`, or one the fold rejects, becomes a dead letter and changes nothing."""
+    to their positions; `readings`, the configurations read already (`read_configurations`).
+    An event with a reserved or reused id, one that would make a partition beyond
+    `max_partitions`, or one the fold rejects, becomes a dead letter and changes nothing."""
     out = Ingested(dead=list(decoded.dead))
     seen: dict[str, int] = {}
     received = decoded.received
-    for message, event in decoded.events:
+    for place, (message, event) in enumerate(decoded.events):
+        if readings and place in readings:
+            remember_config(readings[place])
         first = known.get(event.id) or seen.get(event.id)
         if is_daemon_id(state.log_id, event.id):
             kind = "reserved_id"

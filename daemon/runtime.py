@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 
 import anyio
+import anyio.to_thread
 
 from preemptd.projections import ClusterState
 from preemptd.scheduling import TrialRefused
@@ -23,7 +24,7 @@ from preemptd.scheduling import TrialRefused
 from .actors import Daemon, Observed
 from .bus import Bus, EmbeddedNats, keep_running, reachable, redacted
 from .clock import wall_ms
-from .config_file import apply_config_file
+from .config_file import apply_config_file, check_config_file
 from .early import early_stops
 from .errors import BusError, StoreError, UsageError
 from .log.database import database_url, shown_url
@@ -49,6 +50,8 @@ async def run(settings: Settings) -> None:
     so that a stop during start-up still stops the embedded server and closes the log."""
     async with anyio.create_task_group() as tg:
         await tg.start(_stop_on_signal, tg.cancel_scope)
+        if settings.config is not None and not tg.cancel_scope.cancel_called:  # a bad file is said before anything starts
+            await anyio.to_thread.run_sync(check_config_file, settings.config, settings.partitions, abandon_on_cancel=True)
         if not tg.cancel_scope.cancel_called:  # a stop before the start leaves nothing behind
             if settings.nats_url:  # and so does a NATS server that is not there
                 await reachable(settings.nats_url, timeout=5.0)

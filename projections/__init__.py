@@ -7,6 +7,7 @@ classes, reservations and victims in flight. No I/O, no clock.
 """
 
 from ._apply import (
+    ConfigReading as ConfigReading,
     Projection as Projection,
     Rejected as Rejected,
     apps_changed_by as apps_changed_by,

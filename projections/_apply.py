@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import assert_never, cast
 
 import msgspec
@@ -241,21 +242,33 @@ class Projection:
     def parsed(self, model: ModelFold, document: bytes, partition: str) -> ParsedConfig:
         """`model`'s reading of the configuration `document` (JSON bytes) for `partition`, parsed
         once per content among the last `PARSED_KEPT`. Raises `ConfigError` as the model does."""
-        key = (model.parse_config, partition, hashlib.sha256(document).digest())  # the reader itself: a model replaced under its name reads again
+        key = _parse_key(model, document, partition)
         found = self._parsed.get(key)
         if found is None:
-            try:
-                found = model.parse_config(msgspec.json.decode(document), partition)
-            except ConfigError as exc:
-                found = exc
-            self._parsed[key] = found
-            if len(self._parsed) > self.PARSED_KEPT:
-                self._parsed.popitem(last=False)
-        else:
-            self._parsed.move_to_end(key)
+            found = _read(model, document, partition)
+        self.remember(ConfigReading(key, found))
         if isinstance(found, ConfigError):
             raise found.with_traceback(None)  # the same refusal, without the tracebacks of earlier raises
         return found
+
+    def read(self, event: ConfigApplied) -> ConfigReading | None:
+        """`event`'s configuration read for its partition, as `apply` will need it, without
+        touching what the projection keeps: the daemon reads off its event loop (a
+        configuration's YAML may take a moment) and hands the reading over with `remember`.
+        None if the event names a model this version lacks (`apply` says so)."""
+        try:
+            model = self.model(event.model)
+        except ConfigError:
+            return None
+        document = encode(event.config)
+        return ConfigReading(_parse_key(model, document, event.partition), _read(model, document, event.partition))
+
+    def remember(self, reading: ConfigReading) -> None:
+        """Keep `reading` as the latest of the `PARSED_KEPT` parsed configurations."""
+        self._parsed[reading.key] = reading.found
+        self._parsed.move_to_end(reading.key)
+        if len(self._parsed) > self.PARSED_KEPT:
+            self._parsed.popitem(last=False)
 
     def _config_applied(self, p: PartitionState, event: ConfigApplied, received: int) -> tuple[str, ...]:
         try:
@@ -272,6 +285,25 @@ class Projection:
         _configure(p, model, document, parsed)
         model.fold_config(p, received)
         return parsed.warnings
+
+
+@dataclass(frozen=True)
+class ConfigReading:
+    """A configuration as its model read it (or refused it), by what it was read from."""
+
+    key: tuple[object, str, bytes]
+    found: ParsedConfig | ConfigError
+
+
+def _parse_key(model: ModelFold, document: bytes, partition: str) -> tuple[object, str, bytes]:
+    return (model.parse_config, partition, hashlib.sha256(document).digest())  # the reader itself: a model replaced under its name reads again
+
+
+def _read(model: ModelFold, document: bytes, partition: str) -> ParsedConfig | ConfigError:
+    try:
+        return model.parse_config(msgspec.json.decode(document), partition)
+    except ConfigError as exc:
+        return exc
 
 
 # -- configuration -------------------------------------------------------------------------

@@ -26,6 +26,8 @@ from ._registry import (
     describe as describe,
     fold as fold,
     model_named as model_named,
+    read_config as read_config,
+    remember_config as remember_config,
     restore as restore,
     snapshot as snapshot,
 )

@@ -405,23 +405,22 @@ def embedded_yaml(text: Any, where: str) -> Any:
 
 
 def yaml_documents(text: str, where: str, max_values: int | None = None) -> list[Any]:
-    """The YAML documents of `text` (`where` names it in errors), empty ones left out, read by
-    PyYAML's pure-Python loader: a shim may send anything, and text nested too deep ends there
-    in a RecursionError (libyaml, under msgspec.yaml, crashes the process); nesting deeper than
-    events may, or aliases expanding past what any configuration holds, is refused."""
+    """The YAML documents of `text` (`where` names it in errors), empty ones left out. Bounded
+    before they are built: a first pass over the parser's events stops at the first limit
+    (`_beyond`), so that a shim's or a file's text costs at most what a configuration may hold;
+    then libyaml (PyYAML's pure-Python reader where it is missing) builds them."""
     import yaml  # here: only configuration files and ConfigMaps need it, and every command would load it
 
     try:
-        documents = [document for document in yaml.load_all(text, Loader=_json_loader()) if document is not None]  # noqa: S506 (JSON's values only)
-    except RecursionError:
-        raise ConfigError(f"{where} nests deeper than {MAX_DEPTH} levels") from None
+        beyond = _beyond(_json_loader()(text), max_values or _MAX_VALUES)
+        if beyond is not None:
+            raise ConfigError(f"{where} {beyond}")
+        return [document for document in yaml.load_all(text, Loader=_json_loader()) if document is not None]  # noqa: S506 (JSON's values only)
     except yaml.YAMLError as exc:
+        if "exceeded maximum nesting depth" in str(exc):  # libyaml's own bound (1,000), met as it looks ahead
+            raise ConfigError(f"{where} nests deeper than {MAX_DEPTH} levels") from None
         said = " ".join(str(exc).replace('"<unicode string>"', where).split())
         raise ConfigError(f"{where} is not YAML: {cut_text(said, 400)}") from None
-    beyond = _unbounded(documents, max_values or _MAX_VALUES)
-    if beyond:
-        raise ConfigError(f"{where} {beyond}")
-    return documents
 
 
 _MAX_VALUES = 100_000  # far more than a configuration file holds; aliases can multiply a few lines
@@ -429,12 +428,12 @@ _MAX_VALUES = 100_000  # far more than a configuration file holds; aliases can m
 
 @functools.cache
 def _json_loader() -> type:
-    """PyYAML's safe loader, making JSON's values only: a date stays the text it is, and the
-    tags that make other Python values (sets, pairs, ordered maps, binary, timestamps) are
-    refused, so that nothing the walk that bounds a document does not see reaches a reader."""
+    """PyYAML's safe loader (libyaml's where present), making JSON's values only: a date stays
+    the text it is, and the tags that make other Python values (sets, pairs, ordered maps,
+    binary, timestamps) are refused, so that nothing `_beyond` does not count reaches a reader."""
     import yaml
 
-    class JsonLoader(yaml.SafeLoader):
+    class JsonLoader(yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader):  # type: ignore[misc]
         pass
 
     timestamp = "tag:yaml.org,2002:timestamp"
@@ -450,26 +449,73 @@ def _json_loader() -> type:
     return JsonLoader
 
 
-def _unbounded(value: Any, limit: int = _MAX_VALUES) -> str | None:
-    """How `value` is beyond what a configuration holds (nesting deeper than events may, more
-    than `_MAX_VALUES` values, aliases included, or holding itself), or None; walked without
-    recursion."""
-    stack = [(value, 0, frozenset[int]())]
-    visits = 0
-    while stack:
-        item, depth, above = stack.pop()
-        visits += 1
-        if visits > limit:
-            return f"holds more than {limit:,} values, counting what its aliases repeat"
-        if not isinstance(item, dict | list):
+@dataclass
+class _Opened:
+    """A list or mapping the parser is inside of: its anchor, the values counted before it, how
+    many levels the collections it holds nest so far, and (a mapping) whether a key comes next."""
+
+    anchor: str | None
+    values_before: int
+    height: int = 0
+    key_next: bool | None = None  # None: a list
+
+
+def _beyond(parser: Any, limit: int) -> str | None:
+    """How the text `parser` reads is beyond what a configuration holds, or None: nesting
+    deeper than events may, more than `limit` values (a mapping's keys aside; what aliases
+    repeat counted as often as they repeat it), or an alias to what contains it. Read as
+    events, so that it stops at the first limit, before anything is built, and nothing recurses."""
+    import yaml
+
+    values = 0
+    opened: list[_Opened] = []
+    anchored: dict[str, tuple[int, int]] = {}  # anchor: (values, height) of the node it names
+    while parser.check_event():
+        event = parser.get_event()
+        if isinstance(event, yaml.CollectionEndEvent):
+            done = opened.pop()
+            _ended(done, values, done.height + 1, opened, anchored)
             continue
-        if depth >= MAX_DEPTH:
-            return f"nests deeper than {MAX_DEPTH} levels"
-        if id(item) in above:
-            return "holds itself (an alias to what contains it)"
-        children = item.values() if isinstance(item, dict) else item
-        stack.extend((child, depth + 1, above | {id(item)}) for child in children)
+        if not isinstance(event, yaml.NodeEvent):
+            continue
+        counted = not _a_key(opened)
+        if isinstance(event, yaml.CollectionStartEvent):
+            if len(opened) >= MAX_DEPTH:
+                return f"nests deeper than {MAX_DEPTH} levels"
+            opened.append(_Opened(event.anchor, values, key_next=True if isinstance(event, yaml.MappingStartEvent) else None))
+            values += counted
+        elif isinstance(event, yaml.ScalarEvent):
+            values += counted
+            _ended(_Opened(event.anchor, values - counted), values, 0, opened, anchored)
+        else:  # an alias
+            if any(outer.anchor == event.anchor for outer in opened):
+                return "holds itself (an alias to what contains it)"
+            count, height = anchored.get(event.anchor or "", (1, 0))  # an unknown anchor: the loader says so
+            if len(opened) + height > MAX_DEPTH:
+                return f"nests deeper than {MAX_DEPTH} levels"
+            values += count
+            _ended(_Opened(None, values - count), values, height, opened, anchored)
+        if values > limit:
+            return f"holds more than {limit:,} values, counting what its aliases repeat"
     return None
+
+
+def _a_key(opened: list[_Opened]) -> bool:
+    """The node that comes now is a mapping's key (keys and values alternate)."""
+    around = opened[-1] if opened else None
+    if around is None or around.key_next is None:
+        return False
+    key = around.key_next
+    around.key_next = not key
+    return key
+
+
+def _ended(node: _Opened, values: int, height: int, opened: list[_Opened], anchored: dict[str, tuple[int, int]]) -> None:
+    """Note a node just read: what its anchor names, and its height in the collection around it."""
+    if node.anchor is not None:
+        anchored[node.anchor] = (values - node.values_before, height)
+    if opened:
+        opened[-1].height = max(opened[-1].height, height)
 
 
 # -- values ------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from . import kueue, volcano, yunikorn
 from ._kubernetes import UnknownKind
 from ._model import Model
 
-__all__ = ["DEFAULT_MODEL", "MODELS", "PROJECTION", "apply", "claiming", "describe", "fold", "model_named", "restore", "snapshot"]
+__all__ = ["DEFAULT_MODEL", "MODELS", "PROJECTION", "apply", "claiming", "describe", "fold", "model_named", "read_config", "remember_config", "restore", "snapshot"]
 
 WINGS = (
     yunikorn.MODEL,
@@ -58,6 +58,8 @@ apply = PROJECTION.apply
 fold = PROJECTION.fold
 snapshot = PROJECTION.snapshot
 restore = PROJECTION.restore
+read_config = PROJECTION.read
+remember_config = PROJECTION.remember
 
 
 def describe(partition: PartitionState) -> str:

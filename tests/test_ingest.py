@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from preemptd.daemon.ingest import Position, continuing, decode, fold
+from preemptd.daemon.ingest import Position, continuing, decode, fold, read_configurations
 from preemptd.daemon.records import Inbound
 from preemptd.projections import ClusterState
 from preemptd.scheduling import apply, snapshot
@@ -201,3 +201,29 @@ def test_an_event_that_would_make_a_partition_beyond_the_limit_is_a_dead_letter(
     assert [d.kind for d in more.dead] == ["too_many_partitions"]
     assert more.dead[0].reason == "partition 'c' would be partition 3; this daemon keeps at most 2 (run --max-partitions)"
     assert sorted(state.partitions) == ["a", "b"] and len(more.rows) == 1, "the events of known partitions go on"
+
+
+def test_configurations_read_before_the_fold_are_the_ones_it_applies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The daemon reads a delivery's configurations off its event loop (a configuration's YAML
+    may take a moment): the fold applies those readings, refusals included, and reads nothing
+    again, even for more configurations than the projection keeps."""
+    from preemptd.projections import _apply
+
+    configs = [
+        message(seq, {"type": "config.applied", "id": f"c{seq}", "ts": 1, "partition": "east", "config": {"queues": [{"name": f"q{seq}"}]}}, partition="east")
+        for seq in range(1, 13)
+    ]
+    refused = message(13, {"type": "config.applied", "id": "c13", "ts": 1, "partition": "east", "config": {"queues": [{"name": "a", "resources": {"max": {"vcore": -1}}}]}}, partition="east")
+    decoded = decode([*configs, refused], received=50)
+    readings = read_configurations(decoded)
+    assert sorted(readings) == list(range(13))
+
+    def read_again(*args: object) -> None:
+        raise AssertionError("read again on the event loop")
+
+    monkeypatch.setattr(_apply, "_read", read_again)
+    state = ClusterState()
+    ingested = fold(decoded, known={}, state=state, readings=readings)
+    assert [row.event_id for row in ingested.rows] == [f"c{seq}" for seq in range(1, 13)]
+    assert [dead.event_id for dead in ingested.dead] == ["c13"] and ingested.dead[0].reason.startswith("configuration refused, the previous one stays: ")
+    assert "root.q12" in state.partitions["east"].queues

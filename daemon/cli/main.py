@@ -103,7 +103,6 @@ def _nats_url(args: argparse.Namespace) -> str:
 
 
 async def cmd_run(args: argparse.Namespace) -> int:
-    from ..config_file import config_events
     from ..operations.metrics import listen_address
     from ..runtime import Settings, run
 
@@ -137,10 +136,6 @@ async def cmd_run(args: argparse.Namespace) -> int:
             check_credentials(settings.nats_access.creds)
         except BusError as exc:
             raise UsageError(str(exc)) from None
-    if settings.config is not None:  # a bad file is reported before anything is created
-        others = sorted({event.partition for event in config_events(settings.config, 0)} - set(settings.partitions or ()))
-        if settings.partitions is not None and others:
-            raise UsageError(f"--config {settings.config} configures partition {', '.join(others)}, which this daemon does not read (--partitions {','.join(settings.partitions)})")
     await run(settings)
     return 0
 
