@@ -245,7 +245,7 @@ class _Visits:
     of the tree (`version`: its admissions and evictions so far): its later members are
     admitted or refused alike, so only those not told are visited, or none when it waits
     quietly. A lane whose next workload to visit lies far ahead is put back where it stood
-    when its tree's state changes."""
+    when its tree's state changes, if a judgment put it there."""
 
     def __init__(self, admission: _Admission) -> None:
         self.a = admission
@@ -258,6 +258,8 @@ class _Visits:
         self.lanes: dict[Node | str, list[_Lane]] = {}
         self.heap: list[tuple[_Key, int, _Lane, GroupKey, Workload]] = []
         self.tokens: dict[_Lane, int] = {}
+        self.every_lane: set[_Lane] = set()
+        self.leaning: dict[Node | str, set[_Lane]] = {}  # per tree, lanes in line where they are for a judgment: passed over a group judged, or its members told
         self.made = 0
         self.position: _Key | None = None  # the key of the last workload visited
         self.preempting = True  # the cycle may still preempt
@@ -273,7 +275,9 @@ class _Visits:
             if tree in a.requeued or any(group.kept is None for group in backlog.groups.values()):
                 self.stale.add(tree)
             lanes = self.lanes.setdefault(tree, [])
-            lanes += [lane for lane in ((queue, False), (queue, True)) if any(key[4] == lane[1] for key in backlog.groups)]
+            mine = [lane for lane in ((queue, False), (queue, True)) if any(key[4] == lane[1] for key in backlog.groups)]
+            lanes += mine
+            self.every_lane.update(mine)
         for queue, backlog in self.backlog.queues.items():
             for key, group in backlog.groups.items():
                 if self.trees[queue] in self.stale:
@@ -324,7 +328,7 @@ class _Visits:
             self.preempting, self.flip_at = False, self.position
             self._rewind(list(self.lanes))
         elif changed:
-            self._rewind([tree])
+            self._rewind([tree], (lane, queue_key(workload.priority, workload.seq)))
         else:
             self._push(lane, queue_key(workload.priority, workload.seq))
 
@@ -386,10 +390,16 @@ class _Visits:
         backlog = self.backlog.queues[queue]
         telling = self._telling()
         best: tuple[Group, Workload] | None = None
+        tree = self.trees[queue]
+        judging = tree in self.stale  # a status known there is a judgment
+        leaning = self.leaning.setdefault(tree, set())
+        leaning.discard(lane)
         for group in backlog.groups.values():
             if group.preempting != preempting:
                 continue
             status = self._status(group)
+            if judging and status is not _UNKNOWN:
+                leaning.add(lane)
             if status is None or (status is not _UNKNOWN and not telling):
                 continue
             found = group.first_after(cursor, None if status is _UNKNOWN else status)  # type: ignore[arg-type]  # told reasons
@@ -404,11 +414,20 @@ class _Visits:
         key = _queue_key(workload)
         return (not group.preempting, self.backlog.queues[workload.queue].rank(key), borrows, share, key)
 
-    def _rewind(self, trees: list[Node | str]) -> None:
-        """The state of `trees` changed: each of their lanes is put back in line at its first
-        workload after the one just visited, in the cycle's order."""
+    def _rewind(self, trees: list[Node | str], visited: tuple[_Lane, int] | None = None) -> None:
+        """The state of `trees` changed: each of their lanes a judgment put in line (all of them
+        when `visited`, the lane and queue key of the workload just visited, is None), and the
+        lanes of the visited queue (its turns moved), is put back in line at its first
+        workload after the one just visited, in the cycle's order. The others stand at their
+        first workload after it already."""
         for tree in trees:
-            for lane in self.lanes.get(tree, ()):
+            if visited is None:
+                lanes = list(self.lanes.get(tree, ()))
+            else:
+                (queue, preempting), key = visited
+                self._push((queue, preempting), key)
+                lanes = sorted((self.leaning.get(tree, set()) | ({(queue, not preempting)} & self.every_lane)) - {(queue, preempting)})
+            for lane in lanes:
                 self._push(lane, self._lane_cursor(lane))
 
     def _lane_cursor(self, lane: _Lane) -> int:
