@@ -102,6 +102,22 @@ class Group:
                     del self.told[reasons]
                 return
 
+    def first_after(self, cursor: int) -> TaskState | None:
+        """Its first task with a key above `cursor` (`after`'s first, without the iterators)."""
+        if len(self.told) == 1:  # most groups: all told alike
+            [bucket] = self.told.values()
+            index = bucket.bisect_key_right(cursor)
+            return bucket[index] if index < len(bucket) else None
+        found, found_key = None, 0
+        for bucket in self.told.values():
+            index = bucket.bisect_key_right(cursor)
+            if index < len(bucket):
+                task = bucket[index]
+                key = self.order(task)
+                if found is None or key < found_key:
+                    found, found_key = task, key
+        return found
+
     def after(self, cursor: int, skip: Reasons | None = None) -> Iterator[TaskState]:
         """Its tasks with a key above `cursor`, in order; those told `skip` left out."""
         runs = [bucket.irange_key(cursor, inclusive=(False, True)) for reasons, bucket in self.told.items() if reasons != skip]

@@ -22,7 +22,6 @@ and preemption when `cycle.may_preempt()` does; the rest come in the next cycles
 
 from __future__ import annotations
 
-from itertools import islice
 
 from preemptd.events import Allocated, Preempted, Resources, Unreserved, Victim
 from preemptd.projections import NodeState, PartitionState, TaskState
@@ -119,10 +118,10 @@ def _next_to_place(
     """The leaf's first task after `cursor`, in order, that fits a node and its queues; the
     groups whose next task does not are marked `failed`."""
     while True:
-        heads = [(task, group) for group in leaf.groups.values() if _kind(group) not in failed for task in islice(group.after(cursor), 1)]
+        heads = [(task, group) for group in leaf.groups.values() if _kind(group) not in failed and (task := group.first_after(cursor)) is not None]
         if not heads:
             return None
-        task, group = min(heads, key=lambda head: waiting.order(head[0]))
+        task, group = heads[0] if len(heads) == 1 else min(heads, key=lambda head: waiting.order(head[0]))
         node = placement.find(task) if queue_blocker(p, task) is None else None
         if node is not None:
             return task, node
