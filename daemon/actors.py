@@ -21,6 +21,7 @@ A stop cancels the task group; a batch being committed finishes first (shielded)
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -61,6 +62,7 @@ _SNAPSHOT_SECONDS = 30  # the longest a growing log goes without a snapshot
 
 
 _OBSERVE_SECONDS = 1.0  # how often lag, outbox and the gauges are measured
+_QUERIES_SAID_EVERY = 60.0  # how often the log says what queries came (if any did)
 
 
 class Heartbeat:
@@ -81,8 +83,11 @@ class Observed:
 class Daemon:
     """The actors of one daemon, around the one in-memory state they share through `act`."""
 
-    def __init__(self, settings: Settings, store: Store, bus: Bus, state: ClusterState, source: str, observed: Observed | None = None) -> None:
+    def __init__(
+        self, settings: Settings, store: Store, bus: Bus, state: ClusterState, source: str, observed: Observed | None = None, asked: Bus | None = None
+    ) -> None:
         self.settings, self.store, self.bus, self.state = settings, store, bus, state
+        self.asked = asked or bus  # the connection queries come on: one of their own, so that a flood of them holds up nothing else
         self.observed = observed or Observed()
         self.source = source  # the cluster stream, as the log names its position in it
         self.pacer = Pacer(Cadence(tick=settings.tick, idle_tick=settings.idle_tick, min_gap=int(_HEARTBEAT * 1000)))
@@ -95,6 +100,9 @@ class Daemon:
         self.consistent = True  # false while the state holds events not yet committed
         self.segment = OpenSegment()
         self.archivist = Archivist(store, settings.retention) if settings.retention.archive is not None else None
+        self.queries = Queries(
+            lambda: self.state, tick=settings.tick, partitions=settings.partitions, metrics=self.observed.metrics, max_payload=self.asked.publisher.max_payload
+        )
 
     async def run(self, ready: Callable[[], None] = lambda: None) -> None:
         """Run until cancelled (a signal); `ready` is called once the actors start."""
@@ -112,8 +120,7 @@ class Daemon:
                 tg.start_soon(self._observe)
                 if self.archivist is not None:
                     tg.start_soon(self.archivist.run)
-                queries = Queries(lambda: self.state, tick=self.settings.tick, partitions=self.settings.partitions)
-                tg.start_soon(self.bus.serve, queries.subjects, queries.answer)
+                tg.start_soon(functools.partial(self.asked.serve, self.queries.subjects, self.queries.answer, others=(self.bus,)))
         finally:
             with anyio.move_on_after(30, shield=True):
                 await self._snapshot(reason="shutdown")
@@ -151,7 +158,11 @@ class Daemon:
         partition's backlog grows (`Behind`)."""
         health, metrics = self.observed.health, self.observed.metrics
         said = 0.0
+        queries_said = time.monotonic()
         while True:
+            if time.monotonic() - queries_said >= _QUERIES_SAID_EVERY:
+                queries_said = time.monotonic()
+                self.queries.tell()
             for name, partition in list(self.state.partitions.items()):
                 told = self.behind.observe(name, monotonic_ms(), partition.pending_count)
                 if told is not None:

@@ -4,19 +4,25 @@ them) and answered with the decisions the partition's model would make (JSON), f
 the live state: nothing is folded into the state, written to the log or published.
 
 The copy is the operating system's: the daemon forks, and the child, which shares the parent's
-memory copy-on-write, folds the events and runs the cycles (`scheduling.trial`), writes its
-answer to a socket and exits. The parent goes on at once (a fork takes milliseconds, where
-copying a state of 100,000 tasks takes a quarter of a second), reads the answer on the event
-loop and replies. The child runs only pure code (no lock, no I/O, no logging: what another
-thread held at the fork stays untouched) and ends with `os._exit`.
+memory copy-on-write, reads the query, folds its events and runs the cycles
+(`scheduling.trial`), writes its answer to a socket and exits. The parent goes on at once (a
+fork takes milliseconds, where copying a state of 100,000 tasks takes a quarter of a second),
+reads the answer on the event loop and replies. The child runs only pure code (no lock, no I/O,
+no logging: what another thread held at the fork stays untouched), at a lower CPU priority
+than the daemon (`CHILD_NICENESS`), and ends with `os._exit`.
 
-A query is bounded: `MAX_TRIAL_EVENTS` events, `TIME_BUDGET` seconds of work (the child is killed
-past it) and `RUNNING` at once (more are answered "busy" at once). A refusal says why in one
-line (`{"refused": ...}`), as a dead letter would.
+What a query costs the daemon's own loop is its admission, decided before anything of it is
+read (`Admission`): at most `RUNNING` at once, one at a time per asker, and a budget per asker
+(`ASKER_BURST` queries, then `ASKER_RATE` a second); beyond, a one-line refusal at once. The
+query itself is read in the child: `MAX_TRIAL_EVENTS` events, `TIME_BUDGET` seconds of work (the
+child is killed past it), an answer NATS can carry. A refusal says why in one line
+(`{"refused": ...}`), as a dead letter would. What was asked, answered and refused, and the
+children's CPU time, are counted (`QueryCounts`) for the metrics and a line in the log.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import gc
 import json
@@ -27,8 +33,9 @@ import socket
 import threading
 import time
 import warnings
+from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import msgspec
@@ -50,13 +57,46 @@ from preemptd.scheduling import MAX_TRIAL_EVENTS, Trial, TrialRefused, trial
 from .clock import wall_ms
 from .operations.logs import log
 
-__all__ = ["RUNNING", "STANDBY_DELAY", "TIME_BUDGET", "TRY_SUBJECT", "Queries", "answer_json", "ask_events", "query_subjects", "schema", "try_subject", "trial_in_child"]
+if TYPE_CHECKING:
+    from .operations.metrics import Metrics
+
+__all__ = [
+    "ASKER_BURST",
+    "ASKER_RATE",
+    "CHILD_NICENESS",
+    "REFUSALS",
+    "RUNNING",
+    "STANDBY_DELAY",
+    "TIME_BUDGET",
+    "TRY_SUBJECT",
+    "Admission",
+    "Queries",
+    "QueryCounts",
+    "answer_json",
+    "ask_events",
+    "asker_of",
+    "query_subjects",
+    "schema",
+    "trial_in_child",
+    "try_subject",
+]
 
 TRY_SUBJECT = "preemptd.try"
 TIME_BUDGET = 5.0  # seconds a query may take before its child is killed
 RUNNING = 2  # queries answered at once; more are told to ask again
+ASKER_BURST = 10  # queries an asker may send at once, then
+ASKER_RATE = 1.0  # a second, on average (a token bucket per asker)
+CHILD_NICENESS = 10  # a child's CPU priority below the daemon's: the daemon keeps its core
 STANDBY_DELAY = 0.5  # seconds a standby waits before it says it is not the writer (the writer's answer comes first)
-_LIMIT = 4 * 1024 * 1024  # bytes of an answer (a query of 1,000 tasks, each explained)
+_LIMIT = 4 * 1024 * 1024  # bytes of an answer (a query of 1,000 tasks, each explained), NATS's max_payload permitting
+_ASKERS_KEPT = 10_000  # askers whose budget is remembered (the oldest forgotten: it was full again anyway)
+
+#: Why a query was refused, in a word (the `outcome` label of `preemptd_queries_total`, beside
+#: `answered`): the daemon was answering `RUNNING` already, the asker one already, the asker
+#: spent its budget, the query was larger than a message may be, it named no reply subject
+#: (or one that is not an asker's inbox: see `Bus.serve`), the child refused it (not events, an unknown partition, an
+#: answer too large), or it took longer than `TIME_BUDGET`.
+REFUSALS = ("busy", "asking", "budget", "size", "no_reply", "refused", "time")
 
 
 def try_subject(partition: str) -> str:
@@ -159,8 +199,12 @@ def answer_json(result: Trial | TrialRefused) -> bytes:
     return msgspec.json.encode(Answer(result.partition, result.model, result.seq, result.now, decisions, result.other_decisions, list(result.undecided)))
 
 
-async def trial_in_child(state: ClusterState, partition: str, events: list[ClusterEvent], now: int, *, tick: int, budget: float = TIME_BUDGET) -> bytes:
-    """`trial` of a copy-on-write copy of `state` in a forked child; its answer (JSON)."""
+async def trial_in_child(
+    state: ClusterState, partition: str, body: bytes, now: int, *, tick: int, budget: float = TIME_BUDGET, limit: int = _LIMIT, reaped: Callable[[float], None] = lambda seconds: None
+) -> bytes:
+    """The answer (JSON) to the query `body` (`ask_events`) of a copy-on-write copy of `state`,
+    read and tried in a forked child; `reaped` is told the child's CPU seconds once it ended.
+    `TimeoutError` once the child took `budget` seconds (it is killed)."""
     ours, theirs = socket.socketpair()
     with warnings.catch_warnings():
         # Python 3.12 warns that a fork of a threaded process may deadlock in the child: this
@@ -168,7 +212,7 @@ async def trial_in_child(state: ClusterState, partition: str, events: list[Clust
         warnings.simplefilter("ignore", DeprecationWarning)
         pid = os.fork()
     if pid == 0:  # the child
-        _answer_and_exit(theirs, lambda: trial(state, partition, events, now, tick=tick))
+        _answer_and_exit(theirs, lambda: trial(state, partition, ask_events(body, partition, now), now, tick=tick), limit)
     theirs.close()
     try:
         with anyio.fail_after(budget):
@@ -176,25 +220,33 @@ async def trial_in_child(state: ClusterState, partition: str, events: list[Clust
     except TimeoutError:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        return answer_json(TrialRefused(f"the query took longer than {budget:g} s: ask about fewer tasks"))
+        raise
     finally:
         ours.close()
-        _reap(pid)
+        _reap(pid, reaped)
 
 
-def _reap(pid: int) -> None:
-    """Collect the child's exit without waiting for it: the answer goes out first (tearing down
-    the child's copy of the memory takes a few milliseconds)."""
-    done, _ = os.waitpid(pid, os.WNOHANG)
-    if not done:
-        threading.Thread(target=os.waitpid, args=(pid, 0), name=f"reap-{pid}", daemon=True).start()
+def _reap(pid: int, reaped: Callable[[float], None]) -> None:
+    """Collect the child's exit, and its CPU time, without waiting for it: the answer goes out
+    first (tearing down the child's copy of the memory takes a few milliseconds)."""
+
+    def collect(flags: int) -> bool:
+        done, _, usage = os.wait4(pid, flags)
+        if done:
+            reaped(usage.ru_utime + usage.ru_stime)
+        return bool(done)
+
+    if not collect(os.WNOHANG):
+        threading.Thread(target=collect, args=(0,), name=f"reap-{pid}", daemon=True).start()
 
 
-def _answer_and_exit(out: socket.socket, ask: Callable[[], Trial]) -> None:
-    """In the child: no collection (it would touch, and so copy, every page of the state), the
-    default signal handlers (a Ctrl-C ends it quietly), the answer, and out."""
+def _answer_and_exit(out: socket.socket, ask: Callable[[], Trial], limit: int) -> None:
+    """In the child: below the daemon's CPU priority, no collection (it would touch, and so
+    copy, every page of the state), the default signal handlers (a Ctrl-C ends it quietly), the
+    answer, and out."""
     status = 0
     try:
+        os.nice(CHILD_NICENESS)
         gc.disable()
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -204,8 +256,8 @@ def _answer_and_exit(out: socket.socket, ask: Callable[[], Trial]) -> None:
             answer = answer_json(exc)
         except Exception as exc:  # a bug: said to whoever asked, never raised into the daemon's copy
             answer = answer_json(TrialRefused(f"the query failed ({type(exc).__name__}: {exc}); please report it"))
-        if len(answer) > _LIMIT:
-            answer = answer_json(TrialRefused(f"the answer is {len(answer):,} bytes, more than {_LIMIT:,}: ask about fewer tasks"))
+        if len(answer) > limit:
+            answer = answer_json(TrialRefused(f"the answer is {len(answer):,} bytes, more than a reply may be ({limit:,}, NATS's max_payload permitting): ask about fewer tasks"))
         out.setblocking(True)
         out.sendall(answer)
     except BaseException:
@@ -228,37 +280,134 @@ async def _read_all(sock: socket.socket) -> bytes:
         chunks.append(chunk)
 
 
+def asker_of(reply: str) -> str:
+    """Who asks, as far as NATS tells: the reply subject without its last token, the inbox
+    prefix of the asker's connection (`_INBOX.<random>` for nats-py and the Go client)."""
+    return reply.rpartition(".")[0] or reply
+
+
+class Admission:
+    """Whether a query may be answered now, decided before any of it is read: at most `RUNNING`
+    at once, one at a time per asker, and per asker a token bucket of `ASKER_BURST` queries
+    filled at `ASKER_RATE` a second. Times are the caller's (seconds, monotonic)."""
+
+    def __init__(self) -> None:
+        self.running: set[str] = set()  # askers being answered
+        self.budgets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # asker -> (tokens, when counted)
+
+    def admit(self, asker: str, size: int, now: float) -> tuple[str, TrialRefused] | None:
+        """None if the query may go on (then `done` when it ends), or why not, in a word and
+        in a line."""
+        if size > MAX_MESSAGE_BYTES:
+            return "size", TrialRefused(f"the query is {size:,} bytes; the limit is {MAX_MESSAGE_BYTES:,}")
+        if asker in self.running:
+            return "asking", TrialRefused("busy: your previous query is still being answered; ask one at a time")
+        if len(self.running) >= RUNNING:
+            return "busy", TrialRefused(f"busy: {RUNNING} queries are being answered; ask again in a moment")
+        tokens, then = self.budgets.pop(asker, (ASKER_BURST, now))
+        tokens = min(ASKER_BURST, tokens + (now - then) * ASKER_RATE)
+        if tokens < 1:
+            self.budgets[asker] = (tokens, now)
+            return "budget", TrialRefused(f"this connection asked {ASKER_BURST} queries in a burst; it may ask {ASKER_RATE:g} a second: ask again in {(1 - tokens) / ASKER_RATE:.1f} s")
+        self.budgets[asker] = (tokens - 1, now)
+        while len(self.budgets) > _ASKERS_KEPT:
+            self.budgets.popitem(last=False)
+        self.running.add(asker)
+        return None
+
+    def done(self, asker: str) -> None:
+        self.running.discard(asker)
+
+
+class QueryCounts:
+    """Queries asked, answered and refused (by `REFUSALS`), and the children's CPU seconds:
+    since the daemon started, and since the last `said` (the log's line)."""
+
+    def __init__(self, metrics: Metrics | None = None) -> None:
+        self.metrics = metrics
+        self.outcomes: collections.Counter[str] = collections.Counter()
+        self.child_seconds = 0.0
+        self._lock = threading.Lock()  # children are reaped on threads of their own
+        self._said: tuple[collections.Counter[str], float] = (collections.Counter(), 0.0)
+
+    def count(self, outcome: str) -> None:
+        self.outcomes[outcome] += 1
+        if self.metrics is not None:
+            self.metrics.queries.labels(outcome).inc()
+
+    def reaped(self, seconds: float) -> None:
+        with self._lock:
+            self.child_seconds += seconds
+        if self.metrics is not None:
+            self.metrics.query_child_seconds.inc(seconds)
+
+    def since_said(self) -> dict[str, Any] | None:
+        """What changed since the last call, for a line in the log; None if nothing was asked."""
+        with self._lock:
+            seconds = self.child_seconds
+        outcomes, before = self._said
+        new = self.outcomes - outcomes
+        if not new:
+            return None
+        self._said = (self.outcomes.copy(), seconds)
+        refused = {reason: new[reason] for reason in REFUSALS if new[reason]}
+        return {"asked": sum(new.values()), "answered": new["answered"], "refused": sum(refused.values()), **{f"refused_{k}": v for k, v in refused.items()}, "child_cpu_seconds": round(seconds - before, 2)}
+
+
 class Queries:
     """The daemon's answers to queries on the subjects of the partitions it reads."""
 
-    def __init__(self, state: Callable[[], ClusterState], *, tick: int, partitions: tuple[str, ...] | None) -> None:
+    def __init__(
+        self, state: Callable[[], ClusterState], *, tick: int, partitions: tuple[str, ...] | None, metrics: Metrics | None = None, max_payload: int = _LIMIT, budget: float = TIME_BUDGET
+    ) -> None:
         self.state, self.tick, self.partitions = state, tick, partitions
-        self.limiter = anyio.CapacityLimiter(RUNNING)
+        self.admission = Admission()
+        self.counts = QueryCounts(metrics)
+        self.limit = min(_LIMIT, max_payload)
+        self.budget = budget
 
     @property
     def subjects(self) -> list[str]:
         return query_subjects(self.partitions)
 
-    async def answer(self, subject: str, body: bytes) -> bytes:
-        """The reply to one query (a refusal when it cannot be asked, or the daemon is busy);
-        whatever a query does, it ends here, never in the daemon's task group."""
+    async def answer(self, subject: str, body: bytes, reply: str | None = "_INBOX.asker.1") -> bytes | None:
+        """The reply to one query (a refusal when it cannot be asked, or the daemon is busy),
+        or None when there is no one to reply to (`reply`: the asker's reply subject, None if
+        it gave none); whatever a query does, it ends here, never in the daemon's task group."""
+        if reply is None:
+            self.counts.count("no_reply")
+            return None
+        asker = asker_of(reply)
+        refused = self.admission.admit(asker, len(body), time.monotonic())
+        if refused is not None:
+            self.counts.count(refused[0])
+            return answer_json(refused[1])
         try:
-            return await self._answer(subject, body)
+            answer = await self._answer(subject, body)
         except Exception as exc:
             log("query failed", logging.ERROR, error=f"{type(exc).__name__}: {exc}")
+            self.counts.count("refused")
             return answer_json(TrialRefused(f"the query failed ({type(exc).__name__}); please report it"))
+        finally:
+            self.admission.done(asker)
+        return answer
 
     async def _answer(self, subject: str, body: bytes) -> bytes:
         partition = subject.removeprefix(f"{TRY_SUBJECT}.")
-        now = wall_ms()
+        started = time.monotonic()
         try:
-            events = ask_events(body, partition, now)
-        except TrialRefused as exc:
-            return answer_json(exc)
-        if self.limiter.available_tokens < 1:
-            return answer_json(TrialRefused(f"busy: {RUNNING} queries are being answered; ask again in a moment"))
-        async with self.limiter:
-            started = time.monotonic()
-            answer = await trial_in_child(self.state(), partition, events, now, tick=self.tick)
-        log("query answered", logging.DEBUG, partition=partition, events=len(events), ms=round((time.monotonic() - started) * 1000, 1), refused=answer.startswith(b'{"refused"'))
+            answer = await trial_in_child(self.state(), partition, body, wall_ms(), tick=self.tick, budget=self.budget, limit=self.limit, reaped=self.counts.reaped)
+            outcome = "refused" if answer.startswith(b'{"refused"') else "answered"
+        except TimeoutError:
+            answer, outcome = answer_json(TrialRefused(f"the query took longer than {self.budget:g} s: ask about fewer tasks")), "time"
+        seconds = time.monotonic() - started
+        self.counts.count(outcome)
+        log("query answered", logging.DEBUG, partition=partition, bytes=len(body), ms=round(seconds * 1000, 1), outcome=outcome)
         return answer
+
+    def tell(self) -> None:
+        """Say in the log what queries came since the last time, if any (the daemon calls this
+        once a minute), so that a flood of them shows."""
+        said = self.counts.since_said()
+        if said is not None:
+            log("queries", **said)

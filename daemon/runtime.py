@@ -105,7 +105,9 @@ async def _answer_as_standby(settings: Settings, health: Health) -> None:
     except BusError as exc:
         log("standby: not answering queries", logging.WARNING, error=str(exc))
         return
-    async def not_the_writer(subject: str, body: bytes) -> bytes:
+    async def not_the_writer(subject: str, body: bytes, reply: str | None) -> bytes | None:
+        if reply is None:
+            return None
         await anyio.sleep(STANDBY_DELAY)
         writer = health.standby or "the daemon holding the writer's lease"
         return answer_json(TrialRefused(f"not the writer: this daemon is a standby of the log; ask the writer ({writer}), which answers on the same subject"))
@@ -170,12 +172,14 @@ async def _run(settings: Settings, observed: Observed, lease: WriterLease | None
         log("state rebuilt", log_id=store.log_id, seq=state.seq, partitions=len(state.partitions), seconds=round(time.monotonic() - started, 3))
         with _nats(settings) as (url, embedded):
             bus = await Bus.connect(url, access=settings.nats_access)
+            asked: Bus | None = None
             try:
                 await bus.streams.ensure(settings.retention.stream_limits())
                 source, position = await start_position(store, bus, settings.partitions)
                 await publish_unacknowledged_rejections(store, bus, f"{CONSUMER}-{store.log_id}", position)
                 await bus.consumer.subscribe(position + 1, f"{CONSUMER}-{store.log_id}", settings.partitions)
-                daemon = Daemon(settings, store, bus, state, source, observed)
+                asked = await Bus.connect(url, access=settings.nats_access, name="preemptd-queries")
+                daemon = Daemon(settings, store, bus, state, source, observed, asked)
                 if settings.config is not None:
                     for partition in await apply_config_file(settings.config, wall_ms(), state, store):
                         daemon.pacer.touched(partition)
@@ -187,6 +191,8 @@ async def _run(settings: Settings, observed: Observed, lease: WriterLease | None
             finally:
                 with anyio.move_on_after(5, shield=True):
                     await bus.close()
+                    if asked is not None:
+                        await asked.close()
     finally:
         await store.close()
         log("stopped", seq=state.seq if state else None)

@@ -4,13 +4,16 @@ daemon, `publish` and `tail` run as a user runs them, and no secret appears in w
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
+import sqlite3
 import time
 from pathlib import Path
 
+import nats
 import pytest
-from conftest import preemptd
+from conftest import ROOT, preemptd
 from secured_nats import PASSWORD, USER, operator_server, tls_files, tls_password_server
 
 from preemptd.daemon.bus import NatsAccess, redacted, servers
@@ -179,3 +182,97 @@ def test_a_password_rotated_under_a_running_daemon_is_said_not_retried_in_silenc
             time.sleep(0.2)
         assert "old-secret" not in daemon.log_text()
     daemon.stop()
+
+
+# -- who may do what: the README's permissions, as written ----------------------------------------
+
+
+def readme_permissions() -> str:
+    """The nats-server configuration of the README's "Who may do what"."""
+    return (ROOT / "README.md").read_text().split("```conf\n", 1)[1].split("```", 1)[0]
+
+
+ROLES = {"preemptd": "daemon-pa55", "shim": "shim-pa55", "alice": "alice-pa55"}
+
+
+def as_user(user: str, *inbox: str) -> dict[str, str]:
+    return {"PREEMPTD_NATS_USER": user, "PREEMPTD_NATS_PASSWORD": ROLES[user], **({"PREEMPTD_NATS_INBOX_PREFIX": inbox[0]} if inbox else {})}
+
+
+def test_the_readmes_permissions_let_each_role_do_its_part_and_no_more(daemon_factory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the askers' permissions the README gave (subscribe `_INBOX.>`), an asker read every
+    reply on the server, others' answers and JetStream's acknowledgements, and could aim a
+    query's answer at the daemon's inbox. Each user now has an inbox of its own."""
+    for user, password in ROLES.items():
+        monkeypatch.setenv(f"{user.upper()}_PASSWORD", password)
+    conf = tmp_path / "server.conf"
+    conf.write_text(readme_permissions())
+    with EmbeddedNats(tmp_path / "nats", options=["-c", str(conf)]) as server:
+        for name, value in as_user("preemptd", "_INBOX_preemptd").items():
+            monkeypatch.setenv(name, value)
+        daemon = daemon_factory("--nats-url", server.url).start()
+        for name in as_user("preemptd", "_INBOX_preemptd"):
+            monkeypatch.delenv(name)
+        [decision] = publish_and_tail(tmp_path, server.url, env=as_user("shim", "_INBOX_shim"))
+        assert decision["type"] == "decision.allocated" and decision["task"] == "t1"
+
+        query = tmp_path / "query.yaml"
+        query.write_text("- {type: task.submitted, task: q, app: q, queue: root.default, resources: {vcore: 1}}\n")
+        asked = preemptd("try", str(query), "--nats-url", server.url, env=as_user("alice", "_INBOX_alice"))
+        assert asked.returncode == 0 and "q would be allocated on n1" in asked.stdout, asked.stderr
+        refused = preemptd("try", str(query), "--nats-url", server.url, env=as_user("alice"))
+        one_line_refusal(refused, "NATS refused these credentials the subscription their answer comes to", "--nats-inbox-prefix")
+
+        async def snoop() -> list[str]:
+            """What NATS says when alice reads beyond her inbox, or aims an answer at the cluster's events."""
+            denied: list[str] = []
+
+            async def noted(exc: Exception) -> None:
+                denied.append(str(exc))
+
+            nc = await nats.connect(server.url, user="alice", password=ROLES["alice"], inbox_prefix="_INBOX_alice", error_cb=noted)
+            for subject in ("_INBOX.>", "_INBOX_shim.>", "_INBOX_preemptd.>"):
+                await nc.subscribe(subject)
+            await nc.publish("preemptd.try.default", query.read_text().encode(), reply="preemptd.cluster.default.task")
+            await nc.flush()
+            await asyncio.sleep(1)
+            await nc.close()
+            return denied
+
+        denied = asyncio.run(snoop())
+        assert sorted(said.split('"')[1] for said in denied) == ["_inbox.>", "_inbox_preemptd.>", "_inbox_shim.>"], denied
+        time.sleep(1)
+        assert daemon.stop() == 0
+        with sqlite3.connect(daemon.state_dir / "preemptd.db") as db:
+            records = db.execute("select type from log order by seq").fetchall() + db.execute("select reason from dead_letters").fetchall()
+        assert [kind for (kind,) in records] == ["node.upserted", "task.submitted", "clock.ticked", "decision.allocated"], "the answer aimed at the cluster's events went nowhere"
+
+
+class _Arrived:
+    """A message as nats-py hands it to a subscription's callback: data and headers."""
+
+    def __init__(self, data: bytes, headers: dict[str, str] | None = None) -> None:
+        self.data, self.headers = data, headers
+
+
+@pytest.mark.parametrize(
+    ("data", "headers", "taken"),
+    [
+        (b'{"stream": "PREEMPTD_DECISIONS", "seq": 7}', None, True),
+        (b'{"stream": "PREEMPTD_DECISIONS", "seq": 7, "duplicate": true}', None, True),
+        (b'{"error": {"code": 503, "err_code": 10077, "description": "maximum messages exceeded"}}', None, True),
+        (b"", {"Status": "503"}, True),  # no responders: no stream takes the subject
+        (b'{"refused": "busy: 2 queries are being answered"}', None, False),  # a query's answer aimed at the inbox
+        (b'{"seq": 7}', None, False),
+        (b'{"stream": "PREEMPTD_DECISIONS", "seq": 0}', None, False),
+        (b'{"error": "no"}', None, False),
+        (b"", None, False),
+        (b"not json", None, False),
+    ],
+)
+def test_only_jetstreams_answers_count_as_acknowledgements(data: bytes, headers: dict | None, taken: bool) -> None:
+    """A query's reply subject aimed at the daemon's acknowledgement inbox made the publisher
+    take a refusal for JetStream's acknowledgement of a decision."""
+    from preemptd.daemon.bus.publisher import _from_jetstream
+
+    assert _from_jetstream(_Arrived(data, headers)) is taken

@@ -5,6 +5,8 @@ under its configuration or another; nothing is logged, published or folded into 
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import subprocess
 import time
@@ -17,7 +19,7 @@ import yaml
 from conftest import ROOT, preemptd
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from preemptd.daemon.queries import Queries, answer_json, ask_events, trial_in_child
+from preemptd.daemon.queries import ASKER_BURST, ASKER_RATE, CHILD_NICENESS, Admission, Queries, answer_json, ask_events, trial_in_child
 from preemptd.events import Scenario, to_builtins
 from preemptd.projections import ClusterState, LogRecord
 from preemptd.scheduling import TrialRefused, apply, run_cycle, simulate, snapshot, tick_record, trial
@@ -32,9 +34,14 @@ def quickstart_state() -> ClusterState:
     return simulate(scenario).state
 
 
+def team_a_query() -> bytes:
+    """Step 2 of the first session, as a query's body: team a's two tasks."""
+    return json.dumps(yaml.safe_load((EVENTS / "quickstart-2.yaml").read_text())).encode()
+
+
 def team_a() -> list:
-    """Step 2 of the first session, as a query: team a's two tasks."""
-    return ask_events(json.dumps(yaml.safe_load((EVENTS / "quickstart-2.yaml").read_text())).encode(), "default", 4000)
+    """The same, as events."""
+    return ask_events(team_a_query(), "default", 4000)
 
 
 def test_team_as_tasks_would_preempt_one_of_team_bs_each_once_the_delay_has_run_out() -> None:
@@ -50,7 +57,7 @@ def test_team_as_tasks_would_preempt_one_of_team_bs_each_once_the_delay_has_run_
 def test_asking_in_a_forked_child_leaves_the_state_as_it_was() -> None:
     state = quickstart_state()
     before = snapshot(state)
-    answer = json.loads(anyio.run(lambda: trial_in_child(state, "default", team_a(), 4000, tick=1000)))
+    answer = json.loads(anyio.run(lambda: trial_in_child(state, "default", team_a_query(), 4000, tick=1000)))
     assert [d["preemptor"] for d in answer["decisions"]] == ["a-1", "a-2"] and answer["decisions"][0]["when"] == "a delay runs out"
     assert "id" not in answer["decisions"][0], "no id is used"
     assert snapshot(state) == before, "the daemon's state is untouched"
@@ -102,7 +109,7 @@ def test_queries_in_between_change_nothing_the_daemon_logs_or_decides(steps: lis
             events = [{"type": "task.submitted", "task": f"t{n}-{i}", "app": f"app{n}-{queue}", "queue": queue, "resources": {"vcore": size}} for i, (queue, size) in enumerate(tasks)]
             if asking and ask:
                 query = [{**e, "task": f"q-{e['task']}"} for e in events]
-                anyio.run(lambda: trial_in_child(state, "default", ask_events(json.dumps(query).encode(), "default", now), now, tick=1000))
+                anyio.run(lambda: trial_in_child(state, "default", json.dumps(query).encode(), now, tick=1000))
             for event in ask_events(json.dumps(events).encode(), "default", now):
                 record = LogRecord(state.seq + 1, now, event)
                 apply(state, record)
@@ -238,5 +245,67 @@ def test_a_query_that_breaks_the_daemons_side_is_refused_and_never_raised_into_i
         raise RuntimeError("a bug")
 
     queries = Queries(broken, tick=1000, partitions=None)
-    answer = json.loads(anyio.run(lambda: queries.answer("preemptd.try.default", json.dumps(yaml.safe_load((EVENTS / "quickstart-2.yaml").read_text())).encode())))
+    answer = json.loads(anyio.run(lambda: queries.answer("preemptd.try.default", team_a_query(), "_INBOX.asker.1")))
     assert answer == {"refused": "the query failed (RuntimeError); please report it"}
+
+
+# -- what a query costs the daemon ---------------------------------------------------------------
+
+
+def test_queries_are_admitted_before_they_are_read_two_at_once_one_per_asker_within_a_budget() -> None:
+    """16 askers of 1 MiB queries held a probe's decisions for seconds: each query was read on
+    the daemon's loop before it was turned away. Admission decides on who asks and how much,
+    and refuses at once."""
+    admission = Admission()
+    assert admission.admit("_INBOX.a", 100, now=0.0) is None
+    assert admission.admit("_INBOX.a", 100, now=0.0)[0] == "asking", "one at a time per asker"
+    assert admission.admit("_INBOX.b", 100, now=0.0) is None
+    busy = admission.admit("_INBOX.c", 100, now=0.0)
+    assert busy is not None and busy[0] == "busy" and busy[1].reason == "busy: 2 queries are being answered; ask again in a moment"
+    assert admission.admit("_INBOX.c", (1 << 20) + 1, now=0.0)[0] == "size"
+    admission.done("_INBOX.a")
+    admission.done("_INBOX.b")
+    outcomes = []
+    for _ in range(ASKER_BURST + 1):  # a burst, then one a second
+        refused = admission.admit("_INBOX.a", 100, now=1.0)
+        outcomes.append(refused[0] if refused else "asked")
+        admission.done("_INBOX.a")
+    assert outcomes == ["asked"] * ASKER_BURST + ["budget"], "the query asked at 0 s was paid back by 1 s"
+    assert admission.admit("_INBOX.a", 100, now=1.0 + 1 / ASKER_RATE) is None
+
+
+def test_what_queries_became_is_counted_and_the_child_runs_below_the_daemons_priority(monkeypatch: pytest.MonkeyPatch) -> None:
+    from preemptd.daemon import queries as queries_module
+
+    def niceness(*args: object, **kwargs: object) -> None:
+        raise TrialRefused(f"niceness {os.nice(0)}")
+
+    queries = Queries(quickstart_state, tick=1000, partitions=None, budget=0.5)
+
+    async def ask() -> list:
+        answers = [await queries.answer("preemptd.try.default", team_a_query(), "_INBOX.a.1")]
+        answers.append(await queries.answer("preemptd.try.default", b"not json", "_INBOX.a.2"))
+        answers.append(await queries.answer("preemptd.try.default", team_a_query(), None))
+        monkeypatch.setattr(queries_module, "trial", niceness)
+        answers.append(await queries.answer("preemptd.try.default", team_a_query(), "_INBOX.a.3"))
+        monkeypatch.setattr(queries_module, "trial", lambda *args, **kwargs: time.sleep(30))
+        answers.append(await queries.answer("preemptd.try.default", team_a_query(), "_INBOX.a.4"))
+        return answers
+
+    answered, not_json, unanswerable, nice, slow = anyio.run(ask)
+    assert [d["preemptor"] for d in json.loads(answered)["decisions"]] == ["a-1", "a-2"]
+    assert json.loads(not_json)["refused"].startswith("the query is not JSON")
+    assert unanswerable is None, "no reply subject: no one to answer, and no child"
+    assert json.loads(nice) == {"refused": f"niceness {os.nice(0) + CHILD_NICENESS}"}
+    assert json.loads(slow) == {"refused": "the query took longer than 0.5 s: ask about fewer tasks"}
+    assert queries.counts.outcomes == {"answered": 1, "refused": 2, "no_reply": 1, "time": 1}
+    said = queries.counts.since_said()
+    assert said is not None and said["asked"] == 5 and said["refused_time"] == 1 and queries.counts.since_said() is None
+
+
+def test_an_answer_larger_than_nats_carries_is_refused_in_one_line() -> None:
+    """An answer beyond the server's max_payload was dropped by NATS, and the asker waited 10 s
+    for nothing."""
+    queries = Queries(quickstart_state, tick=1000, partitions=None, max_payload=300)
+    answer = json.loads(anyio.run(lambda: queries.answer("preemptd.try.default", team_a_query(), "_INBOX.a.1")))
+    assert re.fullmatch(r"the answer is [\d,]+ bytes, more than a reply may be \(300, NATS's max_payload permitting\): ask about fewer tasks", answer["refused"])

@@ -4,6 +4,7 @@ names what is wrong, and the errors of nats-py said in one line."""
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 import ssl
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ __all__ = ["NATS_ERRORS", "NatsAccess", "check_credentials", "describe", "nats_a
 NATS_ERRORS = (nats.errors.Error, nats.js.errors.Error, asyncio.TimeoutError, OSError)
 
 
+_INBOX_PREFIX = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
 _DEFAULT_PORTS = {"nats": 4222, "tls": 4222, "ws": 80, "wss": 443}
 
 
@@ -73,10 +75,15 @@ class NatsAccess:
     tls_ca: str | None = None  # the CA that signed the server's certificate (default: the system's)
     tls_cert: str | None = None  # a client certificate, for servers that verify clients
     tls_key: str | None = None
+    inbox_prefix: str | None = None  # where replies come (default `_INBOX`): a user's own, where permissions grant each its inbox
 
     def options(self, url: str) -> dict[str, Any]:
         """nats-py's connect options for this access; `BusError` for a file that cannot be used."""
         options: dict[str, Any] = {key: value for key, value in (("user", self.user), ("password", self.password), ("token", self.token)) if value}
+        if self.inbox_prefix:
+            if not _INBOX_PREFIX.fullmatch(self.inbox_prefix):
+                raise BusError(f"--nats-inbox-prefix {self.inbox_prefix!r}: a NATS subject of letters, digits, _ and -, with dots between its tokens (for example _INBOX_alice)")
+            options["inbox_prefix"] = self.inbox_prefix
         if self.creds:
             check_credentials(self.creds)
             options["user_credentials"] = self.creds

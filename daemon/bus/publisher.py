@@ -24,8 +24,10 @@ def _headers(message: Outbound) -> dict[str, str] | None:
 
 
 class _PubAck(msgspec.Struct):
-    """JetStream's answer to a publish: where it stored the message, or its error."""
+    """JetStream's answer to a publish: the stream and position where it stored the message,
+    or its error."""
 
+    stream: str = ""
     seq: int = 0
     duplicate: bool = False
     error: dict[str, Any] | None = None
@@ -40,13 +42,34 @@ def _stored(answer: bytes) -> Stored | str | None:
     no answer, since the daemon makes its streams again on its next start)."""
     if not answer:
         return None
-    try:
-        ack = _pub_ack.decode(answer)
-    except msgspec.DecodeError:
+    ack = _jetstreams(answer)
+    if ack is None:
         return f"JetStream answered {answer[:200]!r}"
     if ack.error is not None:
         return f"JetStream refused it: {ack.error.get('description') or ack.error}"
     return Stored(ack.seq, ack.duplicate)
+
+
+def _jetstreams(answer: bytes) -> _PubAck | None:
+    """`answer` read as JetStream's acknowledgement: a stream and a position, or an error with
+    its code; None for anything else (a message someone else aimed at the inbox)."""
+    try:
+        ack = _pub_ack.decode(answer)
+    except msgspec.DecodeError:
+        return None
+    if ack.error is not None:
+        return ack if isinstance(ack.error.get("code"), int) else None
+    return ack if ack.stream and ack.seq >= 1 else None
+
+
+def _from_jetstream(message: Any) -> bool:
+    """`message` on the acknowledgements' inbox is the server's: JetStream's acknowledgement,
+    or "no responders". Anything else someone aimed there is no one's: the real answer still
+    comes (a query's reply subject pointed at the inbox made a refusal pass for an
+    acknowledgement)."""
+    if not message.data:
+        return bool(message.headers) and message.headers.get("Status") == "503"
+    return _jetstreams(message.data) is not None
 
 
 class Publisher:
@@ -58,6 +81,10 @@ class Publisher:
         self._acks: dict[str, asyncio.Future[bytes]] | None = None  # publishes waiting for JetStream's answer, by reply token
         self._acks_prefix = ""
         self._next_ack = 0
+
+    def inboxes(self) -> list[str]:
+        """The prefix of the inbox JetStream's acknowledgements come to, once there is one."""
+        return [f"{self._acks_prefix}."] if self._acks is not None else []
 
     @property
     def max_payload(self) -> int:
@@ -113,7 +140,7 @@ class Publisher:
 
         async def answered(message: Any) -> None:
             future = self._acks.get(message.subject.rpartition(".")[2])  # type: ignore[union-attr]
-            if future is not None and not future.done():
+            if future is not None and not future.done() and _from_jetstream(message):
                 future.set_result(message.data)
 
         try:

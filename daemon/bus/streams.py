@@ -105,6 +105,8 @@ class Streams:
                 max_age, max_bytes = limits[str(config.name)]
                 config = dataclasses.replace(config, max_age=max_age, max_bytes=max_bytes)
             try:
+                if limits is None and await self._exists(str(config.name)):
+                    continue  # a client needs to read the stream only (permissions may grant no more)
                 try:
                     await self._js.add_stream(config)
                 except nats.js.errors.BadRequestError:
@@ -114,6 +116,13 @@ class Streams:
                 raise BusError(f"cannot create JetStream stream {config.name}: JetStream is not enabled on this NATS server (start nats-server with -js)") from exc
             except NATS_ERRORS as exc:
                 raise BusError(f"cannot create JetStream stream {config.name}: {describe(exc)}") from exc
+
+    async def _exists(self, stream: str) -> bool:
+        try:
+            await self._js.stream_info(stream)
+        except nats.js.errors.NotFoundError:
+            return False
+        return True
 
     async def cluster_stream(self) -> tuple[str, int]:
         """The cluster stream's identity (its creation time: a recreated stream, or another

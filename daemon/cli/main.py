@@ -86,6 +86,7 @@ def _nats_access(args: argparse.Namespace) -> NatsAccess:
         tls_ca=args.nats_tls_ca or env("PREEMPTD_NATS_TLS_CA"),
         tls_cert=args.nats_tls_cert or env("PREEMPTD_NATS_TLS_CERT"),
         tls_key=args.nats_tls_key or env("PREEMPTD_NATS_TLS_KEY"),
+        inbox_prefix=args.nats_inbox_prefix or env("PREEMPTD_NATS_INBOX_PREFIX"),
     )
 
 
@@ -616,6 +617,9 @@ def _nats_security(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nats-tls-ca", metavar="FILE", help="CA certificates that signed the server's (default: $PREEMPTD_NATS_TLS_CA, else the system's)")
     parser.add_argument("--nats-tls-cert", metavar="FILE", help="client certificate, for a server that verifies clients (default: $PREEMPTD_NATS_TLS_CERT)")
     parser.add_argument("--nats-tls-key", metavar="FILE", help="the client certificate's key (default: $PREEMPTD_NATS_TLS_KEY)")
+    parser.add_argument(
+        "--nats-inbox-prefix", metavar="PREFIX", help="where replies come, the user's own where permissions grant each user its inbox (default: $PREEMPTD_NATS_INBOX_PREFIX, else _INBOX)"
+    )
 
 
 _INVALID_CHOICE = re.compile(r"invalid choice: '(.*)' \(choose from (.*)\)$", re.DOTALL)

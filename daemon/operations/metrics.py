@@ -31,6 +31,7 @@ from preemptd.scheduling import curve_unit, model_named
 
 from ..errors import UsageError
 from ..ingest import DEAD_LETTER_KINDS
+from ..queries import REFUSALS
 from .logs import log
 
 __all__ = ["READY_LAG", "Health", "Metrics", "MetricsServer", "Reading", "listen_address", "reading"]
@@ -173,6 +174,10 @@ class Metrics:
             buckets=_SECONDS,
             registry=r,
         )
+        self.queries = Counter("preemptd_queries", "Queries (preemptd try) by what became of them: answered, or refused and why in a word", ["outcome"], registry=r)
+        for outcome in ("answered", *REFUSALS):
+            self.queries.labels(outcome)
+        self.query_child_seconds = Counter("preemptd_query_child_seconds", "CPU seconds the children answering queries took", registry=r)
         self.now = Reading()
         r.register(_ReadingCollector(self))
 

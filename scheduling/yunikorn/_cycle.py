@@ -22,7 +22,6 @@ and preemption when `cycle.may_preempt()` does; the rest come in the next cycles
 
 from __future__ import annotations
 
-
 from preemptd.events import Allocated, Preempted, Resources, Unreserved, Victim
 from preemptd.projections import NodeState, PartitionState, TaskState
 
