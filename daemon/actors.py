@@ -120,7 +120,7 @@ class Daemon:
                 tg.start_soon(self._observe)
                 if self.archivist is not None:
                     tg.start_soon(self.archivist.run)
-                tg.start_soon(functools.partial(self.asked.serve, self.queries.subjects, self.queries.answer, others=(self.bus,)))
+                tg.start_soon(functools.partial(self.asked.serve, self.queries.subjects, self.queries.screen, others=(self.bus,)))
         finally:
             with anyio.move_on_after(30, shield=True):
                 await self._snapshot(reason="shutdown")
@@ -293,6 +293,9 @@ class Daemon:
         boundary = self.settings.retention.closes_segment(self.segment.grown, wall_ms() - (self.segment.began or wall_ms()))
         try:
             size = await save_snapshot(self.store, self.state, boundary=boundary)
+        except StoreError as exc:  # the log out of reach, or no longer this daemon's (a lost lease): said, not a bug
+            log("snapshot not taken: the log holds everything, the next start folds a little more", logging.WARNING, error=str(exc), seq=self.state.seq)
+            return
         except Exception as exc:  # the log holds everything: a snapshot only saves time at start
             log("snapshot failed; the daemon goes on (please report it)", logging.ERROR, error=f"{type(exc).__name__}: {exc}", seq=self.state.seq)
             return

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from preemptd.events import PreemptdError
 
-__all__ = ["BusError", "DaemonError", "EmbeddedNatsError", "StoreError", "UsageError"]
+__all__ = ["BusError", "DaemonError", "EmbeddedNatsError", "LogConflict", "StoreError", "UsageError", "first_leaf"]
 
 
 class DaemonError(PreemptdError):
@@ -15,6 +15,11 @@ class DaemonError(PreemptdError):
 
 class StoreError(DaemonError):
     pass
+
+
+class LogConflict(StoreError):
+    """A write met a row this daemon did not know of (a unique key taken): another writer wrote
+    the log meanwhile. The daemon reads the log again rather than stop (see `runtime`)."""
 
 
 class BusError(DaemonError):
@@ -27,3 +32,9 @@ class EmbeddedNatsError(DaemonError):
 
 class UsageError(DaemonError):
     pass
+
+
+def first_leaf(group: BaseExceptionGroup) -> BaseException:
+    """The first error of a task group's (the rest followed from it)."""
+    leaf = group.exceptions[0]
+    return first_leaf(leaf) if isinstance(leaf, BaseExceptionGroup) else leaf

@@ -25,6 +25,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import gc
+import inspect
 import json
 import logging
 import os
@@ -34,7 +35,7 @@ import threading
 import time
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -287,31 +288,36 @@ def asker_of(reply: str) -> str:
 
 
 class Admission:
-    """Whether a query may be answered now, decided before any of it is read: at most `RUNNING`
-    at once, one at a time per asker, and per asker a token bucket of `ASKER_BURST` queries
-    filled at `ASKER_RATE` a second. Times are the caller's (seconds, monotonic)."""
+    """Whether a query may be answered now, decided before any of it is read: per asker a token
+    bucket of `ASKER_BURST` queries filled at `ASKER_RATE` a second (every query takes a token,
+    refused or not, so that asking again at once when busy empties it), one at a time per asker,
+    at most `RUNNING` at once. An asker beyond its budget is told so once a second; its other
+    queries go unanswered, so that a flood costs the daemon no replies. Times are the caller's
+    (seconds, monotonic)."""
 
     def __init__(self) -> None:
         self.running: set[str] = set()  # askers being answered
-        self.budgets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # asker -> (tokens, when counted)
+        self.budgets: OrderedDict[str, tuple[float, float, float]] = OrderedDict()  # asker -> (tokens, when counted, when told it has none)
 
-    def admit(self, asker: str, size: int, now: float) -> tuple[str, TrialRefused] | None:
-        """None if the query may go on (then `done` when it ends), or why not, in a word and
-        in a line."""
+    def admit(self, asker: str, size: int, now: float) -> tuple[str, TrialRefused | None] | None:
+        """None if the query may go on (then `done` when it ends), or why not: in a word, and
+        in a line for the asker (None: not to be answered)."""
         if size > MAX_MESSAGE_BYTES:
             return "size", TrialRefused(f"the query is {size:,} bytes; the limit is {MAX_MESSAGE_BYTES:,}")
+        tokens, then, told = self.budgets.pop(asker, (ASKER_BURST, now, -1.0))
+        tokens = min(ASKER_BURST, tokens + (now - then) * ASKER_RATE)
+        if tokens < 1:
+            say = now - told >= 1
+            self.budgets[asker] = (tokens, now, now if say else told)
+            why = f"this connection asked {ASKER_BURST} queries in a burst; it may ask {ASKER_RATE:g} a second: ask again in {(1 - tokens) / ASKER_RATE:.1f} s (queries asked meanwhile are not answered)"
+            return "budget", TrialRefused(why) if say else None
+        self.budgets[asker] = (tokens - 1, now, told)
+        while len(self.budgets) > _ASKERS_KEPT:
+            self.budgets.popitem(last=False)
         if asker in self.running:
             return "asking", TrialRefused("busy: your previous query is still being answered; ask one at a time")
         if len(self.running) >= RUNNING:
             return "busy", TrialRefused(f"busy: {RUNNING} queries are being answered; ask again in a moment")
-        tokens, then = self.budgets.pop(asker, (ASKER_BURST, now))
-        tokens = min(ASKER_BURST, tokens + (now - then) * ASKER_RATE)
-        if tokens < 1:
-            self.budgets[asker] = (tokens, now)
-            return "budget", TrialRefused(f"this connection asked {ASKER_BURST} queries in a burst; it may ask {ASKER_RATE:g} a second: ask again in {(1 - tokens) / ASKER_RATE:.1f} s")
-        self.budgets[asker] = (tokens - 1, now)
-        while len(self.budgets) > _ASKERS_KEPT:
-            self.budgets.popitem(last=False)
         self.running.add(asker)
         return None
 
@@ -370,10 +376,11 @@ class Queries:
     def subjects(self) -> list[str]:
         return query_subjects(self.partitions)
 
-    async def answer(self, subject: str, body: bytes, reply: str | None = "_INBOX.asker.1") -> bytes | None:
-        """The reply to one query (a refusal when it cannot be asked, or the daemon is busy),
-        or None when there is no one to reply to (`reply`: the asker's reply subject, None if
-        it gave none); whatever a query does, it ends here, never in the daemon's task group."""
+    def screen(self, subject: str, body: bytes, reply: str | None) -> bytes | None | Awaitable[bytes | None]:
+        """A query's fate, decided at once on the loop (no task, nothing awaited: a flood of
+        them costs the least it can): a refusal, None when it is not to be answered (`reply`:
+        the asker's reply subject, None if it gave none, or an asker beyond its budget), or for
+        an admitted query the awaitable of its answer."""
         if reply is None:
             self.counts.count("no_reply")
             return None
@@ -381,16 +388,25 @@ class Queries:
         refused = self.admission.admit(asker, len(body), time.monotonic())
         if refused is not None:
             self.counts.count(refused[0])
-            return answer_json(refused[1])
+            return None if refused[1] is None else answer_json(refused[1])
+        return self._admitted(asker, subject, body)
+
+    async def answer(self, subject: str, body: bytes, reply: str | None = "_INBOX.asker.1") -> bytes | None:
+        """The reply to one query, as `screen` decides it and then answered."""
+        screened = self.screen(subject, body, reply)
+        return await screened if inspect.isawaitable(screened) else screened
+
+    async def _admitted(self, asker: str, subject: str, body: bytes) -> bytes:
+        """An admitted query's answer: whatever it does, it ends here, never in the daemon's
+        task group."""
         try:
-            answer = await self._answer(subject, body)
+            return await self._answer(subject, body)
         except Exception as exc:
             log("query failed", logging.ERROR, error=f"{type(exc).__name__}: {exc}")
             self.counts.count("refused")
             return answer_json(TrialRefused(f"the query failed ({type(exc).__name__}); please report it"))
         finally:
             self.admission.done(asker)
-        return answer
 
     async def _answer(self, subject: str, body: bytes) -> bytes:
         partition = subject.removeprefix(f"{TRY_SUBJECT}.")

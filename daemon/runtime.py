@@ -26,7 +26,7 @@ from .bus import Bus, EmbeddedNats, keep_running, reachable, redacted
 from .clock import wall_ms
 from .config_file import apply_config_file, check_config_file
 from .early import early_stops
-from .errors import BusError, StoreError, UsageError
+from .errors import BusError, LogConflict, StoreError, UsageError, first_leaf
 from .log.database import database_url, shown_url
 from .log.history import fold_log, restored, save_snapshot
 from .log.lease import WriterLease
@@ -43,6 +43,7 @@ from .settings import Settings
 __all__ = ["Settings", "run"]
 
 _LEASE_CHECK_SECONDS = 1.0  # how often a PostgreSQL log's writer checks that its lease holds
+_CONFLICTS_TAKEN = 3  # how many times a daemon reads the log again after another writer's row
 
 
 async def run(settings: Settings) -> None:
@@ -63,7 +64,7 @@ async def run(settings: Settings) -> None:
                 async with _sole_writer(settings, observed.health) as lease, anyio.create_task_group() as writing:
                     if lease is not None:
                         writing.start_soon(_keep, lease)
-                    await _run(settings, observed, lease)
+                    await _run_again_on_conflict(settings, observed, lease)
                     writing.cancel_scope.cancel()
         tg.cancel_scope.cancel()
 
@@ -158,6 +159,22 @@ def _stopping_already(signum: int, frame: object) -> None:
     and a log or nats-server left half-closed). Written straight to stderr: a signal handler
     must not take the logging lock the interrupted code may hold."""
     os.write(2, f"preemptd: stopping already ({signal.Signals(signum).name} again): the log is closed and nats-server stopped in a moment\n".encode())
+
+
+async def _run_again_on_conflict(settings: Settings, observed: Observed, lease: WriterLease | None) -> None:
+    """`_run`, started again from the log when a write meets a row another writer wrote (a
+    previous writer's write that landed late): the state is rebuilt with it, and what this
+    daemon did not commit is delivered again. Not for ever: a log written beside it all the
+    time is another daemon's, and stops it."""
+    for met in range(_CONFLICTS_TAKEN + 1):
+        try:
+            await _run(settings, observed, lease)
+            return
+        except* LogConflict as group:
+            if met == _CONFLICTS_TAKEN:
+                raise
+            conflict = first_leaf(group)
+        log("a write met a row another writer wrote: reading the log again", logging.WARNING, error=str(conflict))
 
 
 async def _run(settings: Settings, observed: Observed, lease: WriterLease | None = None) -> None:

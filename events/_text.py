@@ -1,11 +1,24 @@
-"""Text cut to a size: what a shim or a user sends may be of any size, and a refusal quotes it."""
+"""Text from shims, made safe to show: cut to a size (what a shim or a user sends may be of any
+size, and a refusal quotes it), and with what could act on a terminal escaped."""
 
 from __future__ import annotations
 
 import reprlib
+import unicodedata
 from typing import Any
 
-__all__ = ["cut_text", "shown"]
+__all__ = ["cut_text", "printable", "shown"]
+
+# Controls (C0, DEL, C1), format characters (bidirectional overrides and isolates, zero-width
+# characters) and line and paragraph separators: shown as escapes, never sent to the terminal.
+_UNSAFE = {"Cc", "Cf", "Zl", "Zp"}
+
+
+def printable(text: str) -> str:
+    """`text` with every character that could act on a terminal escaped (`\x1b`, `\u202e`)."""
+    if text.isascii() and text.isprintable():
+        return text
+    return "".join(repr(ch)[1:-1] if unicodedata.category(ch) in _UNSAFE else ch for ch in text)
 
 
 def cut_text(text: str, chars: int) -> str:

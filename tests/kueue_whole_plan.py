@@ -11,6 +11,7 @@ from typing import NamedTuple
 from preemptd.events import Admitted, Evicted, format_human
 from preemptd.scheduling._model import Cycle, bounded
 from preemptd.scheduling.kueue._assign import Assignment, Mode, assign
+from preemptd.scheduling.kueue._backlog import gist
 from preemptd.scheduling.kueue._classic import CycleMemo, Plan, Search, classic, reason_text
 from preemptd.scheduling.kueue._config import ClusterQueue, KueueConfig
 from preemptd.scheduling.kueue._fair import NO_SHARE, Share, fair, share
@@ -77,7 +78,7 @@ class _Admission:
                 borrows, share = self.ranks[workload.id] = self._rank(workload)
             else:
                 outcome = self.blocked[workload.id] = self.earlier[workload.id]
-                if tasks[workload.first_task].blocked == outcome.reasons:
+                if gist(tasks[workload.first_task].blocked) == gist(outcome.reasons):
                     continue  # told already, and nothing could change it
                 borrows, share = outcome.borrows, outcome.share
             ranked.append((not workload.preempting, turn, borrows, share, index, workload))
@@ -117,7 +118,7 @@ class _Admission:
     def _consider(self, workload: Workload) -> None:
         outcome = self.blocked.get(workload.id)
         if outcome is not None:
-            self.cycle.block(self.cycle.partition.tasks[workload.first_task], app=workload.id, queue=workload.queue, reasons=outcome.reasons)
+            self._tell(workload, outcome.reasons)
             return None
         queue, node = self.config.cluster_queues[workload.queue], self.tree.queues.get(workload.queue)
         if node is None:
@@ -179,7 +180,13 @@ class _Admission:
         budget), and keep how this cycle found it for the next ones."""
         borrows, share = self.ranks[workload.id]
         self.blocked[workload.id] = Outcome(borrows, share, bounded(reasons))
-        self.cycle.block(self.cycle.partition.tasks[workload.first_task], app=workload.id, queue=workload.queue, reasons=reasons)
+        self._tell(workload, reasons)
+
+    def _tell(self, workload: Workload, reasons: tuple[str, ...]) -> None:
+        """`Cycle.block`, when the reasons' gist changed (as the kept backlog tells)."""
+        task = self.cycle.partition.tasks[workload.first_task]
+        if gist(bounded(reasons)) != gist(task.blocked):
+            self.cycle.block(task, app=workload.id, queue=workload.queue, reasons=reasons)
 
 
 class Outcome(NamedTuple):

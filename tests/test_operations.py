@@ -7,6 +7,7 @@ import itertools
 import json
 import socket
 import sqlite3
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -22,7 +23,7 @@ from test_daemon import count, event, publish, read, wait_for
 from preemptd.daemon.bus import Reader
 from preemptd.daemon.bus.embedded import EmbeddedNats, free_port
 from preemptd.daemon.errors import UsageError
-from preemptd.daemon.operations.metrics import READY_LAG, Health, listen_address, reading
+from preemptd.daemon.operations.metrics import READY_LAG, Health, Metrics, MetricsServer, Reading, listen_address, reading
 from preemptd.daemon.position import _check_claims
 from preemptd.daemon.records import DECISION_STREAM, Outbound, cluster_subject
 
@@ -254,3 +255,57 @@ def test_the_per_queue_gauges_name_the_busiest_queues_and_sum_the_rest() -> None
     guaranteed = sum(amount for what, _, queue, _, amount in now.queues if what == "guaranteed" and queue not in ("root", OTHER))
     other = next(amount for what, _, queue, _, amount in now.queues if what == "guaranteed" and queue == OTHER)
     assert guaranteed + other == 2000, "every leaf counted once, by name or in (other)"
+
+
+def test_scrapers_in_a_loop_starve_neither_health_nor_the_daemon(monkeypatch: pytest.MonkeyPatch) -> None:
+    """96 clients scraping /metrics in a loop left /healthz answering 1 try in 52 (a liveness
+    probe would restart a healthy daemon) and rendered the exposition back to back. Health has
+    connections of its own; the exposition is rendered at most once a second and shared; a
+    client beyond its budget is told so at once."""
+    from preemptd.daemon.operations import metrics as metrics_module
+
+    renders = []
+    render = metrics_module.generate_latest
+    monkeypatch.setattr(metrics_module, "generate_latest", lambda registry: renders.append(1) or render(registry))
+    health, seconds = Health(), 3.0
+    health.rebuilt = health.connected = True
+    health.lag = 0
+    statuses: Counter = Counter()
+    probes: list[int] = []
+    with MetricsServer(("127.0.0.1", 0), Metrics(), health) as server:
+        until = time.monotonic() + seconds
+
+        def scrape() -> None:
+            while time.monotonic() < until:
+                try:
+                    statuses[get(f"{server.url}/metrics")[0]] += 1
+                except OSError:
+                    statuses["refused"] += 1
+
+        def probe() -> None:
+            while time.monotonic() < until:
+                probes.append(get(f"{server.url}/healthz")[0])
+                time.sleep(0.05)
+
+        threads = [threading.Thread(target=scrape) for _ in range(96)] + [threading.Thread(target=probe)]
+        started = time.monotonic()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        took = time.monotonic() - started
+    assert probes and set(probes) == {200}, f"every health probe answered: {Counter(probes)}"
+    assert statuses[200] >= 1 and statuses[429] > statuses[200], statuses
+    assert len(renders) <= took / metrics_module.EXPOSITION_EVERY + 1, f"{len(renders)} renders in {took:.1f} s"
+
+
+def test_names_from_shims_reach_the_metrics_page_escaped() -> None:
+    """A queue or resource name is free-form: raw ESC and U+202E reached /metrics, and whoever
+    read the page in a terminal."""
+    from prometheus_client import generate_latest
+
+    metrics = Metrics()
+    metrics.now = Reading(queues=(("allocated", "default", "root.\x1b[31mred", "gpu\u202eevil", 1.0),))
+    page = generate_latest(metrics.registry).decode()
+    assert "\x1b" not in page and "\u202e" not in page
+    assert 'queue="root.\\\\x1b[31mred",resource="gpu\\\\u202eevil"' in page, [line for line in page.splitlines() if "red" in line]

@@ -21,6 +21,9 @@ from preemptd.daemon.records import DECISION_STREAM, Outbound
 
 pytestmark = pytest.mark.slow
 
+#: The writer's lease among the advisory locks of pg_locks: its key (b"preemptd" >> 1), on this test's database.
+LEASE = "classid = 943272626 and objid = 3065526834 and database = (select oid from pg_database where datname = current_database())"
+
 
 def scalar(url: str, sql: str) -> int:
     return postgres(url, sql)[0][0]
@@ -117,11 +120,14 @@ def test_a_second_daemon_on_a_sqlite_log_is_still_refused(daemon_factory, tmp_pa
 
 def test_a_writer_that_loses_its_lease_stops_rather_than_write_beside_a_standby(postgres_log: str, daemon_factory) -> None:
     writer = daemon_factory("--db", postgres_log).start()
-    holders = "select pid from pg_locks where locktype = 'advisory' and granted"
+    writer.publish("- {type: node.upserted, node: n1, capacity: {vcore: 4}}\n")  # a state its stop would snapshot
+    wait_for(lambda: scalar(postgres_log, "select count(*) from log") == 1, what="the node in the log")
+    holders = f"select pid from pg_locks where locktype = 'advisory' and granted and {LEASE}"
     assert len(postgres(postgres_log, holders)) == 1
-    postgres(postgres_log, "select pg_terminate_backend(pid) from pg_locks where locktype = 'advisory' and granted")
+    postgres(postgres_log, f"select pg_terminate_backend(pid) from pg_locks where locktype = 'advisory' and granted and {LEASE}")
     assert writer.process.wait(timeout=30) == 2
     assert "stopping: the writer's lease is lost" in writer.log_text()
+    assert "snapshot not taken" in writer.log_text() and "please report" not in writer.log_text(), "a fenced snapshot is no bug"
     assert "the database ended the session (terminated by an administrator or a standby" in writer.log_text(), "not asyncpg's 'cannot switch to state 15'"
 
 
@@ -190,3 +196,69 @@ def test_a_standby_says_it_is_not_the_writer_and_the_writer_answers_first(postgr
     assert len(replies) == 2 and "decisions" in replies[0], replies
     assert replies[1]["refused"].startswith("not the writer: this daemon is a standby of the log; ask the writer (preemptd pid"), replies[1]
     assert writer.stop() == 0
+
+
+def test_a_write_past_its_check_never_lands_after_a_standby_took_over(postgres_log: str, nats_server: EmbeddedNats, daemon_factory, tmp_path: Path) -> None:
+    """A writer's commit passed its lease check, then waited on a lock; meanwhile its lease
+    ended and the standby took over. The commit landed 5 s later, and the standby died on a
+    duplicate key. Now the standby ends that write before it reads the log: the event the old
+    writer did not commit is delivered again and the standby decides it, once."""
+    writer = daemon_factory("--db", postgres_log, "--nats-url", nats_server.url, state_dir=tmp_path / "writer").start()
+    standby = daemon_factory("--db", postgres_log, "--nats-url", nats_server.url, state_dir=tmp_path / "standby").launch()
+    wait_for(lambda: "standby: another daemon writes this log" in standby.log_text(), what="the second daemon to wait")
+    writer.publish("- {type: node.upserted, node: n1, capacity: {vcore: 4}}\n")
+    wait_for(lambda: scalar(postgres_log, "select count(*) from log") >= 1, what="the writer to commit")
+
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_the_log() -> None:  # a transaction of someone else's, in the writer's way
+        async def run() -> None:
+            import asyncpg
+
+            connection = await asyncpg.connect(postgres_log)
+            async with connection.transaction():
+                await connection.execute("LOCK TABLE log IN EXCLUSIVE MODE")
+                locked.set()
+                await anyio.to_thread.run_sync(release.wait)
+            await connection.close()
+
+        anyio.run(run)
+
+    holder = threading.Thread(target=hold_the_log)
+    holder.start()
+    assert locked.wait(10)
+    anyio.run(publish, nats_server.url, [event("task.submitted", "waits", task="waits", app="a", queue="root.default", resources={"vcore": 1})])
+    waiting = "select count(*) from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and application_name like 'preemptd%'"
+    wait_for(lambda: scalar(postgres_log, waiting) >= 1, what="the writer's commit to wait, past its check")
+    assert postgres(postgres_log, f"select pg_terminate_backend(pid) from pg_locks where locktype = 'advisory' and granted and {LEASE}")  # only the lease's connection ends
+    standby.listening(timeout=60)
+    release.set()
+    holder.join()
+
+    anyio.run(publish, nats_server.url, [event("task.submitted", "after", task="after", app="a", queue="root.default", resources={"vcore": 1})])
+    allocated = "select count(*) from log where type = 'decision.allocated'"
+    wait_for(lambda: scalar(postgres_log, allocated) == 2, what="the standby to decide both tasks")
+    assert scalar(postgres_log, "select count(*) from log where type = 'task.submitted'") == 2, "each event once"
+    assert writer.process.wait(timeout=30) == 2
+    assert "a write of the previous writer was still open: ended it before taking over" in standby.log_text()
+    assert "another writer wrote" not in standby.log_text(), "the old write never landed"
+    assert standby.process.poll() is None and standby.stop() == 0
+
+
+def test_a_daemon_that_meets_a_row_it_did_not_write_reads_the_log_again(postgres_log: str, daemon_factory) -> None:
+    """A row written beside the daemon (whatever wrote it) took the position of its next
+    write: the daemon died on a duplicate key, leaving no writer. It now reads the log again,
+    with that row, and decides what was delivered again."""
+    daemon = daemon_factory("--db", postgres_log).start()
+    daemon.publish("- {type: node.upserted, node: n1, capacity: {vcore: 4}}\n")
+    wait_for(lambda: scalar(postgres_log, "select count(*) from log") == 1, what="the node in the log")
+    postgres(
+        postgres_log,
+        "insert into log (seq, event_id, type, partition, ts, received, stream_seq, payload) "
+        "select seq + 1, 'beside-' || event_id, type, partition, ts, received, null, payload from log",
+    )
+    daemon.publish("- {type: task.submitted, task: t, app: a, queue: root.default, resources: {vcore: 1}}\n")
+    wait_for(lambda: scalar(postgres_log, "select count(*) from log where type = 'decision.allocated'") == 1, what="the task decided")
+    assert "a write met a row another writer wrote: reading the log again" in daemon.log_text()
+    assert scalar(postgres_log, "select count(*) from log where type = 'task.submitted'") == 1
+    assert daemon.stop() == 0

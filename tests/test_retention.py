@@ -17,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 from conftest import ROOT, preemptd
 from sqlalchemy.ext.asyncio import create_async_engine
-from test_daemon import wait_for
+from test_daemon import event, publish, wait_for
 
 from preemptd.daemon.log.archive import DAY, Archivist, Retention
 from preemptd.daemon.log.database import database_url
@@ -160,6 +160,29 @@ def test_an_archive_moved_elsewhere_is_read_from_where_it_is_now(archived_log: P
     assert lost.returncode != 0 and "give the archive's place with --archive" in lost.stderr, lost.stderr
     found = preemptd("replay", "--db", str(archived_log), "--quiet", "--archive", str(moved))
     assert found.returncode == 0 and "all 23 decisions reproduced" in found.stdout, found.stderr
+    query = tmp_path / "query.yaml"
+    query.write_text("- {type: task.submitted, task: asked, app: asked, queue: root.normal.queue-1, resources: {vcore: 1}}\n")
+    asked = preemptd("try", str(query), "--db", str(archived_log), "--at", "40", "--archive", str(moved), "--json")
+    assert asked.returncode == 0 and json.loads(asked.stdout)["seq"] == 40, asked.stderr
+
+
+@pytest.mark.parametrize("damage", ["flipped", "cut short", "a line that is not a record"])
+def test_a_damaged_archived_segment_is_one_line_naming_it(archived_log: Path, tmp_path: Path, damage: str) -> None:
+    """A corrupted segment gave a traceback of 37 to 51 lines that did not name the file."""
+    segment = sorted((tmp_path / "archive").iterdir())[1]  # 31..60: what `state --at 40` reads
+    data = segment.read_bytes()
+    if damage == "flipped":
+        data = data[:200] + bytes(b ^ 0x55 for b in data[200:400]) + data[400:]
+    elif damage == "cut short":
+        data = data[: len(data) // 2]
+    else:
+        lines = gzip.decompress(data).split(b"\n")
+        data = gzip.compress(b"\n".join([*lines[:3], b'{"seq": "not a number"}', *lines[3:]]))
+    segment.write_bytes(data)
+    for command in (["replay", "--quiet"], ["state", "--at", "40"]):
+        result = preemptd(*command, "--db", str(archived_log))
+        assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert f"the archived segment {segment} is damaged" in result.stderr
 
 
 @pytest.mark.slow
@@ -170,7 +193,7 @@ def test_a_running_daemon_archives_drops_and_still_replays_everything(nats_serve
     archive = tmp_path / "archive"
     daemon = daemon_factory("--nats-url", nats_server.url, "--archive", str(archive), "--retain", "1s", "--retain-bytes", "64Mi", "--snapshot-every", "100").start()
     nodes = "".join(f"- {{type: node.upserted, node: n{n}, capacity: {{vcore: 100}}}}\n" for n in range(4))
-    tasks = lambda first, count: "".join(f"- {{type: task.submitted, task: t{i}, app: a{i // 10}, queue: root.default, resources: {{vcore: 1}}}}\n" for i in range(first, first + count))  # noqa: E731
+    tasks = lambda first, count: "".join(f"- {{type: task.submitted, id: s{i}, task: t{i}, app: a{i // 10}, queue: root.default, resources: {{vcore: 1}}}}\n" for i in range(first, first + count))  # noqa: E731
     daemon.publish(nodes + tasks(0, 300))
     for wave in (1, 2):  # the snapshot after each wave closes a segment (it spans more than 1/8 s)
         daemon.decisions_until(lambda found: len(found) >= 200 + 100 * wave)
@@ -179,8 +202,12 @@ def test_a_running_daemon_archives_drops_and_still_replays_everything(nats_serve
     daemon.decisions_until(lambda found: len(found) >= 500)
     db = daemon.state_dir / "preemptd.db"
     wait_for(lambda: "segment dropped from the live log" in daemon.log_text(), what="a segment dropped")
+    again = [event("task.submitted", f"s{i}", msg_id=f"again-{i}", task=f"t{i}", app=f"a{i // 10}", queue="root.default", resources={"vcore": 1}) for i in range(20)]
+    anyio.run(publish, nats_server.url, again)  # sent again after NATS' de-duplication window (a new Nats-Msg-Id) and after their rows left the live log
+    duplicates = "select count(*) from dead_letters where reason like 'duplicate id %'"
+    wait_for(lambda: sqlite3.connect(daemon.state_dir / "preemptd.db").execute(duplicates).fetchone()[0] == 20, what="20 duplicates")
     assert daemon.stop() == 0
-    decided = 500  # each task allocated
+    decided = 500  # each task allocated, once
     with sqlite3.connect(db) as conn:
         segments = conn.execute("select first, last, location, dropped from segments order by first").fetchall()
         live_from = conn.execute("select min(seq) from log").fetchone()[0]
@@ -264,3 +291,66 @@ async def test_a_drop_cut_short_by_a_stop_leaves_one_history_and_is_finished_lat
         assert [r.seq async for page in records(store) for r in page] == whole
     finally:
         await store.close()
+
+
+async def test_the_ids_of_events_that_left_the_live_log_are_known_for_ever(log_target: str, tmp_path: Path) -> None:
+    """Ids were de-duplicated against the live log only: events sent again once their segment
+    left it were taken as new (20 finished tasks created and allocated again). The ids of a
+    dropped segment are kept with the live log, and found as the live ones are."""
+    store = await _log_cut_at(log_target, tmp_path)
+    try:
+        rows = [(seq, event_id) async for page in store.rows(1, 104) for seq, event_id, *_ in page]
+        archivist = Archivist(store, Retention(str(tmp_path / "archive"), bytes=1))
+        await archivist.archive_closed()
+        await archivist.drop_expired(now=0)
+        assert await store.first_live_seq() == 91
+        shims = {event_id: seq for seq, event_id in rows if not event_id.startswith(store.log_id + ":")}
+        assert any(seq <= 90 for seq in shims.values())
+        assert await store.known_event_ids([*shims, "never-sent"]) == shims, "archived and live ids alike, at their positions"
+        assert await store.ids_retired_through() == 90
+    finally:
+        await store.close()
+    reopened = await Store.open(log_target)
+    try:
+        assert await reopened.known_event_ids(list(shims)[:3]) == dict(list(shims.items())[:3]), "known after a restart"
+    finally:
+        await reopened.close()
+
+
+async def test_a_log_dropped_before_ids_were_kept_reads_them_back_from_its_archive(tmp_path: Path) -> None:
+    """A log whose segments left before schema 0005 kept no ids: the archivist reads them back
+    from the segments' files, once."""
+    target = str(tmp_path / "log.db")
+    store = await _log_cut_at(target, tmp_path)
+    try:
+        archivist = Archivist(store, Retention(str(tmp_path / "archive"), bytes=1))
+        await archivist.archive_closed()
+        await archivist.drop_expired(now=0)
+        with sqlite3.connect(target) as conn:  # as a log dropped by the version before
+            conn.execute("delete from retired_ids")
+            conn.execute("delete from meta where key = 'ids_retired_through'")
+        old_id = next(line["event_id"] for line in _lines(min((tmp_path / "archive").iterdir()))[2:] if ":" not in line["event_id"])
+        assert await store.known_event_ids([old_id]) == {}
+        await archivist.keep_archived_ids()
+        assert list(await store.known_event_ids([old_id])) == [old_id]
+        assert await store.ids_retired_through() == 90
+    finally:
+        await store.close()
+
+
+def test_a_kept_id_costs_about_twenty_bytes(tmp_path: Path) -> None:
+    """Bounded: kept as a 64-bit hash and its position, in a table without row ids."""
+    target = tmp_path / "log.db"
+
+    async def kept() -> None:
+        store = await Store.open(str(target))
+        try:
+            for start in range(0, 200_000, 20_000):
+                await store.retire([(f"{start + i:08d}-{'x' * 30}", start + i) for i in range(20_000)], start, start + 20_000)
+        finally:
+            await store.close()
+
+    anyio.run(kept)
+    with sqlite3.connect(target) as conn:
+        size = conn.execute("select sum(pgsize) from dbstat where name = 'retired_ids'").fetchone()[0]
+    assert size / 200_000 <= 24, f"{size / 200_000:.1f} bytes per id"

@@ -263,15 +263,20 @@ def test_queries_are_admitted_before_they_are_read_two_at_once_one_per_asker_wit
     busy = admission.admit("_INBOX.c", 100, now=0.0)
     assert busy is not None and busy[0] == "busy" and busy[1].reason == "busy: 2 queries are being answered; ask again in a moment"
     assert admission.admit("_INBOX.c", (1 << 20) + 1, now=0.0)[0] == "size"
+    for _ in range(ASKER_BURST - 1):  # asking again at once while busy spends the budget too (the first busy spent one)
+        admission.admit("_INBOX.c", 100, now=0.0)
+    over = admission.admit("_INBOX.c", 100, now=0.0)
+    assert over is not None and over[0] == "budget" and over[1] is not None and over[1].reason.startswith("this connection asked 10 queries in a burst")
+    assert admission.admit("_INBOX.c", 100, now=0.5) == ("budget", None), "told once a second; the rest go unanswered"
     admission.done("_INBOX.a")
     admission.done("_INBOX.b")
     outcomes = []
     for _ in range(ASKER_BURST + 1):  # a burst, then one a second
-        refused = admission.admit("_INBOX.a", 100, now=1.0)
+        refused = admission.admit("_INBOX.d", 100, now=1.0)
         outcomes.append(refused[0] if refused else "asked")
-        admission.done("_INBOX.a")
-    assert outcomes == ["asked"] * ASKER_BURST + ["budget"], "the query asked at 0 s was paid back by 1 s"
-    assert admission.admit("_INBOX.a", 100, now=1.0 + 1 / ASKER_RATE) is None
+        admission.done("_INBOX.d")
+    assert outcomes == ["asked"] * ASKER_BURST + ["budget"]
+    assert admission.admit("_INBOX.d", 100, now=1.0 + 1 / ASKER_RATE) is None
 
 
 def test_what_queries_became_is_counted_and_the_child_runs_below_the_daemons_priority(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -309,3 +314,44 @@ def test_an_answer_larger_than_nats_carries_is_refused_in_one_line() -> None:
     queries = Queries(quickstart_state, tick=1000, partitions=None, max_payload=300)
     answer = json.loads(anyio.run(lambda: queries.answer("preemptd.try.default", team_a_query(), "_INBOX.a.1")))
     assert re.fullmatch(r"the answer is [\d,]+ bytes, more than a reply may be \(300, NATS's max_payload permitting\): ask about fewer tasks", answer["refused"])
+
+
+@pytest.mark.parametrize("count, size", [(6_000, 2), (64, (1 << 20) - 1024)], ids=["many small", "1 MiB ones"])
+def test_a_flood_of_requests_is_read_at_most_so_many_a_second_then_answered_again(nats_server, caplog: pytest.LogCaptureFixture, count: int, size: int) -> None:
+    """Publishers that never wait for a reply sent 12,000 queries a second, and reading them
+    alone held the daemon's decisions 200 ms. Past `REQUESTS_PER_SECOND` within a second the
+    subscription pauses for the rest of it (NATS drops what comes meanwhile, unread); then
+    queries are answered again."""
+    import nats
+
+    from preemptd.daemon.bus import Bus
+    from preemptd.daemon.bus.connection import REQUEST_BYTES_PER_SECOND, REQUESTS_PER_SECOND
+
+    screened: list[str | None] = []
+
+    def screen(subject: str, body: bytes, reply: str | None) -> bytes | None:
+        screened.append(reply)
+        return b"answered" if reply is not None else None
+
+    async def flood() -> bytes:
+        bus = await Bus.connect(nats_server.url, name="serving")
+        flooder = await nats.connect(nats_server.url)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(bus.serve, ["preemptd.try.default"], screen)
+                await anyio.sleep(0.2)
+                for _ in range(count):
+                    await flooder.publish("preemptd.try.default", b"x" * size)
+                await flooder.flush()
+                await anyio.sleep(1.2)  # the pause is over
+                answer = (await flooder.request("preemptd.try.default", b"[]", timeout=5)).data
+                tg.cancel_scope.cancel()
+            return answer
+        finally:
+            await flooder.close()
+            await bus.close()
+
+    with caplog.at_level("WARNING"):
+        assert anyio.run(flood) == b"answered"
+    assert len(screened) == 1 + min(REQUESTS_PER_SECOND, REQUEST_BYTES_PER_SECOND // size), "the flood read up to the limit (the rest dropped unread), then the request"
+    assert "requests paused: more than the daemon reads a second came" in caplog.text

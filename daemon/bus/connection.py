@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -27,6 +28,13 @@ __all__ = ["Bus"]
 _REFUSAL_EVERY = 30.0  # seconds between the lines that say NATS refuses a reconnection
 _INBOXES = "_INBOX"  # what an asker's reply subject starts with: `_INBOX.` by default, `_INBOX_<user>.` with a prefix of its own
 _PENDING_BYTES = 16 * 1024 * 1024  # requests waiting to be taken up, per subscription (nats-py's default: 64 MiB)
+#: Requests (and their bytes) read a second, per subject, before the subscription pauses for
+#: the rest of the second: publishers that never wait for a reply sent 12,000 a second (or
+#: 320 MB a second of 1 MiB ones), and reading them alone held decisions 200 ms. While paused,
+#: NATS sees no interest and drops them unread.
+REQUESTS_PER_SECOND = 2_000
+REQUEST_BYTES_PER_SECOND = 32 * 1024 * 1024
+_PAUSES_SAID_EVERY = 60.0
 
 
 async def _cancel_when_refused(refusals: list[str], scope: anyio.CancelScope) -> None:
@@ -147,15 +155,17 @@ class Bus:
     def connected(self) -> bool:
         return self._nc.is_connected
 
-    async def serve(self, subjects: list[str], answer: Callable[[str, bytes, str | None], Awaitable[bytes | None]], *, others: tuple[Bus, ...] = ()) -> None:
-        """Answer the requests on `subjects` until cancelled, each as it comes (`answer` admits
-        them, and says None when there is no one to answer): a reply lost to a disconnection
-        is the asker's to ask again. An answer goes only to an asker's inbox (a reply subject
-        starting with `_INBOX`), never to one of this connection's own inboxes or of `others`'
-        (where JetStream's acknowledgements come): an asker aiming it elsewhere would have the
-        daemon publish where it may (the JetStream API, the cluster's events) or forge a
-        message to itself. What the loop cannot take up in time waits in a bounded buffer
-        (`_PENDING_BYTES`); past it, NATS drops requests, whose askers time out."""
+    async def serve(self, subjects: list[str], screen: Callable[[str, bytes, str | None], bytes | None | Awaitable[bytes | None]], *, others: tuple[Bus, ...] = ()) -> None:
+        """Answer the requests on `subjects` until cancelled, each as it comes: `screen` decides
+        at once (a reply, None for none) or gives the awaitable of an answer, which runs in a
+        task of its own. A reply lost to a disconnection is the asker's to ask again. An answer
+        goes only to an asker's inbox (a reply subject starting with `_INBOX`), never to one of
+        this connection's own inboxes or of `others'` (where JetStream's acknowledgements
+        come): an asker aiming it elsewhere would have the daemon publish where it may (the
+        JetStream API, the cluster's events) or forge a message to itself. At most
+        `REQUESTS_PER_SECOND` are read a second; what the loop cannot take up in time waits in
+        a bounded buffer (`_PENDING_BYTES`); past either, requests are dropped unread, and
+        their askers time out."""
 
         def reply_to(message: Any) -> str | None:
             subject = message.reply or None
@@ -163,18 +173,46 @@ class Bus:
                 return None
             return subject
 
-        async def reply(message: Any) -> None:
-            to = reply_to(message)
-            data = await answer(message.subject, message.data, to)
+        async def send(to: str | None, data: bytes | None) -> None:
             if data is not None and to is not None:
                 with contextlib.suppress(*NATS_ERRORS):
                     await self._nc.publish(to, data)
 
+        async def answered(to: str | None, answer: Awaitable[bytes | None]) -> None:
+            await send(to, await answer)
+
+        said = {"at": -_PAUSES_SAID_EVERY, "pauses": 0}
+
         async def listen(subject: str) -> None:
+            while True:
+                paused = await read_a_while(subject)
+                said["pauses"] += 1
+                if time.monotonic() - said["at"] >= _PAUSES_SAID_EVERY:
+                    log("requests paused: more than the daemon reads a second came", logging.WARNING, subject=subject, per_second=REQUESTS_PER_SECOND, pauses=said["pauses"])
+                    said["at"], said["pauses"] = time.monotonic(), 0
+                await anyio.sleep(paused)
+
+        async def read_a_while(subject: str) -> float:
+            """Read requests until more than `REQUESTS_PER_SECOND`, or their bytes more than
+            `REQUEST_BYTES_PER_SECOND`, came within a second: how long to pause then (the rest
+            of that second)."""
             subscription = await self._nc.subscribe(subject, pending_bytes_limit=_PENDING_BYTES)
             try:
+                second, read, size = time.monotonic(), 0, 0
                 async for message in subscription.messages:
-                    tg.start_soon(reply, message)
+                    now = time.monotonic()
+                    if now - second >= 1:
+                        second, read, size = now, 0, 0
+                    read, size = read + 1, size + len(message.data)
+                    if read > REQUESTS_PER_SECOND or size > REQUEST_BYTES_PER_SECOND:
+                        return max(second + 1 - now, 0.0)
+                    to = reply_to(message)
+                    screened = screen(message.subject, message.data, to)
+                    if inspect.isawaitable(screened):
+                        tg.start_soon(answered, to, screened)
+                    else:
+                        await send(to, screened)
+                return 0.0
             finally:
                 with anyio.CancelScope(shield=True), contextlib.suppress(*NATS_ERRORS):
                     await subscription.unsubscribe()

@@ -45,7 +45,7 @@ from preemptd.projections import ClusterState, LogRecord, Rejected, partition_vi
 from preemptd.scheduling import DEFAULT_MODEL, MODELS, ReplayConfig, Replayer, ScenarioError, TrialRefused, apply, check, simulate, trial
 
 from ..early import early_stops, version
-from ..errors import UsageError
+from ..errors import UsageError, first_leaf
 from ..operations.logs import configure
 from . import render
 from .explain import Models, closest_name, model_at, models_of, stories, terms_of
@@ -210,13 +210,13 @@ async def cmd_try(args: argparse.Namespace) -> int:
     from . import client
 
     if args.db is None:
-        if args.at is not None or args.config is not None:
-            raise UsageError("--at and --config ask a log, not the daemon: give the log with --db")
+        if args.at is not None or args.config is not None or args.archive is not None:
+            raise UsageError("--at, --config and --archive ask a log, not the daemon: give the log with --db")
         return await client.ask(_nats_url(args), args.file, access=_nats_access(args), as_json=args.json)
     from ..queries import answer_json, ask_events
 
     partition, items = client.query_events(args.file)
-    state, now = await _state_at(args.db, args.at)
+    state, now = await _state_at(args.db, args.at, args.archive)
     asked_of = state.seq  # the log position, before another configuration is applied to it
     if args.config is not None:
         _apply_config(state, Path(args.config), partition, now)
@@ -228,15 +228,15 @@ async def cmd_try(args: argparse.Namespace) -> int:
     return client.print_answer({**json.loads(answer_json(result)), "seq": asked_of}, as_json=args.json)
 
 
-async def _state_at(db: str, at: str | None) -> tuple[ClusterState, int]:
+async def _state_at(db: str, at: str | None, archive: str | None = None) -> tuple[ClusterState, int]:
     """The state of the log `db` at `at` (a log position or a time; default: its end), and the
-    time a question asked of it is asked at (that time, else the last record's)."""
+    time a question asked of it is asked at (that time, else the last record's); archived
+    segments are read where the daemon wrote them, or in `archive`."""
     from ..log.history import load_state, records
-    from ..log.store import Store
     from .report import window
 
     bounds = window(None, at)
-    store = await Store.open(db, create=False)
+    store = await _reading(db, archive)
     try:
         if bounds.until is None:
             if bounds.last is not None and bounds.last > await store.last_seq():
@@ -726,6 +726,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--db", help="ask a log instead of the running daemon: a SQLite file or a SQLAlchemy URL")
     p.add_argument("--at", metavar="SEQ|TIME", help="with --db: the log's state at this position or time (default: its end)")
     p.add_argument("--config", help="with --db: under this configuration (the same model or another)")
+    p.add_argument("--archive", metavar="DIR|URL", help="with --db: where the log's archived segments are now, if moved since the daemon wrote them")
     p.set_defaults(func=cmd_try)
 
     p = commands.add_parser("tail", help="follow decisions, or rejected events")
@@ -828,7 +829,7 @@ def main(argv: list[str] | None = None) -> int:
             raise
         if others is not None and others.split(_consequences())[1] is not None:  # a bug beside ours: both shown
             raise
-        print(f"preemptd: {render.printable_lines(str(_first(ours)))}", file=sys.stderr)  # the rest followed from it
+        print(f"preemptd: {render.printable_lines(str(first_leaf(ours)))}", file=sys.stderr)  # the rest followed from it
         return 2
     except KeyboardInterrupt:
         return 130
@@ -843,11 +844,6 @@ def _consequences() -> tuple[type[BaseException], ...]:
     import anyio
 
     return (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, ConnectionError, OSError)
-
-
-def _first(group: BaseExceptionGroup) -> BaseException:
-    leaf = group.exceptions[0]
-    return _first(leaf) if isinstance(leaf, BaseExceptionGroup) else leaf
 
 
 def _is_async(func) -> bool:

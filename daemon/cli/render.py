@@ -8,14 +8,13 @@ that no control character, escape sequence or bidirectional override reaches the
 from __future__ import annotations
 
 import time
-import unicodedata
 from collections.abc import Mapping
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from preemptd.events import Admitted, Allocated, Blocked, Decision, Evicted, Preempted, QuotaEnforced, Resources, Unreserved, format_human, type_of
+from preemptd.events import Admitted, Allocated, Blocked, Decision, Evicted, Preempted, QuotaEnforced, Resources, Unreserved, format_human, printable, type_of
 from preemptd.projections import ClusterState, LogRecord, PartitionState, Rejected, Words, queue_depth
 from preemptd.scheduling import Change, Divergence, ReplayReport, apply, describe, model_named
 
@@ -23,18 +22,6 @@ if TYPE_CHECKING:  # the store brings SQLAlchemy, which commands that only print
     from ..records import DeadLetter
 
 __all__ = ["clock", "config_change", "count", "dead_letter", "explanation", "printable", "printable_lines", "queue_table", "replay_summary", "summary"]
-
-# Controls (C0, DEL, C1), format characters (bidirectional overrides and isolates, zero-width
-# characters) and line and paragraph separators: shown as escapes, never sent to the terminal.
-_UNSAFE = {"Cc", "Cf", "Zl", "Zp"}
-
-
-def printable(text: str) -> str:
-    """`text` with every character that could act on a terminal escaped (`\x1b`, `\u202e`)."""
-    if text.isascii() and text.isprintable():
-        return text
-    return "".join(repr(ch)[1:-1] if unicodedata.category(ch) in _UNSAFE else ch for ch in text)
-
 
 def printable_lines(text: str) -> str:
     """`text` made printable line by line: its own line breaks kept."""

@@ -37,6 +37,7 @@ import gzip
 import logging
 import os
 import tempfile
+import zlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import IO
@@ -213,16 +214,23 @@ class SegmentFile:
     def _next(self) -> bytes:
         try:
             line = self._lines.readline()
-        except (OSError, EOFError, gzip.BadGzipFile) as exc:
-            raise StoreError(f"the archived segment {self.url} is damaged: {exc}") from None
+        except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
+            raise self.damaged(exc) from None
         return line
+
+    def damaged(self, exc: Exception) -> StoreError:
+        """One line naming the file, whatever is wrong inside it."""
+        return StoreError(f"the archived segment {self.url} is damaged: {type(exc).__name__}: {exc} (restore it from a copy)")
 
     def snapshot(self) -> bytes | None:
         """The snapshot the segment starts from (read once, before the records)."""
         if self._snapshot_read:
             return None
         self._snapshot_read = True
-        return base64.b64decode(_snapshot.decode(self._next()).base64)
+        try:
+            return base64.b64decode(_snapshot.decode(self._next()).base64)
+        except (msgspec.DecodeError, ValueError) as exc:
+            raise self.damaged(exc) from None
 
     def rows(self, after: int = 0, until: int | None = None, page: int = 20_000) -> Iterator[list[_Line]]:
         """Its records with `after < seq <= until`, a page at a time."""
@@ -232,7 +240,10 @@ class SegmentFile:
         out: list[_Line] = []
         seen = 0
         while line := self._next():
-            row = _line.decode(line)
+            try:
+                row = _line.decode(line)
+            except msgspec.DecodeError as exc:
+                raise self.damaged(exc) from None
             seen += 1
             if until is not None and row.seq > until:
                 break
@@ -283,6 +294,7 @@ class Archivist:
             try:
                 await self.archive_closed()
                 await self.drop_expired(wall_ms())
+                await self.keep_archived_ids()
             except StoreError as exc:  # the live log keeps everything meanwhile
                 log("archiving waits", logging.WARNING, error=str(exc))
             except Exception as exc:  # an archive out of reach (a full disk, an object store's own errors) never stops the daemon
@@ -344,6 +356,27 @@ class Archivist:
             await self.store.checkpoint()
             used = await self.store.used_bytes()
             log("segment dropped from the live log", first=segment.first, last=segment.last, records=segment.records, used_bytes=used, archived=segment.location)
+
+
+    async def keep_archived_ids(self) -> None:
+        """Keep the event ids of the segments that left the live log before their ids were kept
+        (a log from before schema 0005, a drop cut short), read back from their files."""
+        through = await self.store.ids_retired_through()
+        for segment in await self.store.segments():
+            if segment.dropped is not None and segment.last > through:
+                ids = await anyio.to_thread.run_sync(_event_ids, segment.location, self.store.log_id)
+                await self.store.retire(ids, segment.first, segment.last)
+                log("the event ids of an archived segment are kept", first=segment.first, last=segment.last, ids=len(ids), file=segment.location)
+
+
+def _event_ids(url: str, log_id: str) -> list[tuple[str, int]]:
+    """The (event id, position) of a segment's events from shims (the daemon's own ids are
+    reserved: shims cannot send them)."""
+    segment = SegmentFile(url)
+    try:
+        return [(row.event_id, row.seq) for page in segment.rows() for row in page if not row.event_id.startswith(log_id + ":")]
+    finally:
+        segment.close()
 
 
 class Searched:

@@ -1,6 +1,7 @@
 """The writer's lease of a PostgreSQL log: one daemon writes, a standby waits, and a writer that
 stops renewing it (hung, frozen) has its sessions ended after the expiry. Every write of a
-writer with a lease is fenced by it (`fenced`)."""
+writer with a lease is fenced by it (`fenced`), a write already past its check included: a new
+writer waits for no write of the old one before it reads the log (`_fence_off`)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ class WriterLease:
     must stop: `check` says so. (A SQLite log is one machine's: a lock file does, see `lock`.)"""
 
     _KEY = int.from_bytes(b"preemptd", "big") >> 1  # one lease per database: a log is a database
+    _FENCE = _KEY - 1  # every write holds it shared for its transaction; a new writer takes it alone once
 
     def __init__(self, engine: AsyncEngine, connection: AsyncConnection, target: str, pid: int) -> None:
         self._engine, self._connection, self._target = engine, connection, target
@@ -64,6 +66,7 @@ class WriterLease:
                     waiting(holder.name if holder is not None else "another daemon")
                     told = True
                 await anyio.sleep(poll)
+            await _fence_off(connection, cls._FENCE, shown, poll)
         except (SQLAlchemyError, OSError) as exc:
             with anyio.CancelScope(shield=True):
                 await engine.dispose()
@@ -91,18 +94,44 @@ class WriterLease:
             await self._engine.dispose()
 
 
-_HOLDS_LEASE = sa.text(
-    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = :high AND objid = :low AND objsubid = 1 AND pid = :pid"
+#: The advisory locks of key :high, :low on this database (a server holds many logs: each its database).
+_OURS = (
+    "l.locktype = 'advisory' AND l.granted AND l.classid = :high AND l.objid = :low AND l.objsubid = 1 "
+    "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
 )
+_HOLDS_LEASE = sa.text(f"SELECT count(*) FROM pg_locks l WHERE {_OURS} AND l.pid = :pid")
+
+
+def _halves(key: int) -> dict[str, int]:
+    return {"high": key >> 32, "low": key & 0xFFFFFFFF}
 
 
 async def fenced(conn: AsyncConnection, work, pid: int, *args):
-    """`work`, in a transaction that first checks that the lease's connection (backend `pid`)
-    still holds it."""
-    key = WriterLease._KEY
-    if not await scalar(conn, _HOLDS_LEASE.bindparams(high=key >> 32, low=key & 0xFFFFFFFF, pid=pid)):
+    """`work`, in a transaction that holds the fence shared, then checks that the lease's
+    connection (backend `pid`) still holds the lease. The fence makes the check hold until the
+    commit: a new writer takes the fence alone before it reads the log, so a write that passed
+    its check and then waited (on a lock, a slow disk) either commits before the new writer
+    reads, or is ended by it."""
+    await conn.execute(sa.select(sa.func.pg_advisory_xact_lock_shared(WriterLease._FENCE)))
+    if not await scalar(conn, _HOLDS_LEASE.bindparams(**_halves(WriterLease._KEY), pid=pid)):
         raise StoreError("the writer's lease on the log is lost (its connection ended): this daemon writes no more")
     return await work(conn, *args)
+
+
+async def _fence_off(connection: AsyncConnection, fence: int, shown: str, poll: float) -> None:
+    """Once the lease is ours: take the fence alone for a moment, so that no write of the
+    previous writer is still open when this daemon reads the log. Such a write (past its check,
+    waiting) is ended, not waited for: its writer lost the lease, and what it did not commit
+    is read again from NATS."""
+    while not await scalar(connection, sa.select(sa.func.pg_try_advisory_lock(fence))):
+        query = sa.text(f"SELECT pg_terminate_backend(l.pid) FROM pg_locks l WHERE {_OURS} AND l.pid <> pg_backend_pid()")
+        ended = [row[0] for row in (await connection.execute(query, _halves(fence))).all()]
+        if ended:
+            log("a write of the previous writer was still open: ended it before taking over", logging.WARNING, db=shown, writes=len(ended))
+        if ended and not any(ended):
+            raise StoreError(f"a write of the previous writer of the log at {shown} is still open and could not be ended: grant this user pg_signal_backend")
+        await anyio.sleep(poll / 10)
+    await connection.execute(sa.select(sa.func.pg_advisory_unlock(fence)))
 
 
 @dataclass(frozen=True)
@@ -116,10 +145,9 @@ async def _lease_holder(connection: AsyncConnection, key: int) -> _Holder | None
     """Who holds the lease, and how long its connection has been silent."""
     query = sa.text(
         "SELECT a.application_name, l.pid, extract(epoch FROM now() - greatest(a.query_start, a.backend_start)) "
-        "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-        "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = :high AND l.objid = :low"
+        f"FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE {_OURS}"
     )
-    row = (await connection.execute(query, {"high": key >> 32, "low": key & 0xFFFFFFFF})).first()
+    row = (await connection.execute(query, _halves(key))).first()
     return None if row is None else _Holder(row[0] or "another daemon", row[1], float(row[2] or 0))
 
 

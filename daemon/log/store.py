@@ -12,6 +12,7 @@ the hot paths run compiled statements through the driver. Driver errors become `
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 import uuid
@@ -24,12 +25,12 @@ import anyio
 import anyio.lowlevel
 import msgspec
 import sqlalchemy as sa
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from preemptd import migrations
 
-from ..errors import StoreError
+from ..errors import LogConflict, StoreError
 from ..operations.logs import log
 from ..records import Batch, DeadLetter, LogRow, OutboxRow, Segment
 from .database import SAY_WAITING_EVERY, database_url, engine_options, failure, locked, read_only_url, scalar, shown_url, sqlite_exists, tune_sqlite
@@ -101,6 +102,10 @@ _segments = sa.Table(
     sa.Column("archived", sa.BigInteger),
     sa.Column("dropped", sa.BigInteger),
 )
+#: The ids of the events of segments that left the live log: a 64-bit hash each, with its
+#: position. Two ids share a hash by a chance of n in 2**64 (n ids kept): nil at a billion.
+_retired_ids = sa.Table("retired_ids", _metadata, sa.Column("id_hash", sa.BigInteger, primary_key=True, autoincrement=False), sa.Column("seq", sa.BigInteger))
+_RETIRED_THROUGH = "ids_retired_through"  # meta: every archived id at or before this position is in `retired_ids`
 _DROP_CHUNK = 20_000  # log rows deleted per transaction: the writer's commits wait no longer than that
 _snapshot_parts = sa.Table(
     "snapshot_parts",
@@ -161,6 +166,7 @@ class Store:
         self.busy: dict[object, float] = {}  # when each running transaction began (time.monotonic())
         self.archives_in: str | None = None  # where readers find archived segments, when moved from where they were written
         self.archives = True  # false for a log read as it is from before retention (schema 0003): it has none
+        self.retired = False  # whether any event id left the live log (`retired_ids`): only then is it asked
 
     @classmethod
     async def open(cls, target: str, *, synchronous: str = "FULL", create: bool = True) -> Store:
@@ -198,6 +204,8 @@ class Store:
             raise failure(exc, target, "cannot open the log at") from None
         store = cls(engine, log_id, target)
         store.archives = schema >= "0004"
+        if create:
+            store.retired = await store._run(_first, sa.select(sa.exists().select_from(_retired_ids)))
         return store
 
     async def close(self) -> None:
@@ -222,6 +230,8 @@ class Store:
                             return await work(conn, *args)
                     finally:
                         del self.busy[token]
+            except IntegrityError as exc:
+                raise LogConflict(f"the log at {self._target} holds a row this daemon did not write ({str(exc.orig).splitlines()[0]})") from exc
             except (SQLAlchemyError, OSError) as exc:
                 if not locked(exc):
                     raise failure(exc, self._target, "log database error at") from exc
@@ -286,8 +296,21 @@ class Store:
         await self._write(_mark_dropped, segment.first, at)
         first = await self.first_live_seq() or segment.last + 1  # what an earlier drop did not finish
         for start in range(first, segment.last + 1, _DROP_CHUNK):
-            await self._write(_drop_rows, start, min(segment.last, start + _DROP_CHUNK - 1))
+            await self._write(_drop_rows, start, min(segment.last, start + _DROP_CHUNK - 1), self.log_id)
+            self.retired = True
             await anyio.lowlevel.checkpoint()
+        await self._write(_advance_retired, segment.first, segment.last)
+
+    async def retire(self, ids: list[tuple[str, int]], first: int, last: int) -> None:
+        """Keep the event ids (with their positions) of the archived segment `first..last`,
+        read back from its file: a segment dropped before ids were kept."""
+        await self._write(_retire_and_advance, ids, first, last)
+        self.retired = True
+
+    async def ids_retired_through(self) -> int:
+        """Every archived event id at or before this position is kept (`retired_ids`)."""
+        return int(await self._run(_first, sa.select(_meta.c.value).where(_meta.c.key == _RETIRED_THROUGH)) or 0)
+
 
     async def checkpoint(self) -> None:
         """SQLite: copy the write-ahead log into the database and cut it back to nothing, once
@@ -320,11 +343,16 @@ class Store:
         return await self._run(scalar, sa.select(sa.func.coalesce(sa.func.max(_tracking.c.position), 0)).where(_tracking.c.source == source))
 
     async def known_event_ids(self, event_ids: Iterable[str]) -> dict[str, int]:
-        """The log positions of those of `event_ids` that are already in the log."""
+        """The log positions of those of `event_ids` that are already in the log, live or
+        archived."""
         ids = list(event_ids)
         if not ids:
             return {}
-        return await self._run(_known_ids, ids)
+        found = await self._run(_positions, _log.c.event_id, ids)
+        if self.retired and len(found) < len(ids):
+            hashed = {id_hash(event_id): event_id for event_id in ids if event_id not in found}
+            found.update((hashed[key], seq) for key, seq in (await self._run(_positions, _retired_ids.c.id_hash, list(hashed))).items())
+        return found
 
     async def unpublished(self, limit: int) -> list[OutboxRow]:
         return await self._run(_unpublished, limit)
@@ -557,9 +585,12 @@ async def _archived(conn: AsyncConnection, segment: Segment, starting_snapshot: 
     await _forget_snapshots(conn)
 
 
-async def _drop_rows(conn: AsyncConnection, first: int, last: int) -> None:
+async def _drop_rows(conn: AsyncConnection, first: int, last: int, log_id: str) -> None:
     """The log rows, and their outbox rows published or passed over (the caller keeps a segment
-    with a decision waiting to be published live)."""
+    with a decision waiting to be published live); the ids of their events are kept (the
+    daemon's own need not be: shims may not use them)."""
+    shims = sa.select(_log.c.event_id, _log.c.seq).where(_log.c.seq.between(first, last), sa.not_(_log.c.event_id.startswith(log_id + ":")))
+    await _retire(conn, [(event_id, seq) for event_id, seq in await conn.execute(shims)])
     await conn.execute(_outbox.delete().where(_outbox.c.seq.between(first, last), sa.not_(_WAITING)))
     await conn.execute(_log.delete().where(_log.c.seq.between(first, last)))
 
@@ -597,23 +628,54 @@ async def _used_bytes(conn: AsyncConnection) -> int:
     return int((await conn.exec_driver_sql(f"SELECT {sizes}")).scalar_one())
 
 
-_KNOWN: dict[tuple[str, int], str] = {}
+_KNOWN: dict[tuple[str, str, int], str] = {}
 
 
-async def _known_ids(conn: AsyncConnection, ids: list[str]) -> dict[str, int]:
-    """Asked for every batch of ingest: the statement for each number of ids is compiled once
-    per dialect and run by the driver (SQLAlchemy's expansion of `IN` per call cost more than
-    the lookup)."""
-    found: dict[str, int] = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        key = (conn.dialect.name, len(chunk))
+async def _positions(conn: AsyncConnection, column: sa.Column, keys: list) -> dict:
+    """The position of each of `keys` found in `column` (an event id of the log, a retired id's
+    hash). Asked for every batch of ingest: the statement for each number of keys is compiled
+    once per dialect and run by the driver (SQLAlchemy's expansion of `IN` per call cost more
+    than the lookup)."""
+    found: dict = {}
+    for start in range(0, len(keys), 500):
+        chunk = keys[start : start + 500]
+        key = (conn.dialect.name, column.table.name, len(chunk))
         if key not in _KNOWN:
-            query = sa.select(_log.c.event_id, _log.c.seq).where(_log.c.event_id.in_(chunk))
+            query = sa.select(column, column.table.c.seq).where(column.in_(chunk))
             _KNOWN[key] = str(query.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True}))
         result = await conn.exec_driver_sql(_KNOWN[key], tuple(chunk))
-        found.update(cast(list[tuple[str, int]], result.all()))  # a driver-level statement's rows carry no types
+        found.update(cast(list[tuple], result.all()))  # a driver-level statement's rows carry no types
     return found
+
+
+_RETIRE: dict[str, str] = {}
+
+
+def id_hash(event_id: str) -> int:
+    """An event id as `retired_ids` keeps it: 64 bits of its BLAKE2b hash, signed (a BIGINT)."""
+    return int.from_bytes(hashlib.blake2b(event_id.encode(), digest_size=8).digest(), "big", signed=True)
+
+
+async def _retire(conn: AsyncConnection, ids: list[tuple[str, int]]) -> None:
+    """Keep these (event id, position): their rows leave the live log. An id kept already (a
+    drop cut short and done again) is passed over."""
+    if ids:
+        if conn.dialect.name not in _RETIRE:
+            _RETIRE[conn.dialect.name] = str(_retired_ids.insert().compile(dialect=conn.dialect, column_keys=["id_hash", "seq"])) + " ON CONFLICT DO NOTHING"
+        await conn.exec_driver_sql(_RETIRE[conn.dialect.name], [(id_hash(event_id), seq) for event_id, seq in ids])
+
+
+async def _advance_retired(conn: AsyncConnection, first: int, last: int) -> None:
+    """Segment `first..last` has its ids kept: the mark moves on if it follows on from it."""
+    through = int((await conn.execute(sa.select(_meta.c.value).where(_meta.c.key == _RETIRED_THROUGH))).scalar() or 0)
+    if first - 1 <= through < last:
+        if (await conn.execute(_meta.update().where(_meta.c.key == _RETIRED_THROUGH).values(value=str(last)))).rowcount == 0:
+            await conn.execute(_meta.insert().values(key=_RETIRED_THROUGH, value=str(last)))
+
+
+async def _retire_and_advance(conn: AsyncConnection, ids: list[tuple[str, int]], first: int, last: int) -> None:
+    await _retire(conn, ids)
+    await _advance_retired(conn, first, last)
 
 
 async def _unpublished(conn: AsyncConnection, limit: int) -> list[OutboxRow]:

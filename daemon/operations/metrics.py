@@ -14,6 +14,7 @@ import collections
 import heapq
 import logging
 import socket
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -25,7 +26,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from preemptd.events import Admitted, Allocated, DecisionEvent, Evicted, Preempted, type_of
+from preemptd.events import Admitted, Allocated, DecisionEvent, Evicted, Preempted, printable, type_of
 from preemptd.projections import ClusterState, PartitionState
 from preemptd.scheduling import curve_unit, model_named
 
@@ -241,7 +242,7 @@ class _ReadingCollector(Collector):
         for what, partition, queue, resource, amount in now.queues:  # and the models' own: Kueue's admitted, Volcano's deserved
             if what not in queues:
                 queues[what] = _queue_family(what)
-            queues[what].add_metric([partition, queue, resource], amount)
+            queues[what].add_metric([partition, printable(queue), printable(resource)], amount)  # free-form names from shims: no raw ESC or U+202E for whoever reads the page
         yield from queues.values()
         for name, value, text in (
             ("preemptd_consumer_lag", now.lag, "Cluster stream messages for this daemon not yet committed to its log"),
@@ -261,6 +262,16 @@ REQUEST_SECONDS = 5.0
 SEND_SECONDS = 10.0
 CONNECTIONS = 64
 _MAX_HEAD = 8192
+#: The exposition is rendered at most once in this many seconds; scrapes meanwhile share it
+#: (96 clients scraping in a loop rendered it back to back, holding the daemon's decisions).
+EXPOSITION_EVERY = 1.0
+#: Per client address, a burst of this many scrapes, then one every `EXPOSITION_EVERY`:
+#: beyond, `429 Too Many Requests` at once. `/healthz` and `/readyz` are never limited.
+SCRAPE_BURST = 5
+#: Connections beyond `CONNECTIONS` kept for health: a probe finds a place when scrapes hold every other.
+HEALTH_RESERVE = 8
+_HEALTH = ("/healthz", "/readyz")
+_CLIENTS_KEPT = 1024
 
 
 class MetricsServer:
@@ -275,6 +286,8 @@ class MetricsServer:
             raise UsageError(f"--metrics-addr {host}:{port}: cannot listen there: {exc.strerror or exc}") from None
         self.url = f"http://{_bracketed(host)}:{self._socket.getsockname()[1]}"
         self._metrics, self._health = metrics, health
+        self._rendered: tuple[float, bytes] = (-EXPOSITION_EVERY, b"")  # when, and what: shared by the scrapes meanwhile
+        self._scrapes: collections.OrderedDict[str, tuple[float, float]] = collections.OrderedDict()  # client host -> (tokens, when counted)
         self._portal_cm = anyio.from_thread.start_blocking_portal(name="metrics")
         self._portal: anyio.from_thread.BlockingPortal | None = None
         self._open = 0  # connections open, on the server's loop
@@ -302,15 +315,16 @@ class MetricsServer:
                     log("the metrics server cannot accept a connection; trying again", logging.WARNING, error=str(exc))
                     await anyio.sleep(1)
                     continue
-                if self._open >= CONNECTIONS:
+                if self._open >= CONNECTIONS + HEALTH_RESERVE:
                     if not idle:  # every one is being answered: this one waits for none
                         await stream.aclose()
                         continue
                     idle.pop(next(iter(idle))).cancel()  # the oldest silent client makes way
                 self._open += 1
-                tg.start_soon(self._answer, stream, rendering, idle)
+                tg.start_soon(self._answer, stream, rendering, idle, self._open > CONNECTIONS)
 
-    async def _answer(self, stream: anyio.abc.SocketStream, rendering: anyio.CapacityLimiter, idle: dict[int, anyio.CancelScope]) -> None:
+    async def _answer(self, stream: anyio.abc.SocketStream, rendering: anyio.CapacityLimiter, idle: dict[int, anyio.CancelScope], reserved: bool) -> None:
+        """One request; on a connection of the health reserve (`reserved`), only health's."""
         try:
             async with stream:
                 with anyio.move_on_after(REQUEST_SECONDS) as waiting:
@@ -322,7 +336,10 @@ class MetricsServer:
                 if waiting.cancel_called or request is None:
                     return
                 method, path = request
-                status, body, kind = await self._respond(path, rendering)
+                if reserved and path not in _HEALTH:
+                    status, body, kind = "503 Service Unavailable", f"busy: {CONNECTIONS} connections are being answered; ask again in a moment\n".encode(), "text/plain; charset=utf-8"
+                else:
+                    status, body, kind = await self._respond(path, rendering, _host_of(stream))
                 head = f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
                 with anyio.move_on_after(SEND_SECONDS):  # a client that does not read loses its answer
                     await stream.send(head.encode() + (body if method == "GET" else b""))
@@ -333,17 +350,38 @@ class MetricsServer:
         finally:
             self._open -= 1
 
-    async def _respond(self, path: str, rendering: anyio.CapacityLimiter) -> tuple[str, bytes, str]:
+    async def _respond(self, path: str, rendering: anyio.CapacityLimiter, client: str) -> tuple[str, bytes, str]:
+        """Health at once, whatever scrapes do; the exposition within each client's budget."""
         text = "text/plain; charset=utf-8"
-        if path == "/healthz":
+        if path == "/healthz":  # `_HEALTH`
             return "200 OK", b"ok\n", text
         if path == "/readyz":
             problems = self._health.problems()
             return ("503 Service Unavailable" if problems else "200 OK"), ("".join(f"{p}\n" for p in problems) or "ready\n").encode(), text
         if path in ("/metrics", "/"):
-            body = await anyio.to_thread.run_sync(generate_latest, self._metrics.registry, limiter=rendering)
-            return "200 OK", body, CONTENT_TYPE_LATEST
+            if not self._may_scrape(client, time.monotonic()):
+                return "429 Too Many Requests", f"too many scrapes from {client}: {SCRAPE_BURST} at once, then one every {EXPOSITION_EVERY:g} s\n".encode(), text
+            return "200 OK", await self._exposition(rendering), CONTENT_TYPE_LATEST
         return "404 Not Found", b"not found: /metrics, /healthz and /readyz are served\n", text
+
+    def _may_scrape(self, client: str, now: float) -> bool:
+        """Take a token of `client`'s bucket (`SCRAPE_BURST`, refilled one every `EXPOSITION_EVERY`)."""
+        tokens, then = self._scrapes.pop(client, (float(SCRAPE_BURST), now))
+        tokens = min(SCRAPE_BURST, tokens + (now - then) / EXPOSITION_EVERY)
+        self._scrapes[client] = (tokens - 1 if tokens >= 1 else tokens, now)
+        while len(self._scrapes) > _CLIENTS_KEPT:
+            self._scrapes.popitem(last=False)
+        return tokens >= 1
+
+    async def _exposition(self, rendering: anyio.CapacityLimiter) -> bytes:
+        """The exposition, rendered (in a worker thread) only if the last is older than
+        `EXPOSITION_EVERY`; a scrape arriving while it is rendered waits for that one."""
+        async with rendering:
+            at, body = self._rendered
+            if time.monotonic() - at >= EXPOSITION_EVERY:
+                body = await anyio.to_thread.run_sync(generate_latest, self._metrics.registry)
+                self._rendered = (time.monotonic(), body)
+            return body
 
 
 async def _request_line(stream: anyio.abc.SocketStream) -> tuple[str, str] | None:
@@ -361,6 +399,12 @@ async def _request_line(stream: anyio.abc.SocketStream) -> tuple[str, str] | Non
     if len(parts) < 2 or parts[0] not in (b"GET", b"HEAD"):
         return None
     return parts[0].decode(), parts[1].split(b"?", 1)[0].decode("latin-1")
+
+
+def _host_of(stream: anyio.abc.SocketStream) -> str:
+    """The client's address, without its port: the unit of the scrape budget."""
+    address = stream.extra(anyio.abc.SocketAttribute.remote_address, None)
+    return str(address[0]) if isinstance(address, tuple) else str(address)
 
 
 def _family(host: str) -> socket.AddressFamily:

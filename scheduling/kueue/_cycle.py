@@ -47,7 +47,7 @@ from preemptd.projections import PartitionState
 
 from .._model import Cycle, bounded
 from ._assign import Assignment, Mode, assign
-from ._backlog import Group, GroupKey, Kept, QueueBacklog, queue_key
+from ._backlog import Group, GroupKey, Kept, QueueBacklog, gist, queue_key
 from ._classic import CycleMemo, Plan, Search, classic, reason_text
 from ._config import ClusterQueue, KueueConfig
 from ._fair import NO_SHARE, Share, fair, share
@@ -184,8 +184,10 @@ class _Admission:
         return bounded(reasons)
 
     def tell(self, workload: Workload, reasons: tuple[str, ...]) -> None:
-        """Tell `workload` why it waits (`Cycle.block`: when that changed, within the cycle's budget)."""
-        self.cycle.block(self.cycle.partition.tasks[workload.first_task], app=workload.id, queue=workload.queue, reasons=reasons)
+        """Tell `workload` why it waits (`Cycle.block`: when its `gist` changed, within the cycle's budget)."""
+        task = self.cycle.partition.tasks[workload.first_task]
+        if gist(bounded(reasons)) != gist(task.blocked):
+            self.cycle.block(task, app=workload.id, queue=workload.queue, reasons=reasons)
 
 
 #: What judging a workload found: the state changed (it was admitted, or evicts), the reasons
@@ -370,7 +372,7 @@ class _Visits:
             return True
         if status is None or not self._telling():
             return False
-        return self.a.cycle.partition.tasks[workload.first_task].blocked != status
+        return gist(self.a.cycle.partition.tasks[workload.first_task].blocked) != gist(status)  # type: ignore[arg-type]
 
     def _telling(self) -> bool:
         return self.a.cycle.telling()
