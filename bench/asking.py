@@ -48,6 +48,7 @@ from preemptd.daemon.bus.embedded import EmbeddedNats
 ROOT = Path(__file__).resolve().parent.parent
 NODES, CORES = 400, 32
 PROBE_EVERY, PROBE_LIFETIME = 0.1, 0.5
+SLOW = 0.1  # probes slower than this are listed with when they were sent, to be matched with the daemon's log
 CONFIGS = {
     "default": {
         "queues": [
@@ -130,10 +131,11 @@ def flood(url: str, name: str, seconds: float, out: multiprocessing.Queue) -> No
 class Probe:
     """The shim of the probe partition: a task every `PROBE_EVERY`, timed to its decision."""
 
-    def __init__(self, nc: nats.NATS) -> None:
+    def __init__(self, nc: nats.NATS, slow: list[tuple[float, float]]) -> None:
         self.nc = nc
         self.sent: dict[str, float] = {}
         self.latencies: list[float] = []
+        self.slow = slow  # (when sent, wall clock; latency) of those over `SLOW`
         self.n = 0
 
     async def send(self, partition: str, kind: str, **fields: object) -> None:
@@ -145,6 +147,8 @@ class Probe:
         sent = self.sent.pop(decision.get("task", ""), None)
         if sent is not None and decision["type"] == "decision.allocated":
             self.latencies.append(time.monotonic() - sent)
+            if self.latencies[-1] > SLOW:
+                self.slow.append((time.time() - self.latencies[-1], self.latencies[-1]))
             await self.send("probe", "task.bound", task=decision["task"], node=decision["node"])
             await asyncio.sleep(PROBE_LIFETIME)
             await self.send("probe", "task.released", task=decision["task"], reason="completed")
@@ -191,18 +195,20 @@ async def queries_counted(port: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=20, help="how long each flood lasts (default: 20)")
-    parser.add_argument("--daemon-log", type=Path, help="keep the daemon's log (warnings and errors) in this file")
+    parser.add_argument("--daemon-log", type=Path, help="keep the daemon's log in this file")
+    parser.add_argument("--log-level", default="warning", help="the daemon's log level (default: warning; info shows its snapshots and cycles)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, EmbeddedNats(Path(tmp) / "nats") as server:
         port = free_port()
-        command = [sys.executable, "-m", "preemptd.daemon.entry", "--log-level", "warning", "run", "--nats-url", server.url, "--state-dir", str(Path(tmp) / "state"), "--metrics-addr", str(port)]
+        command = [sys.executable, "-m", "preemptd.daemon.entry", "--log-level", args.log_level, "run", "--nats-url", server.url, "--state-dir", str(Path(tmp) / "state"), "--metrics-addr", str(port)]
         daemon = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=(args.daemon_log or Path(tmp) / "daemon.log").open("w"))
         assert daemon.stdout is not None and "listening" in daemon.stdout.readline().decode()
         results: list[tuple[str, list[float], dict, dict]] = []
+        slow: list[tuple[float, float]] = []
 
         async def measure() -> None:
             nc = await nats.connect(server.url)
-            probe = Probe(nc)
+            probe = Probe(nc, slow)
 
             async def decided(message: nats.aio.msg.Msg) -> None:
                 asyncio.ensure_future(probe.decided(message))  # its release waits: the next decisions come meanwhile
@@ -242,6 +248,9 @@ def main() -> None:
             print(f"              askers got: {', '.join(f'{k} {v:,}' for k, v in sorted(got.items(), key=lambda kv: -kv[1]))}")
         if counted:
             print(f"              the daemon counted: {', '.join(f'{k} {v:,.1f}' if k == 'child CPU s' else f'{k} {v:,.0f}' for k, v in counted.items())}")
+    if slow:
+        shown = ", ".join(f"{time.strftime('%H:%M:%S', time.gmtime(at))}.{int(at * 1000) % 1000:03d}Z {latency * 1000:.0f} ms" for at, latency in slow)
+        print(f"probes slower than {SLOW * 1000:.0f} ms, sent at (UTC): {shown}")
 
 
 if __name__ == "__main__":

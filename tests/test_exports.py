@@ -32,7 +32,7 @@ def test_the_public_names_are_exported(module) -> None:
 #: What the pure layers may import besides msgspec, PyYAML's pure-Python loader (a nesting bomb
 #: ends in a RecursionError, not in a crash) and the layers below them: standard modules
 #: that do no I/O and read no clock, environment or randomness. Add to it knowingly.
-PURE_STDLIB = {"__future__", "abc", "bisect", "collections", "contextlib", "dataclasses", "decimal", "difflib", "enum", "fractions", "functools", "hashlib", "heapq", "itertools", "math", "operator", "re", "reprlib", "typing"}
+PURE_STDLIB = {"__future__", "abc", "bisect", "collections", "contextlib", "dataclasses", "decimal", "difflib", "enum", "fractions", "functools", "hashlib", "heapq", "itertools", "math", "operator", "re", "reprlib", "typing", "unicodedata"}
 LAYERS = {"events": (), "projections": ("events",), "scheduling": ("events", "projections")}  # each may import those before it
 IO_BUILTINS = {"open", "print", "input", "breakpoint", "exec", "eval", "__import__"}
 
