@@ -39,6 +39,7 @@ from preemptd.scheduling import Cadence, Pacer, run_cycle, tick_record
 from . import ingest
 from .bus import Bus
 from .clock import monotonic_ms, wall_ms
+from .config_follow import ConfigFollower
 from .errors import BusError, StoreError
 from .log.archive import Archivist
 from .log.database import SAY_WAITING_EVERY
@@ -120,6 +121,9 @@ class Daemon:
                 tg.start_soon(self._observe)
                 if self.archivist is not None:
                     tg.start_soon(self.archivist.run)
+                if self.settings.config is not None:
+                    follower = ConfigFollower(self.settings.config, self.settings.partitions, self.state, self.bus, self.store, self.observed.metrics)
+                    tg.start_soon(follower.run)
                 tg.start_soon(functools.partial(self.asked.serve, self.queries.subjects, self.queries.screen, others=(self.bus,)))
         finally:
             with anyio.move_on_after(30, shield=True):
@@ -336,8 +340,8 @@ def snapshot_due(grown: int, elapsed_ms: int, every: int) -> bool:
 def _report(ingested: ingest.Ingested, redelivered: int) -> None:
     for partition, warning in ingested.warnings:
         log("config warning", logging.WARNING, partition=partition, warning=warning)
-    for partition, event_id, runs in ingested.configured:
-        log("config applied", partition=partition, id=event_id, runs=runs)
+    for partition, event_id, runs, changes in ingested.configured:
+        log("config applied", partition=partition, id=event_id, runs=runs, changed="; ".join(changes) or "nothing preemptd state shows")
     fields = dict(events=len(ingested.rows), dead_letters=len(ingested.dead), redelivered=redelivered)
     if ingested.rows:
         fields.update(first_seq=ingested.rows[0].seq, last_seq=ingested.rows[-1].seq)

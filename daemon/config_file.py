@@ -10,33 +10,49 @@ the start.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
+import msgspec
 
 from preemptd.events import MAX_MESSAGE_BYTES, ConfigApplied, ConfigError, closest, encode, shown
 from preemptd.projections import ClusterState, ConfigReading, LogRecord, Rejected
-from preemptd.scheduling import DEFAULT_MODEL, apply, claiming, describe, flat_objects, is_object, model_named, read_config, remember_config, yaml_documents
+from preemptd.scheduling import (
+    DEFAULT_MODEL,
+    apply,
+    claiming,
+    config_changes,
+    configured_alone,
+    configured_before,
+    describe,
+    flat_objects,
+    is_object,
+    model_named,
+    read_config,
+    remember_config,
+    yaml_documents,
+)
 
 from .errors import UsageError
 from .log.store import Store
 from .operations.logs import log
 from .records import Batch, to_row
 
-__all__ = ["apply_config_file", "changed", "check_config_file", "config_events", "model_and_config"]
+__all__ = ["apply_config_file", "check_config_file", "config_events", "model_and_config", "read_config_file"]
 
 
 
 def config_events(path: Path, now: int) -> list[ConfigApplied]:
-    """One `config.applied` per partition the file at `path` sets up; `UsageError` if it cannot
-    be read or its model refuses it."""
+    """One `config.applied` per partition the file at `path` sets up, each saying the file (its
+    absolute path, as given: a ConfigMap's symlinks are not followed into its versions) and the
+    digest of its bytes; `UsageError` if it cannot be read or its model refuses it."""
+    data = read_config_file(path)
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise UsageError(f"{path}: {path.stat().st_size:,} bytes; a configuration file is at most {MAX_FILE_BYTES:,} bytes")
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise UsageError(f"cannot read the configuration {path}: {exc}") from None
     try:
         documents = yaml_documents(text, str(path))
@@ -54,6 +70,7 @@ def config_events(path: Path, now: int) -> list[ConfigApplied]:
     if size > MAX_MESSAGE_BYTES:  # the same bound as a shim's config.applied
         raise UsageError(f"{path}: the configuration is {size:,} bytes as JSON; the limit is {MAX_MESSAGE_BYTES:,} bytes, as for a shim's config.applied")
     events = []
+    source, digest = str(path.absolute()), hashlib.sha256(data).hexdigest()
     try:
         partitions = model.partitions(config)
     except ConfigError as exc:
@@ -66,8 +83,20 @@ def config_events(path: Path, now: int) -> list[ConfigApplied]:
             raise UsageError(f"{path}: {where}{exc}") from None
         except Exception as exc:  # a model's bug: said in one line, as the daemon's fold says it
             raise UsageError(f"{path}: {where}the {model.name} model failed to read it ({type(exc).__name__}: {exc}); please report it") from None
-        events.append(ConfigApplied(id=f"config-file-{partition}-{now}", ts=now, partition=partition, model=model.name, config=config))
+        events.append(ConfigApplied(id=f"config-file-{partition}-{now}", ts=now, partition=partition, model=model.name, config=config, source=source, digest=digest))
     return events
+
+
+def read_config_file(path: Path) -> bytes:
+    """The file's bytes, at most `MAX_FILE_BYTES` of them; `UsageError` if it cannot be read."""
+    try:
+        with path.open("rb") as file:
+            data = file.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise UsageError(f"cannot read the configuration {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise UsageError(f"{path}: more than {MAX_FILE_BYTES:,} bytes; a configuration file is at most {MAX_FILE_BYTES:,} bytes")
+    return data
 
 
 #: A configuration file's text: room for YAML's comments and layout around an event's worth.
@@ -131,16 +160,6 @@ def _did_you_mean(key: str, known: tuple[str, ...]) -> str:
     return f"{shown(key)} (did you mean {near}?)" if near else shown(key)
 
 
-def changed(state: ClusterState, event: ConfigApplied) -> bool:
-    """`event` would configure its partition otherwise than the configuration in force."""
-    current = state.partitions.get(event.partition)
-    model = model_named(event.model or None)
-    if current is None or current.model != model.name:
-        return True
-    wanted, applied = (model.parse_config(document, event.partition) for document in (event.config, current.applied_config()))
-    return not wanted.same_as(applied)
-
-
 def check_config_file(path: Path, partitions: tuple[str, ...] | None) -> None:
     """`UsageError` if the file at `path` cannot be applied by a daemon reading `partitions`
     (None: all): said before anything starts."""
@@ -150,13 +169,22 @@ def check_config_file(path: Path, partitions: tuple[str, ...] | None) -> None:
 
 
 async def apply_config_file(path: Path, now: int, state: ClusterState, store: Store) -> list[str]:
-    """Append the file's `config.applied` for each partition it changes; return those. The file
-    is read off the event loop, and a stop meanwhile stops at once."""
+    """Append the file's `config.applied` for each partition it sets up, unless this file
+    applied it to the log as it is now (the digest it last applied there is its digest now):
+    then the log's configuration runs, newer or not (a `preemptd apply`, a shim's), and the
+    daemon says which and why. Returns the partitions appended. The file is read off the event
+    loop, and a stop meanwhile stops at once."""
     touched = []
-    for event, reading in await anyio.to_thread.run_sync(_changes, path, now, state, abandon_on_cancel=True):
+    appended, kept = await anyio.to_thread.run_sync(_changes, path, now, state, abandon_on_cancel=True)
+    for event in kept:
+        p = state.partitions[event.partition]
+        came = "this file" if p.config_source == event.source else (p.config_source or "a shim's config.applied")
+        log("config file unchanged since it applied it: the log's configuration runs", partition=event.partition, file=str(path), seq=p.config_seq, came_from=came, runs=describe(p))
+    for event, reading in appended:
         if reading is not None:
             remember_config(reading)
         record = LogRecord(state.seq + 1, event.ts, event)
+        before = configured_before(state, event)
         try:
             for warning in apply(state, record):
                 log("config warning", logging.WARNING, partition=event.partition, warning=warning)
@@ -165,10 +193,19 @@ async def apply_config_file(path: Path, now: int, state: ClusterState, store: St
             raise UsageError(f"{path} refused, the daemon does not start: {reason}") from None
         await store.commit(Batch(rows=[to_row(record)]))
         touched.append(event.partition)
-        log("config applied", partition=event.partition, file=str(path), seq=record.seq, id=event.id, runs=describe(state.partitions[event.partition]))
+        changes = "; ".join(config_changes(before, configured_alone(event))) or "nothing preemptd state shows"
+        log("config applied", partition=event.partition, file=str(path), seq=record.seq, id=event.id, runs=describe(state.partitions[event.partition]), changed=changes)
     return touched
 
 
-def _changes(path: Path, now: int, state: ClusterState) -> list[tuple[ConfigApplied, ConfigReading | None]]:
-    """The file's `config.applied` for each partition it changes, read as the fold will need it."""
-    return [(event, read_config(event)) for event in config_events(path, now) if changed(state, event)]
+def _changes(path: Path, now: int, state: ClusterState) -> tuple[list[tuple[ConfigApplied, ConfigReading | None]], list[ConfigApplied]]:
+    """The file's `config.applied` to append (those of partitions where this file last applied
+    other content, or never did), read as the fold will need them; and those not appended."""
+    appended, kept = [], []
+    for event in config_events(path, now):
+        p = state.partitions.get(event.partition)
+        if p is not None and event.source is not msgspec.UNSET and p.config_from.get(event.source) == event.digest:
+            kept.append(event)
+        else:
+            appended.append((event, read_config(event)))
+    return appended, kept

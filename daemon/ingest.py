@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from preemptd.events import ClusterEvent, ConfigApplied, DecodeError, decode_cluster_event, type_of
 from preemptd.projections import ClusterState, ConfigReading, LogRecord, Rejected
-from preemptd.scheduling import apply, describe, is_daemon_id, read_config, remember_config
+from preemptd.scheduling import apply, config_changes, configured_alone, configured_before, describe, is_daemon_id, read_config, remember_config
 
 from .records import DeadLetter, Inbound, LogRow, cluster_subject, subject_partition, to_row
 
@@ -154,7 +154,7 @@ class Ingested:
     dead: list[DeadLetter] = field(default_factory=list)
     touched: set[str] = field(default_factory=set)
     warnings: list[tuple[str, str]] = field(default_factory=list)  # (partition, warning)
-    configured: list[tuple[str, str, str]] = field(default_factory=list)  # (partition, the event's id, what runs now)
+    configured: list[tuple[str, str, str, list[str]]] = field(default_factory=list)  # (partition, the event's id, what runs now, what changed: `config_changes`)
     stopped: Inbound | None = None
 
 
@@ -192,6 +192,7 @@ def fold(
             reason = f"partition {event.partition!r} would be partition {len(state.partitions) + 1:,}; this daemon keeps at most {max_partitions:,} (run --max-partitions)"
         else:
             record = LogRecord(state.seq + 1, received, event)
+            before = configured_before(state, event)
             try:
                 warnings = apply(state, record)
             except Rejected as exc:
@@ -205,7 +206,8 @@ def fold(
                 if warnings:
                     out.warnings += [(event.partition, warning) for warning in warnings]
                 if isinstance(event, ConfigApplied):
-                    out.configured.append((event.partition, event.id, describe(state.partitions[event.partition])))
+                    after = state.partitions[event.partition]
+                    out.configured.append((event.partition, event.id, describe(after), config_changes(before, configured_alone(event))))
                 seen[event.id] = record.seq
                 out.rows.append(to_row(record, payload=message.data, stream_seq=message.stream_seq))
                 out.touched.add(event.partition)

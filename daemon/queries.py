@@ -331,6 +331,9 @@ class QueryCounts:
 
     def __init__(self, metrics: Metrics | None = None) -> None:
         self.metrics = metrics
+        if metrics is not None:  # each outcome at 0 from the start: a rate over them needs a first sample
+            for outcome in ("answered", *REFUSALS):
+                metrics.queries.labels(outcome)
         self.outcomes: collections.Counter[str] = collections.Counter()
         self.child_seconds = 0.0
         self._lock = threading.Lock()  # children are reaped on threads of their own

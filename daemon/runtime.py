@@ -27,7 +27,7 @@ from .clock import wall_ms
 from .config_file import apply_config_file, check_config_file
 from .early import early_stops
 from .errors import BusError, LogConflict, StoreError, UsageError, first_leaf
-from .log.database import database_url, shown_url
+from .log.database import database_url, shown_url, url_without_secrets
 from .log.history import fold_log, restored, save_snapshot
 from .log.lease import WriterLease
 from .log.lock import single_writer
@@ -38,7 +38,7 @@ from .operations.metrics import Health, Metrics, MetricsServer
 from .position import start_position
 from .queries import STANDBY_DELAY, answer_json, query_subjects
 from .records import CONSUMER
-from .settings import Settings
+from .settings import LOG_FILE, Settings
 
 __all__ = ["Settings", "run"]
 
@@ -58,6 +58,7 @@ async def run(settings: Settings) -> None:
                 await reachable(settings.nats_url, timeout=5.0)
             try:
                 settings.state_dir.mkdir(parents=True, exist_ok=True)
+                _record_the_log(settings)
             except OSError as exc:
                 raise UsageError(f"cannot create the state directory {settings.state_dir}: {exc.strerror}") from None
             with _observed(settings) as observed:
@@ -238,6 +239,14 @@ def _nats(settings: Settings) -> Iterator[tuple[str, EmbeddedNats | None]]:
         return
     with EmbeddedNats(settings.state_dir / "nats", port=settings.nats_port) as server:
         yield server.url, server
+
+
+def _record_the_log(settings: Settings) -> None:
+    """Say in the state directory where the log is (`LOG_FILE`), without secrets, so that
+    `state`, `tail`, `explain`, `replay` with `--state-dir` find it whatever its backend."""
+    where = url_without_secrets(settings.db)
+    if where is not None:
+        (settings.state_dir / LOG_FILE).write_text(where + "\n")
 
 
 def _announce(settings: Settings, url: str) -> None:

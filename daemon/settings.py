@@ -10,7 +10,11 @@ from .ingest import MAX_PARTITIONS
 from .log.archive import Retention
 from .log.lease import LEASE_SECONDS
 
-__all__ = ["Settings"]
+__all__ = ["LOG_FILE", "Settings"]
+
+#: In the state directory: where the daemon's log is, without secrets (`preemptd run` writes it;
+#: the commands that read a log take it when given no --db).
+LOG_FILE = "log.url"
 
 
 @dataclass(frozen=True)

@@ -69,14 +69,23 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag_f
     annotations: Annotations = {}
 
 
+ConfigSource = Annotated[str, msgspec.Meta(min_length=1, max_length=1024, description="where the configuration came from: the file a daemon follows (`run --config`) or `preemptd apply` read, as an absolute path")]
+ConfigDigest = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$", description="the SHA-256 of the source's bytes, in hex")]
+
+
 class ConfigApplied(Event, tag="config.applied", frozen=True, kw_only=True):
     """The whole queue configuration of a partition, in the chosen model's own shape (each
     model's documentation describes it: an object, or a list of objects for a model that takes
     them so, such as Kueue's). Without `model`, the default model's; a model this version does
-    not have makes the event a dead letter."""
+    not have makes the event a dead letter. `source` and `digest` say which file it was read
+    from, and its content: a daemon restarted with a file it already applied leaves a newer
+    configuration in force. The same configuration again changes nothing but where it is
+    said to come from."""
 
     model: ModelName | msgspec.UnsetType = msgspec.UNSET
     config: dict[str, Any] | list[Any]
+    source: ConfigSource | msgspec.UnsetType = msgspec.UNSET
+    digest: ConfigDigest | msgspec.UnsetType = msgspec.UNSET
 
 
 class PriorityClassUpserted(Event, tag="priorityclass.upserted", frozen=True, kw_only=True):

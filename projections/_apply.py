@@ -174,7 +174,7 @@ class Projection:
             case AppFinished():
                 _app_finished(p, event)
             case ConfigApplied():
-                warnings = self._config_applied(p, event, record.received)
+                warnings = self._config_applied(p, event, record)
             case PriorityClassUpserted():
                 _priority_class_upserted(p, event)
             case PriorityClassDeleted():
@@ -270,12 +270,15 @@ class Projection:
         if len(self._parsed) > self.PARSED_KEPT:
             self._parsed.popitem(last=False)
 
-    def _config_applied(self, p: PartitionState, event: ConfigApplied, received: int) -> tuple[str, ...]:
+    def _config_applied(self, p: PartitionState, event: ConfigApplied, record: LogRecord) -> tuple[str, ...]:
         try:
             model = self.model(event.model)
         except ConfigError as exc:
             raise Rejected(str(exc)) from None
         document = encode(event.config)  # once: the parse cache's key and what the partition keeps
+        if p.config_seq and p.model == model.name and p.document == document:  # the same again: only where it came from is news
+            _provenance(p, event, record.seq)
+            return ()
         try:
             parsed = self.parsed(model, document, p.name)
         except ConfigError as exc:
@@ -283,7 +286,8 @@ class Projection:
         except Exception as exc:  # a model's bug: reading changed nothing yet, so no state to rebuild
             raise Rejected(f"configuration refused, the previous one stays: the {model.name} model failed to read it ({type(exc).__name__}: {exc}); please report it") from None
         _configure(p, model, document, parsed)
-        model.fold_config(p, received)
+        _provenance(p, event, record.seq)
+        model.fold_config(p, record.received)
         return parsed.warnings
 
 
@@ -293,6 +297,14 @@ class ConfigReading:
 
     key: tuple[object, str, bytes]
     found: ParsedConfig | ConfigError
+
+
+def _provenance(p: PartitionState, event: ConfigApplied, seq: int) -> None:
+    """Which `config.applied` set the configuration in force, and from where; a source that
+    says its digest is remembered with it (a daemon's `--config` file: see `config_from`)."""
+    p.config_seq, p.config_source = seq, event.source or ""
+    if event.source and event.digest:
+        p.config_from[event.source] = event.digest
 
 
 def _parse_key(model: ModelFold, document: bytes, partition: str) -> tuple[object, str, bytes]:

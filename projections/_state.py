@@ -175,6 +175,9 @@ class PartitionState(msgspec.Struct, kw_only=True):
     name: str
     model: str  # the scheduling model's name, from the registry
     document: bytes = b"{}"  # the model's configuration as applied, as JSON ({}: its default)
+    config_seq: int = 0  # the log position of the `config.applied` that set it (0: none yet)
+    config_source: str = ""  # where that one came from (its `source`; "": not said, a shim)
+    config_from: dict[str, str] = {}  # each source's last configuration, by its digest: what a `--config` file applied to this log
     settings: Any = None  # the model's partition-wide settings, parsed from `document`
     model_state: Any = None  # what the model keeps besides its configuration, if anything
     queues: dict[str, QueueState] = {}

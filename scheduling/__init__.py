@@ -2,6 +2,13 @@
 model's name to its wing, the fold bound to that registry, the cycle driver and its pacing, and
 the offline drivers (scenario simulation and replay). No I/O, no clock, no randomness."""
 
+from ._changes import (
+    amounts_text as amounts_text,
+    column_text as column_text,
+    config_changes as config_changes,
+    configured_alone as configured_alone,
+    configured_before as configured_before,
+)
 from ._engine import CycleRecords as CycleRecords, is_daemon_id as is_daemon_id, next_wakeup as next_wakeup, run_cycle as run_cycle, tick_record as tick_record
 from ._explain import listing as listing
 from ._kubernetes import flat_objects as flat_objects, is_object as is_object, yaml_documents as yaml_documents

@@ -1,16 +1,19 @@
-"""Configuration files (`run --config`): one `config.applied` per partition they set up, and at
-start only for the partitions whose configuration would change."""
+"""Configuration files (`run --config`): one `config.applied` per partition they set up, saying
+the file and its digest; at start, only for the partitions where the file last applied other
+content (or never did), so that no restart undoes a newer configuration."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 import tracemalloc
 from pathlib import Path
 
+import msgspec
 import pytest
 from builders import fold_events
 
-from preemptd.daemon.config_file import changed, config_events
+from preemptd.daemon.config_file import _changes, config_events
 from preemptd.daemon.errors import UsageError
 from preemptd.events import ConfigError
 from preemptd.scheduling import yaml_documents
@@ -35,17 +38,26 @@ def test_a_file_gives_one_event_per_partition_it_sets_up(tmp_path: Path) -> None
     assert [(e.partition, e.model, e.ts) for e in events] == [("east", "yunikorn", 5), ("west", "yunikorn", 5)]
 
 
-def test_only_the_partitions_the_file_would_change_are_applied_again(tmp_path: Path) -> None:
-    state = fold_events(*config_events(write(tmp_path, TWO_PARTITIONS), now=5))
-    same = config_events(write(tmp_path, "# the same, written otherwise\n" + TWO_PARTITIONS.replace("{name: b}", "{name: 'b'}")), now=6)
-    assert [changed(state, e) for e in same] == [False, False]
-    bigger = config_events(write(tmp_path, TWO_PARTITIONS.replace("vcore: 2", "vcore: 3")), now=7)
-    assert [changed(state, e) for e in bigger] == [True, False]
+def test_a_file_is_applied_again_only_once_its_content_changed(tmp_path: Path) -> None:
+    """A daemon restarted (or a standby taking over) with a file it already applied left a
+    newer configuration (from `preemptd apply`, a shim) undone: the file went back in. Now what
+    the file last applied is kept with the configuration (its path and digest), and the file
+    goes in only when it changed."""
+    path = write(tmp_path, TWO_PARTITIONS)
+    first = config_events(path, now=5)
+    assert {(e.source, e.digest) for e in first} == {(str(path.absolute()), hashlib.sha256(TWO_PARTITIONS.encode()).hexdigest())}
+    state = fold_events(*first)
+    newer = TWO_PARTITIONS.replace("vcore: 2", "vcore: 24")
+    state = fold_events(*first, *[msgspec.structs.replace(e, source=msgspec.UNSET, digest=msgspec.UNSET) for e in config_events(write(tmp_path, newer), now=6)])
+    appended, kept = _changes(write(tmp_path, TWO_PARTITIONS), 7, state)
+    assert (appended, [e.partition for e in kept]) == ([], ["east", "west"]), "unchanged since it applied it: the newer stays"
+    appended, kept = _changes(write(tmp_path, "# edited\n" + TWO_PARTITIONS), 8, state)
+    assert [e.partition for e, _ in appended] == ["east", "west"] and kept == []
 
 
 def test_a_partition_not_configured_yet_is_applied(tmp_path: Path) -> None:
-    [event] = config_events(write(tmp_path, "queues: [{name: a}]\n"), now=5)
-    assert changed(fold_events(), event)
+    appended, kept = _changes(write(tmp_path, "queues: [{name: a}]\n"), 5, fold_events())
+    assert len(appended) == 1 and kept == []
 
 
 @pytest.mark.parametrize(
@@ -121,7 +133,7 @@ def test_a_configuration_file_has_the_bounds_of_a_shims_config_applied(tmp_path:
     queues = ",".join(f"{{name: q{i:06}, resources: {{guaranteed: {{vcore: 1, memory: 1Gi, nvidia.com/gpu: 1}}}}}}" for i in range(12_000))
     with pytest.raises(UsageError, match=r"queues.yaml: the configuration is [\d,]+ bytes as JSON; the limit is 1,048,576 bytes, as for a shim's config.applied"):
         config_events(write(tmp_path, f"queues: [{{name: root, queues: [{queues}]}}]\n"), now=5)
-    with pytest.raises(UsageError, match=r"queues.yaml: [\d,]+ bytes; a configuration file is at most 8,388,608 bytes"):
+    with pytest.raises(UsageError, match=r"queues.yaml: more than 8,388,608 bytes; a configuration file is at most 8,388,608 bytes"):
         config_events(write(tmp_path, "# " + "x" * (9 << 20) + "\nqueues: []\n"), now=5)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import postgres, preemptd
+from conftest import POSTGRES_URL, postgres, preemptd
 from test_daemon import event, publish, read, wait_for
 
 from preemptd.daemon.bus.embedded import EmbeddedNats
@@ -262,3 +262,66 @@ def test_a_daemon_that_meets_a_row_it_did_not_write_reads_the_log_again(postgres
     assert "a write met a row another writer wrote: reading the log again" in daemon.log_text()
     assert scalar(postgres_log, "select count(*) from log where type = 'task.submitted'") == 1
     assert daemon.stop() == 0
+
+
+def test_two_logs_on_one_server_each_have_their_writer(postgres_log: str, nats_server: EmbeddedNats, daemon_factory, tmp_path: Path) -> None:
+    """Several daemons, each with its own log, on one PostgreSQL server (as the README invites):
+    the lease holder was looked up across the server, so a standby of one log watched another
+    log's writer. Each log has its lease, and a standby waits for its own log's writer."""
+    other = postgres_log + "_other"
+    postgres(POSTGRES_URL, f'CREATE DATABASE "{other.rsplit("/", 1)[1]}"')
+    try:
+        first = daemon_factory("--db", postgres_log, "--nats-url", nats_server.url, "--partitions", "default", state_dir=tmp_path / "first").start()
+        second = daemon_factory("--db", other, "--nats-url", nats_server.url, "--partitions", "east", state_dir=tmp_path / "second").start()
+        standby = daemon_factory("--db", other, "--nats-url", nats_server.url, "--partitions", "east", state_dir=tmp_path / "standby").launch()
+        wait_for(lambda: "standby: another daemon writes this log" in standby.log_text(), what="the standby to wait")
+        holder = standby.log_text().split("holder=", 1)[1].split(" db=", 1)[0]
+        assert f"pid {second.process.pid} " in holder, f"the standby names its own log's writer: {holder}"
+        first.publish("- {type: node.upserted, node: n1, capacity: {vcore: 4}}\n")
+        wait_for(lambda: scalar(postgres_log, "select count(*) from log") == 1, what="the first log's writer to write")
+        assert second.stop() == 0
+        standby.listening(timeout=60)
+        assert first.process.poll() is None, "the first log's writer was never taken for the second's"
+        assert standby.stop() == 0 and first.stop() == 0
+    finally:
+        postgres(POSTGRES_URL, f'DROP DATABASE IF EXISTS "{other.rsplit("/", 1)[1]}" WITH (FORCE)')
+
+
+def test_the_commands_find_a_postgresql_log_through_the_state_directory(postgres_log: str, daemon_factory, tmp_path: Path) -> None:
+    """`state`, `explain`, `replay` with --state-dir read the daemon's SQLite file only: on a
+    PostgreSQL daemon they said there was no log. The state directory says where the log is,
+    without its password."""
+    with_password = postgres_log.replace("postgresql://postgres@", "postgresql://postgres:secret@")
+    daemon = daemon_factory("--db", with_password).start()
+    daemon.publish("- {type: node.upserted, node: n1, capacity: {vcore: 4}}\n- {type: task.submitted, task: t, app: a, queue: root.default, resources: {vcore: 1}}\n")
+    wait_for(lambda: scalar(postgres_log, "select count(*) from log where type = 'decision.allocated'") == 1, what="the task decided")
+    written = (daemon.state_dir / "log.url").read_text()
+    assert "secret" not in written and written.strip() == postgres_log
+    for command in (["state"], ["explain", "t"], ["replay", "--quiet"]):
+        result = preemptd(*command, "--state-dir", str(daemon.state_dir))
+        assert result.returncode == 0, (command, result.stderr)
+    assert "allocated" in preemptd("explain", "t", "--state-dir", str(daemon.state_dir)).stdout
+    assert daemon.stop() == 0
+
+
+def test_a_standby_started_with_an_older_file_keeps_the_newer_configuration(postgres_log: str, nats_server: EmbeddedNats, daemon_factory, tmp_path: Path) -> None:
+    """A failover: the writer and its standby started with the same file (max 48); a newer
+    configuration (max 24) came through `preemptd apply`; the writer dies and the standby
+    takes over with its file, unchanged: it re-applied 48. It keeps 24 now, and says why."""
+    from test_config_flow import queues
+
+    config, newer = tmp_path / "queues.yaml", tmp_path / "newer.yaml"
+    config.write_text(queues(48))
+    newer.write_text(queues(24))
+    writer = daemon_factory("--db", postgres_log, "--nats-url", nats_server.url, "--config", str(config), state_dir=tmp_path / "writer").start()
+    standby = daemon_factory("--db", postgres_log, "--nats-url", nats_server.url, "--config", str(config), state_dir=tmp_path / "standby").launch()
+    wait_for(lambda: "standby: another daemon writes this log" in standby.log_text(), what="the standby to wait")
+    assert preemptd("apply", str(newer), "--nats-url", nats_server.url, "--db", postgres_log).returncode == 0
+    newest = "select payload from log where type = 'config.applied' order by seq desc limit 1"
+    wait_for(lambda: '"vcore":24' in bytes(postgres(postgres_log, newest)[0][0]).decode(), what="the newer configuration applied")
+    writer.process.send_signal(signal.SIGKILL)
+    writer.process.wait()
+    standby.listening(timeout=60)
+    assert '"vcore":24' in bytes(postgres(postgres_log, newest)[0][0]).decode(), "the standby's file did not go back in"
+    assert "config file unchanged since it applied it: the log's configuration runs" in standby.log_text()
+    assert standby.stop() == 0

@@ -80,4 +80,4 @@ def test_state_and_explain_say_what_a_configuration_runs(tmp_path: Path) -> None
     assert state.stdout.splitlines()[:2] == ["partition default at log seq 64", runs]
     explained = preemptd("explain", "config", "--db", str(db))
     assert explained.returncode == 0, explained.stderr
-    assert explained.stdout.splitlines()[2:] == [f"  runs: {runs}"]
+    assert explained.stdout.splitlines()[2:] == [f"  runs: {runs}", "  the partition's first configuration"]

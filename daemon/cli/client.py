@@ -24,7 +24,7 @@ import anyio
 import msgspec
 
 from preemptd.events import PARTITION_PATTERN, ConfigError, DecodeError, decode_cluster_event, decode_decision
-from preemptd.scheduling import yaml_documents
+from preemptd.scheduling import is_object, yaml_documents
 
 from ..bus import Bus, NatsAccess, Reader, ReadThrough
 from ..clock import wall_ms
@@ -76,6 +76,11 @@ async def publish(url: str, source: str, *, access: NatsAccess | None = None, ch
     messages = [_prepared(event, now, f"{digest}-{position}", position) for position, event in enumerate(events, 1)]
     if check:
         _refuse_invalid(messages)
+    return await send(url, events, messages, source, access=access, wait=wait, verbose=verbose)
+
+
+async def send(url: str, events: list[Any], messages: list[Outbound], source: str, *, access: NatsAccess | None, wait: float | None, verbose: bool) -> int:
+    """Send `messages` (made of `events`, read from `source`) as `publish` does, and report."""
     bus = await Bus.connect(url, access=access, connect_timeout=CONNECT_TIMEOUT)
     sent: list[Stored] = []
     try:
@@ -237,13 +242,33 @@ def _events(text: str, source: str) -> list[Any]:
             json_error = next(filter(None, (_json_line_error(number, line) for number, line in lines)))
     events: list[Any] = []
     try:
-        for document in yaml_documents(text, "stdin" if source == "-" else source, max_values=_MAX_EVENT_VALUES):
-            events += document if isinstance(document, list) else [document]
+        documents = yaml_documents(text, "stdin" if source == "-" else source, max_values=_MAX_EVENT_VALUES)
     except ConfigError as exc:
         raise UsageError(f"{source}: {json_error}" if json_error else str(exc)) from None
+    for document in documents:
+        events += document if isinstance(document, list) else [document]
     if len(events) == 1 and isinstance(events[0], dict) and "events" in events[0] and "type" not in events[0]:
         raise UsageError(f"{source} is a scenario file, not a list of events: run it with `preemptd simulate {source}`")
+    if events and not any(isinstance(event, dict) and "type" in event for event in events) and _a_configuration(documents):
+        raise UsageError(f"{source} is a configuration, not events: hand it to the running daemon with `preemptd apply {source}` (or start one with `preemptd run --config {source}`)")
     return events
+
+
+def _a_configuration(documents: list[Any]) -> bool:
+    """Whether `documents` read as a configuration file (`run --config`, `apply`): a wrapper
+    `{model, ...}`, YuniKorn's `queues.yaml`, or Kubernetes objects (events without `type` are
+    not taken for one)."""
+    from ..config_file import model_and_config
+
+    head = documents[0] if documents else None
+    items = head if isinstance(head, list) else [head]
+    if not (isinstance(head, dict) and ({"model", "queues", "partitions"} & set(head))) and not all(is_object(item) for item in items):
+        return False
+    try:
+        model_and_config(documents)
+    except ConfigError:
+        return False
+    return True
 
 
 def _json_line_error(number: int, line: str) -> str | None:

@@ -42,7 +42,23 @@ from preemptd.events import (
     type_of,
 )
 from preemptd.projections import ClusterState, LogRecord, Rejected, partition_view
-from preemptd.scheduling import DEFAULT_MODEL, MODELS, ReplayConfig, Replayer, ScenarioError, TrialRefused, apply, check, simulate, trial
+from preemptd.scheduling import (
+    DEFAULT_MODEL,
+    MODELS,
+    ReplayConfig,
+    Replayer,
+    ScenarioError,
+    TrialRefused,
+    apply,
+    check,
+    config_changes,
+    configured_alone,
+    configured_before,
+    run_cycle,
+    simulate,
+    tick_record,
+    trial,
+)
 
 from ..early import early_stops, version
 from ..errors import UsageError, first_leaf
@@ -68,8 +84,18 @@ def _state_dir(args: argparse.Namespace) -> Path:
     return Path(args.state_dir or os.environ.get("PREEMPTD_STATE_DIR") or DEFAULT_STATE_DIR)
 
 
-def _db(args: argparse.Namespace) -> str:
-    return args.db or str(_state_dir(args) / "preemptd.db")
+def _db(args: argparse.Namespace, *, as_written: bool = True) -> str:
+    """--db, else (`as_written`) the log the daemon of the state directory wrote it uses (a
+    PostgreSQL URL without its password: give it with $PGPASSWORD or ~/.pgpass), else the
+    directory's SQLite file."""
+    from ..settings import LOG_FILE
+
+    if args.db:
+        return args.db
+    written = _state_dir(args) / LOG_FILE
+    if as_written and written.is_file():
+        return written.read_text().strip()
+    return str(_state_dir(args) / "preemptd.db")
 
 
 def _nats_access(args: argparse.Namespace) -> NatsAccess:
@@ -109,7 +135,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
 
     settings = Settings(
         state_dir=_state_dir(args),
-        db=_db(args),
+        db=_db(args, as_written=False),  # what this run is given, not what an earlier one was
         nats_url=args.nats_url or os.environ.get("PREEMPTD_NATS_URL"),
         nats_port=args.nats_port,
         nats_access=_nats_access(args),
@@ -195,6 +221,48 @@ def _duration(text: str, option: str) -> int:
     if milliseconds <= 0:
         raise UsageError(f"{option} must be longer than 0s")
     return milliseconds
+
+
+async def cmd_apply(args: argparse.Namespace) -> int:
+    """A configuration file, in the forms `run --config` takes, handed to the running daemon as
+    its `config.applied` (as `kubectl apply` hands an object to the API server); `--dry-run`
+    says what it would change against the log's configuration, and what would be decided now."""
+    from ..clock import wall_ms
+    from ..config_file import config_events
+    from ..records import Outbound, cluster_subject
+    from . import client
+
+    now = wall_ms()
+    events = config_events(Path(args.file), now)
+    if args.dry_run:
+        return await _apply_dry_run(args, events, now)
+    messages = [Outbound(cluster_subject(event.partition, "config.applied"), encode(event), event.id) for event in events]
+    return await client.send(_nats_url(args), events, messages, args.file, access=_nats_access(args), wait=args.timeout, verbose=True)
+
+
+async def _apply_dry_run(args: argparse.Namespace, events: list, now: int) -> int:
+    """What `events` would change in the log's state at its end, per partition, in the model's
+    words, and what would be decided at once (as `try --config` answers)."""
+    from ..log.database import shown_url
+
+    db = _db(args)
+    state, _ = await _state_at(db, None)
+    for event in events:
+        before = configured_before(state, event)
+        try:
+            after = configured_alone(event)
+            apply(state, LogRecord(state.seq + 1, now, event))
+        except Rejected as exc:
+            raise UsageError(f"{args.file} would be refused by the daemon: {exc.reason}") from None
+        changes = config_changes(before, after)
+        print(render.printable(f"partition {event.partition} ({after.model}), against {shown_url(db)} at log seq {state.seq - 1}: " + ("it would change" if changes else "nothing `preemptd state` shows would change")))
+        for change in changes:
+            print(f"  {render.printable(change)}")
+        decided = run_cycle(state, tick_record(state, now, event.partition)).decisions  # the cycle the change wakes
+        print(f"  would decide at once: {render.count(len(decided), 'decision')}")
+        for decision in decided:
+            print("    " + render.summary(decision))
+    return 0
 
 
 async def cmd_publish(args: argparse.Namespace) -> int:
@@ -416,13 +484,15 @@ async def cmd_explain(args: argparse.Namespace) -> int:
         row = None if args.task else await log.find(args.decision)
         if row is not None and row.type != "config.applied" and not row.type.startswith("decision."):
             row = None  # another event's id: it may still be the name of an application or task
-        models = models_of(await log.configs_applied())
+        configs = await log.configs_applied()
+        models = models_of(configs)
         found = [] if row is not None else await stories(log, args.decision, models)
         near = await closest_name(log, args.decision) if row is None and not found else None
     finally:
         await store.close()
     if row is not None and row.type == "config.applied":
-        print(render.config_change(to_record(row)))
+        earlier = [c for c in configs if c.seq < row.seq and c.partition == row.partition]
+        print(render.config_change(to_record(row), to_record(earlier[-1]) if earlier else None))
         return 0
     if row is not None and row.type.startswith("decision."):
         _print_decisions([row], models, args.json)
@@ -602,7 +672,7 @@ def _port(text: str) -> int:
 def _common(parser: argparse.ArgumentParser, *, nats: bool = False, db: bool = False, archived: bool = False) -> None:
     parser.add_argument("--state-dir", help=f"where the daemon keeps its log and NATS data (default: $PREEMPTD_STATE_DIR or ./{DEFAULT_STATE_DIR})")
     if db:
-        parser.add_argument("--db", help="the log: a SQLite file or a SQLAlchemy URL (default: STATE_DIR/preemptd.db)")
+        parser.add_argument("--db", help="the log: a SQLite file or a SQLAlchemy URL (default: STATE_DIR/preemptd.db; the commands that read a log take the one the daemon of STATE_DIR uses, from STATE_DIR/log.url, without its password: give that with $PGPASSWORD or ~/.pgpass)")
     if archived:
         parser.add_argument("--archive", metavar="DIR|URL", help="where the log's archived segments are now, if moved since the daemon wrote them (default: where it wrote them)")
     if nats:
@@ -718,6 +788,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verbose", "-v", action="store_true", help="print the verdict on every event, accepted ones too (default: only those not accepted)")
     p.add_argument("--timeout", type=_at_least(0, float), default=30.0, help="how long to wait for a running daemon to read them, in seconds (default: 30)")
     p.set_defaults(func=cmd_publish)
+
+    p = commands.add_parser("apply", help="hand a configuration file to the running daemon (as `run --config` takes it), as kubectl apply does")
+    p.add_argument("file", help="a configuration file: queues.yaml, {model, config}, or `model: NAME` then the model's objects (ConfigMaps, kubectl get -o yaml lists)")
+    _common(p, nats=True, db=True)
+    p.add_argument("--dry-run", action="store_true", help="print what it would change against the log's configuration, and what would be decided at once; send nothing")
+    p.add_argument("--timeout", type=_at_least(0, float), default=30.0, help="how long to wait for the daemon's verdict, in seconds (default: 30)")
+    p.set_defaults(func=cmd_apply)
 
     p = commands.add_parser("try", help="ask what would be decided if these events arrived now (nothing is logged or published)")
     p.add_argument("file", help="events as publish takes them (JSON lines or YAML; - for stdin), for one partition: a job's app.submitted and task.submitted, ...")

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from preemptd.events import Admitted, Allocated, Blocked, Decision, Evicted, Preempted, QuotaEnforced, Resources, Unreserved, format_human, printable, type_of
+from preemptd.events import Admitted, Allocated, Blocked, ConfigApplied, Decision, Evicted, Preempted, QuotaEnforced, Resources, Unreserved, printable, type_of
 from preemptd.projections import ClusterState, LogRecord, PartitionState, Rejected, Words, queue_depth
-from preemptd.scheduling import Change, Divergence, ReplayReport, apply, describe, model_named
+from preemptd.scheduling import Change, Divergence, ReplayReport, amounts_text, apply, column_text, config_changes, configured_alone, describe, model_named
 
 if TYPE_CHECKING:  # the store brings SQLAlchemy, which commands that only print need not load
     from ..records import DeadLetter
@@ -53,12 +53,6 @@ def clock(ms: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms / 1000)) + f".{ms % 1000:03d}Z"
 
 
-def _amounts(values: Mapping[str, int] | None) -> str:
-    if values is None:
-        return "-"
-    return ", ".join(f"{printable(name)} {format_human(name, amount)}" for name, amount in values.items()) or "0"
-
-
 def _flavors(flavors: Mapping[str, str]) -> str:
     return ", ".join(f"{resource} in {flavor}" for resource, flavor in sorted(flavors.items())) or "no flavors"
 
@@ -77,8 +71,8 @@ def summary(decision: Decision) -> str:
             what = f"{decision.task} ({decision.queue}): {'; '.join(decision.reasons)}"
         case QuotaEnforced():
             victims = ", ".join(v.task for v in decision.victims) or "nothing"
-            short = f"; {_amounts(decision.short)} stays over it (nothing more may be taken)" if decision.short else ""
-            what = f"{decision.queue} over its max {_amounts(decision.max)}: evict {victims} [quota]{short}"
+            short = f"; {amounts_text(decision.short)} stays over it (nothing more may be taken)" if decision.short else ""
+            what = f"{decision.queue} over its max {amounts_text(decision.max)}: evict {victims} [quota]{short}"
         case Unreserved():
             what = f"{decision.task} off {decision.node}: {decision.reason}"
         case Admitted():
@@ -114,17 +108,29 @@ def would(decision: Mapping[str, Any]) -> str:
     return printable(f"{when}: {what}")
 
 
-def config_change(record: LogRecord) -> str:
-    """A `config.applied` of the log: what it runs, and the notes its model gave on it."""
+def config_change(record: LogRecord, previous: LogRecord | None = None) -> str:
+    """A `config.applied` of the log: what it runs, the notes its model gave on it, where it came
+    from, and what it changed from `previous` (the partition's configuration before it)."""
     event = record.event
+    assert isinstance(event, ConfigApplied) and (previous is None or isinstance(previous.event, ConfigApplied))
     lines = [f"{event.id}  config.applied", f"  at {clock(record.received)}, partition {event.partition}, log seq {record.seq}"]
+    if event.source:
+        lines.append(f"  from {event.source} (sha256 {event.digest or '?'})")
     state = ClusterState()
     try:
+        before = configured_alone(previous.event) if previous is not None else None  # type: ignore[arg-type]  # asserted above
         notes = apply(state, LogRecord(record.seq, record.received, event))
     except Rejected as exc:
         return printable_lines("\n".join([*lines, f"  refused by this version: {exc.reason}"]))
-    lines.append(f"  runs: {describe(state.partitions[event.partition])}")
+    after = state.partitions[event.partition]
+    lines.append(f"  runs: {describe(after)}")
     lines += [f"  note: {note}" for note in notes]
+    if previous is None:
+        lines.append("  the partition's first configuration")
+    else:
+        changes = config_changes(before, after)
+        lines.append(f"  changed from the one at log seq {previous.seq}:" if changes else f"  the same as the one at log seq {previous.seq} in what `state` shows")
+        lines += [f"    {change}" for change in changes]
     return printable_lines("\n".join(lines))
 
 
@@ -137,21 +143,21 @@ def explanation(decision: Decision, seq: int, words: Words) -> str:
     lines = [f"{decision.id}  {kind}", f"  at {clock(decision.ts)}, partition {decision.partition}, cycle {decision.cycle}, log seq {seq}"]
     match decision:
         case Allocated():
-            lines.append(f"  {task} {decision.task} ({application} {decision.app}, {queue} {decision.queue}) asks {_amounts(decision.resources)}: allocated to {decision.node}")
+            lines.append(f"  {task} {decision.task} ({application} {decision.app}, {queue} {decision.queue}) asks {amounts_text(decision.resources)}: allocated to {decision.node}")
         case Preempted():
-            lines.append(f"  preemptor {task} {decision.preemptor} ({application} {decision.app}, {queue} {decision.queue}) asks {_amounts(decision.resources)}")
+            lines.append(f"  preemptor {task} {decision.preemptor} ({application} {decision.app}, {queue} {decision.queue}) asks {amounts_text(decision.resources)}")
             lines.append(f"  node {decision.node} is reserved for it; reason: {decision.reason}; model {decision.model}")
             lines.append("  victims:")
             for victim in decision.victims:
-                lines.append(f"    - {task} {victim.task} ({application} {victim.app}, {queue} {victim.queue}, priority {victim.priority}, {_amounts(victim.resources)})")
+                lines.append(f"    - {task} {victim.task} ({application} {victim.app}, {queue} {victim.queue}, priority {victim.priority}, {amounts_text(victim.resources)})")
                 lines.append(f"      why: {victim.why}")
         case QuotaEnforced():
-            lines.append(f"  {queue} {decision.queue} is over its max {_amounts(decision.max)}: {_amounts(decision.target)} to shed; model {decision.model}")
+            lines.append(f"  {queue} {decision.queue} is over its max {amounts_text(decision.max)}: {amounts_text(decision.target)} to shed; model {decision.model}")
             if decision.short:
-                lines.append(f"  {_amounts(decision.short)} stays over the max: nothing more may be taken (the explanation says what stopped it)")
+                lines.append(f"  {amounts_text(decision.short)} stays over the max: nothing more may be taken (the explanation says what stopped it)")
             lines.append("  victims:" if decision.victims else "  victims: none")
             for victim in decision.victims:
-                lines.append(f"    - {task} {victim.task} ({application} {victim.app}, {queue} {victim.queue}, priority {victim.priority}, {_amounts(victim.resources)})")
+                lines.append(f"    - {task} {victim.task} ({application} {victim.app}, {queue} {victim.queue}, priority {victim.priority}, {amounts_text(victim.resources)})")
                 lines.append(f"      why: {victim.why}")
         case Admitted():
             lines.append(f"  {application} {decision.app} is admitted to {queue} {decision.queue}: {_flavors(decision.flavors)}")
@@ -195,12 +201,12 @@ def queue_table(p: PartitionState, seq: int) -> str:
     for queue in p.queues.values():
         name = "  " * queue_depth(queue.path) + printable(queue.path.rsplit(".", 1)[-1])
         tasks = f"{len(queue.running)} run / {queue.waiting} wait" if queue.leaf else ""
-        used = tuple(_column_text(usage[what].get(queue.path)) if what in usage else _amounts(getattr(queue, what)) for what in _USAGE)
-        said = tuple(_column_text(values.get(queue.path)) for _, values in columns)
+        used = tuple(column_text(usage[what].get(queue.path)) if what in usage else amounts_text(getattr(queue, what)) for what in _USAGE)
+        said = tuple(column_text(values.get(queue.path)) for _, values in columns)
         rows.append((name, *used, *said, tasks))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     body = "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
-    nodes = f"{count(len(p.nodes), 'node')}, capacity {_amounts(p.capacity)}; {count(len(p.tasks), 'task')} ({p.pending_count} pending)"
+    nodes = f"{count(len(p.nodes), 'node')}, capacity {amounts_text(p.capacity)}; {count(len(p.tasks), 'task')} ({p.pending_count} pending)"
     tables = "".join(f"\n\n{_table(rows)}" for _, rows in model_named(p.model).tables(p) if rows)
     return f"partition {printable(p.name)} at log seq {seq}\n{printable(describe(p))}\n{nodes}\n\n{body}{tables}"
 
@@ -208,7 +214,7 @@ def queue_table(p: PartitionState, seq: int) -> str:
 def _table(rows: list[dict[str, Any]]) -> str:
     """Rows of a model's table (`Model.tables`), their keys as the heading."""
     header = tuple(key.upper().replace("_", " ") for key in rows[0])
-    cells = [header, *(tuple(_column_text(value) for value in row.values()) for row in rows)]
+    cells = [header, *(tuple(column_text(value) for value in row.values()) for row in rows)]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in cells)
 
@@ -225,7 +231,7 @@ def tables_text(p: PartitionState, limit: int) -> dict[str, dict[str, Any]]:
     for name, rows in model_named(p.model).tables(p):
         if rows:
             headings = [key.replace("_", " ") for key in rows[0]]
-            out[name] = {"columns": headings, "rows": [[_column_text(value) for value in row.values()] for row in rows[:limit]], "total": len(rows)}
+            out[name] = {"columns": headings, "rows": [[column_text(value) for value in row.values()] for row in rows[:limit]], "total": len(rows)}
     return out
 
 
@@ -233,18 +239,6 @@ def queue_columns_json(p: PartitionState) -> dict[str, dict[str, Any]]:
     """Per queue, the model's columns as `state --json` gives them: what the table shows."""
     columns = model_named(p.model).queue_columns(p)
     return {path: {name: _column_json(values.get(path)) for name, values in columns} for path in p.queues}
-
-
-def _column_text(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, Fraction):
-        return f"{float(value):.2f}"
-    if isinstance(value, Mapping) and any(isinstance(v, Mapping) for v in value.values()):  # per flavor
-        return "; ".join(f"{printable(flavor)}: {_amounts(amounts)}" for flavor, amounts in value.items())
-    if isinstance(value, Mapping):
-        return _amounts(value)
-    return printable(str(value))
 
 
 def _column_json(value: Any) -> Any:

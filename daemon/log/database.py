@@ -45,6 +45,20 @@ def shown_url(target: str) -> str:
         return target.split("://", 1)[0] + "://…"  # not a URL SQLAlchemy reads: show no more than its kind
 
 
+def url_without_secrets(target: str) -> str | None:
+    """`target` as the state directory records it for the other commands: a file's absolute
+    path, a URL without its password (they bring theirs: $PGPASSWORD, ~/.pgpass); None for a
+    URL SQLAlchemy cannot read."""
+    if "://" not in target:
+        return str(Path(target).expanduser().resolve())
+    try:
+        url = sa.make_url(target)._replace(password=None)  # `set` takes None as "unchanged"
+        query = {key: value for key, value in url.query.items() if key != "password"}
+        return url.set(query=query).render_as_string(hide_password=False)
+    except (SQLAlchemyError, ValueError):
+        return None
+
+
 #: Errors of the disk or the server under the log (SQLite's primary result codes, PostgreSQL's
 #: SQLSTATEs), with what to look at.
 _DISK_TROUBLE = {

@@ -32,7 +32,6 @@ from preemptd.scheduling import curve_unit, model_named
 
 from ..errors import UsageError
 from ..ingest import DEAD_LETTER_KINDS
-from ..queries import REFUSALS
 from .logs import log
 
 __all__ = ["READY_LAG", "Health", "Metrics", "MetricsServer", "Reading", "listen_address", "reading"]
@@ -175,10 +174,11 @@ class Metrics:
             buckets=_SECONDS,
             registry=r,
         )
-        self.queries = Counter("preemptd_queries", "Queries (preemptd try) by what became of them: answered, or refused and why in a word", ["outcome"], registry=r)
-        for outcome in ("answered", *REFUSALS):
-            self.queries.labels(outcome)
+        self.queries = Counter("preemptd_queries", "Queries (preemptd try) by what became of them: answered, or refused and why in a word", ["outcome"], registry=r)  # at 0 from the start: see `QueryCounts`
         self.query_child_seconds = Counter("preemptd_query_child_seconds", "CPU seconds the children answering queries took", registry=r)
+        self.config_file_refusals = Counter(
+            "preemptd_config_file_refusals", "Contents of the run --config file not applied (unreadable, or refused by the model): the configuration in force stays", registry=r
+        )
         self.now = Reading()
         r.register(_ReadingCollector(self))
 
