@@ -68,6 +68,7 @@ from ._limits import (
     MAX_TOTAL as MAX_TOTAL,
     depth_beyond_limit as depth_beyond_limit,
 )
+from ._objects import ObjectError as ObjectError, object_events as object_events, runtime_object as runtime_object
 from ._quantity import (
     MILLI_RESOURCES as MILLI_RESOURCES,
     QuantityError as QuantityError,

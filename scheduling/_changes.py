@@ -39,8 +39,10 @@ def column_text(value: Any) -> str:
 def config_changes(before: PartitionState | None, after: PartitionState) -> list[str]:
     """One line per change from `before` (None: a new partition) to `after`, in the order of
     `after`'s queues; [] when nothing `state` shows changed."""
-    if before is None or before.model != after.model:
-        return [f"model {after.model}" + (f" (was {before.model})" if before is not None else "")]
+    if before is None:
+        return [f"the partition's first configuration, of the {after.model} model"]
+    if before.model != after.model:
+        return [f"model {after.model} (was {before.model})"]
     queue = after.words.queue
     lines = [f"{queue} {printable(path)} added" for path in after.queues if path not in before.queues]
     lines += [f"{queue} {printable(path)} removed" for path in before.queues if path not in after.queues]

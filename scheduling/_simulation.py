@@ -27,6 +27,7 @@ from preemptd.events import (
     DurationError,
     Evicted,
     Expectations,
+    ObjectError,
     PreemptdError,
     Preempted,
     PriorityClassUpserted,
@@ -38,7 +39,9 @@ from preemptd.events import (
     TaskSubmitted,
     decode_cluster_event,
     encode,
+    object_events,
     parse_duration,
+    runtime_object,
     to_builtins,
     type_of,
 )
@@ -80,7 +83,14 @@ def _duration(value: Any, what: str) -> int:
 
 
 def _expand(entry: dict[str, Any]) -> list[dict[str, Any]]:
-    """`repeat: N` makes N copies of an event, with `{i}` in its texts replaced by 1..N."""
+    """`repeat: N` makes N copies of an event, with `{i}` in its texts replaced by 1..N; an
+    object (a Kueue Workload, a Volcano Job, ...: `object_events`) makes its events, at its `at`."""
+    if runtime_object(entry):
+        body = {key: value for key, value in entry.items() if key != "at"}
+        try:
+            return [{"at": entry.get("at", 0), **event} for event in object_events(body)]
+        except ObjectError as exc:
+            raise ScenarioError(str(exc)) from None
     count = entry.get("repeat")
     if count is None:
         return [entry]

@@ -23,8 +23,8 @@ from typing import Any
 import anyio
 import msgspec
 
-from preemptd.events import PARTITION_PATTERN, ConfigError, DecodeError, decode_cluster_event, decode_decision
-from preemptd.scheduling import is_object, yaml_documents
+from preemptd.events import PARTITION_PATTERN, ConfigError, DecodeError, ObjectError, decode_cluster_event, decode_decision, object_events, runtime_object
+from preemptd.scheduling import claiming, flat_objects, is_object, yaml_documents
 
 from ..bus import Bus, NatsAccess, Reader, ReadThrough
 from ..clock import wall_ms
@@ -65,13 +65,21 @@ class Verdict:
         return self.outcome in ("rejected", "not read", "unknown")
 
 
-async def publish(url: str, source: str, *, access: NatsAccess | None = None, check: bool = True, wait: float | None = 30.0, verbose: bool = False) -> int:
+def shown_events(events: list[Any]) -> None:
+    """`--show-events`: the events a file stands for (its objects' as the contract maps them), as JSON lines."""
+    for event in events:
+        print(json.dumps(event), flush=True)
+
+
+async def publish(url: str, source: str, *, access: NatsAccess | None = None, check: bool = True, wait: float | None = 30.0, verbose: bool = False, show_events: bool = False) -> int:
     """Publish the events in `source`. With `wait` (seconds), report the daemon's verdict on
     each event of a partition a running daemon reads (exit 1 if one is rejected or not read in
     time); without, or with no daemon running, send them and return."""
     now = wall_ms()
     text = _read_text(source)
     events = _events(text, source)
+    if show_events:
+        shown_events(events)
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     messages = [_prepared(event, now, f"{digest}-{position}", position) for position, event in enumerate(events, 1)]
     if check:
@@ -251,7 +259,27 @@ def _events(text: str, source: str) -> list[Any]:
         raise UsageError(f"{source} is a scenario file, not a list of events: run it with `preemptd simulate {source}`")
     if events and not any(isinstance(event, dict) and "type" in event for event in events) and _a_configuration(documents):
         raise UsageError(f"{source} is a configuration, not events: hand it to the running daemon with `preemptd apply {source}` (or start one with `preemptd run --config {source}`)")
-    return events
+    return _objects_as_events(events, source)
+
+
+def _objects_as_events(items: list[Any], source: str) -> list[Any]:
+    """Events as written, and the objects users hold (a Kueue Workload, a Volcano Job, ... and
+    `kind: List`s of them) as the events the contract maps them to (`object_events`); a
+    configuration object among them is refused with what to do instead."""
+    out: list[Any] = []
+    for position, item in enumerate(items, 1):
+        if not (isinstance(item, dict) and "type" not in item and is_object(item)):
+            out.append(item)
+            continue
+        for found in flat_objects([item]):
+            kind = found.get("kind") if isinstance(found, dict) else None
+            if claiming(found) is not None and not runtime_object(found):
+                raise UsageError(f"{source}: item {position} is a {kind}: configuration, not events: hand it to the running daemon with `preemptd apply`, or ask with `preemptd try --db LOG --config FILE`")
+            try:
+                out += object_events(found)
+            except ObjectError as exc:
+                raise UsageError(f"{source}: item {position}: {exc}") from None
+    return out
 
 
 def _a_configuration(documents: list[Any]) -> bool:
@@ -263,6 +291,8 @@ def _a_configuration(documents: list[Any]) -> bool:
     head = documents[0] if documents else None
     items = head if isinstance(head, list) else [head]
     if not (isinstance(head, dict) and ({"model", "queues", "partitions"} & set(head))) and not all(is_object(item) for item in items):
+        return False
+    if any(runtime_object(item) for item in flat_objects(items)):  # a Workload, a Volcano Job...: read as events
         return False
     try:
         model_and_config(documents)
@@ -318,9 +348,11 @@ def query_events(source: str) -> tuple[str, list[Any]]:
     return partitions[0], events
 
 
-async def ask(url: str, source: str, *, access: NatsAccess | None = None, as_json: bool) -> int:
+async def ask(url: str, source: str, *, access: NatsAccess | None = None, as_json: bool, show_events: bool = False) -> int:
     """Ask the daemon that reads the events' partition what it would decide; print its answer."""
     partition, events = query_events(source)
+    if show_events:
+        shown_events(events)
     bus = await Bus.connect(url, access=access, connect_timeout=CONNECT_TIMEOUT)
     try:
         answer = await bus.request(try_subject(partition), json.dumps(events).encode(), timeout=TIME_BUDGET + 5)

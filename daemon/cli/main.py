@@ -271,7 +271,9 @@ async def cmd_publish(args: argparse.Namespace) -> int:
     if args.wait and args.no_wait:
         raise UsageError("--wait and --no-wait say opposite things: give one (waiting is the default)")
 
-    return await client.publish(_nats_url(args), args.file, access=_nats_access(args), check=not args.no_check, wait=None if args.no_wait else args.timeout, verbose=args.verbose)
+    return await client.publish(
+        _nats_url(args), args.file, access=_nats_access(args), check=not args.no_check, wait=None if args.no_wait else args.timeout, verbose=args.verbose, show_events=args.show_events
+    )
 
 
 async def cmd_try(args: argparse.Namespace) -> int:
@@ -280,10 +282,12 @@ async def cmd_try(args: argparse.Namespace) -> int:
     if args.db is None:
         if args.at is not None or args.config is not None or args.archive is not None:
             raise UsageError("--at, --config and --archive ask a log, not the daemon: give the log with --db")
-        return await client.ask(_nats_url(args), args.file, access=_nats_access(args), as_json=args.json)
+        return await client.ask(_nats_url(args), args.file, access=_nats_access(args), as_json=args.json, show_events=args.show_events)
     from ..queries import answer_json, ask_events
 
     partition, items = client.query_events(args.file)
+    if args.show_events:
+        client.shown_events(items)
     state, now = await _state_at(args.db, args.at, args.archive)
     asked_of = state.seq  # the log position, before another configuration is applied to it
     if args.config is not None:
@@ -780,7 +784,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_run)
 
     p = commands.add_parser("publish", help="publish events from a file (JSON lines or YAML; - for stdin) and report the daemon's verdict")
-    p.add_argument("file", help="events as JSON lines, or a YAML list or documents; - reads stdin; `id` and `ts` are filled when missing")
+    p.add_argument("file", help="events as JSON lines, or a YAML list or documents, or the objects a shim would translate (a Kueue Workload, a Volcano Job, ...: see the contract); - reads stdin; `id` and `ts` are filled when missing")
+    p.add_argument("--show-events", action="store_true", help="print the events the file stands for (its objects' as the contract maps them), as JSON lines, first")
     _common(p, nats=True)
     p.add_argument("--no-check", action="store_true", help="send events even if they are not valid events of the contract (the daemon will reject them)")
     p.add_argument("--no-wait", action="store_true", help="send and return, without waiting for the daemon's verdict on each event")
@@ -797,7 +802,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_apply)
 
     p = commands.add_parser("try", help="ask what would be decided if these events arrived now (nothing is logged or published)")
-    p.add_argument("file", help="events as publish takes them (JSON lines or YAML; - for stdin), for one partition: a job's app.submitted and task.submitted, ...")
+    p.add_argument("file", help="events as publish takes them (JSON lines or YAML; - for stdin), for one partition: a job's app.submitted and task.submitted, ..., or the job's object (a Kueue Workload, a Volcano Job, ...)")
+    p.add_argument("--show-events", action="store_true", help="print the events the file stands for (its objects' as the contract maps them), as JSON lines, first")
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
     _common(p, nats=True)
     p.add_argument("--db", help="ask a log instead of the running daemon: a SQLite file or a SQLAlchemy URL")
