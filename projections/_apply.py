@@ -429,6 +429,7 @@ def _app_submitted(p: PartitionState, event: AppSubmitted, record: LogRecord) ->
         min_available=event.min_available,
         priority_class=event.priority_class,
         namespace=event.namespace,
+        alias=event.queue if event.queue != queue.path else None,
     )
 
 
@@ -507,7 +508,7 @@ def _app_for(p: PartitionState, event: TaskSubmitted | TaskBound, app_id: str, r
         if event.queue is None:
             raise Rejected(f"unknown {p.words.application} {app_id!r}: publish app.submitted first, or set `queue` on the task")
         queue = _leaf(p, event.queue)
-        return AppState(id=app_id, queue=queue.path, submitted_at=record.received, seq=record.seq)
+        return AppState(id=app_id, queue=queue.path, submitted_at=record.received, seq=record.seq, alias=event.queue if event.queue != queue.path else None)
     if event.queue is not None and p.aliases.get(event.queue, event.queue) != app.queue:
         raise Rejected(f"task {event.task!r} names queue {event.queue} but its {p.words.application} {app.id!r} is in {app.queue}")
     return app

@@ -102,6 +102,7 @@ class AppState(msgspec.Struct, kw_only=True, gc=False):  # holds no cycle
     namespace: str | None = None
     tasks: dict[str, None] = {}
     incarnation: int = 0  # how many times all its tasks went: what a model kept of it before is gone
+    alias: str | None = None  # the name it was submitted to, when that stands for its queue (Kueue's LocalQueue)
 
 
 class TaskState(msgspec.Struct, kw_only=True, gc=False):  # holds no cycle: the collector need not track a million of them

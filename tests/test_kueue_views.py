@@ -282,3 +282,20 @@ def test_a_queue_whose_workloads_are_evicted_for_a_lowered_quota_is_shown_evicti
     assert "PREEMPTING" not in text and re.search(r"^QUEUE\s+ALLOCATED\s+PENDING\s+EVICTING\s", text, re.M), text
     assert re.search(r"^training\s+nvidia\.com/gpu 8\s+0\s+nvidia\.com/gpu 4\s", text, re.M), text
     assert re.search(r"^batch\s+nvidia\.com/gpu 4\s+0\s+0\s", text, re.M), text
+
+
+def test_state_lists_workloads_as_kueuectl_does_and_an_evicted_one_says_why_until_admitted_again(tmp_path: Path) -> None:
+    """A Kueue admin asked `state` which workloads run and which wait, and why: it showed
+    queues only. The workloads, as `kueuectl list workloads` lists them: LocalQueue and
+    ClusterQueue, priority, admitted with its flavors or pending (an evicted one with its
+    eviction's reason, as Kueue's Evicted condition, until it is admitted again), age."""
+    db = tmp_path / "log.db"
+    assert preemptd("simulate", str(ROOT / "examples/kueue/within-cluster-queue.yaml"), "--quiet", "--db", str(db)).returncode == 0
+    shown = preemptd("state", "--db", str(db), "--json")
+    assert shown.returncode == 0, shown.stderr
+    rows = {row["workload"]: row for row in json.loads(shown.stdout)["workloads"]}
+    assert rows["urgent"] == {"workload": "urgent", "local_queue": "ml/training", "cluster_queue": "team-a", "priority": 1000, "status": "admitted", "flavors": "cpu: default-flavor", "age": "15s"}
+    assert rows["low-1"]["status"] == "pending (evicted: Preempted (InClusterQueue) by urgent)"
+    assert rows["low-2"]["status"] == "pending" and list(rows) == ["urgent", "low-1", "low-2"], "admitted first, then by priority and age"
+    text = preemptd("state", "--db", str(db)).stdout
+    assert "WORKLOAD  LOCAL QUEUE  CLUSTER QUEUE  PRIORITY  STATUS" in text

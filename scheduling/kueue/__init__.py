@@ -35,7 +35,7 @@ from ._config import claims, describe, parse_config
 from ._cycle import next_wakeup, schedule
 from ._quota import fold_config, fold_event
 from ._state import KueueState, fold_decision
-from ._views import cohort_table, curves, queue_columns, shares
+from ._views import curves, kueue_tables, queue_columns, shares
 
 __all__ = ["MODEL"]
 
@@ -54,7 +54,7 @@ MODEL = Model(
     claims=claims,
     describe=describe,
     queue_columns=queue_columns,
-    tables=cohort_table,
+    tables=kueue_tables,
     curve_words=(
         Curve("admitted", "admitted (quota reserved)", "held"),
         Curve("allocated", "running", "held"),

@@ -14,7 +14,7 @@ from preemptd.projections import AppState, PartitionState, Rejected, apps_change
 from .._quota_timers import Limit, QuotaTimer
 from ._kept import kept
 
-__all__ = ["Admission", "KueueState", "admission_of", "fold_decision", "fold_event", "preempting"]
+__all__ = ["Admission", "KueueState", "admission_of", "eviction_of", "fold_decision", "fold_event", "preempting"]
 
 
 class Admission(msgspec.Struct, kw_only=True):
@@ -36,6 +36,7 @@ class KueueState(msgspec.Struct, kw_only=True):
     limits: dict[str, Limit] = {}  # per ClusterQueue, its quotas as the timers last saw them
     timers: dict[str, QuotaTimer] = {}  # per ClusterQueue, a lowered quota to enforce
     short: dict[str, dict[str, int]] = {}  # per ClusterQueue, what its last enforcement could not shed (said once)
+    evictions: dict[str, str] = {}  # per workload evicted and not admitted again, why (its Evicted condition, as Kueue keeps it)
 
 
 def _state(p: PartitionState) -> KueueState:
@@ -47,6 +48,11 @@ def admission_of(p: PartitionState, app: AppState) -> Admission | None:
     """The workload's admission, if this incarnation of it has one."""
     admission = _state(p).admissions.get(app.id)
     return admission if admission is not None and admission.incarnation == app.incarnation else None
+
+
+def eviction_of(p: PartitionState, app: AppState) -> str | None:
+    """Why the workload was last evicted, until it is admitted again."""
+    return _state(p).evictions.get(app.id)
 
 
 def preempting(p: PartitionState, app: AppState) -> bool:
@@ -69,6 +75,7 @@ def fold_event(p: PartitionState, event: LogEvent) -> None:
             state = _state(p)
             state.admissions.pop(event.app, None)
             state.preempting.pop(event.app, None)
+            state.evictions.pop(event.app, None)
         case QuotaEnforced():
             _quota_evicted(p, event)
     for app in apps_changed_by(p, event):
@@ -87,6 +94,7 @@ def _quota_evicted(p: PartitionState, event: QuotaEnforced) -> None:
         admission = admission_of(p, app) if app is not None else None
         if admission is not None:
             admission.evicted = True
+            _state(p).evictions[app_id] = f"quota enforcement: {event.reason}"
 
 
 def _touch(p: PartitionState, app_id: str | None) -> None:
@@ -112,12 +120,14 @@ def fold_decision(p: PartitionState, decision: DecisionEvent) -> None:
                 raise Rejected(f"decision.admitted for application {app.id!r}, which is admitted already")
             state.admissions[app.id] = Admission(flavors=dict(decision.flavors), cycle=decision.cycle, incarnation=app.incarnation)
             state.preempting.pop(app.id, None)
+            state.evictions.pop(app.id, None)
             _touch(p, app.id)
         case Evicted():
             admission = admission_of(p, app)
             if admission is None:
                 raise Rejected(f"decision.evicted for application {app.id!r}, which is not admitted")
             admission.evicted = True
+            state.evictions[app.id] = f"Preempted ({decision.reason})" + (f" by {decision.preemptor}" if decision.preemptor else "")
             _touch(p, app.id)
             preemptor = p.apps.get(decision.preemptor) if decision.preemptor is not None else None
             if preemptor is not None:

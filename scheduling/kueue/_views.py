@@ -19,13 +19,14 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from preemptd.events import format_duration
 from preemptd.projections import AppState, PartitionState
 
 from .._model import Column, Curves, Table
 from ._config import ROOT, ClusterQueue, KueueConfig
 from ._fair import share
 from ._kept import kept
-from ._state import admission_of
+from ._state import admission_of, eviction_of
 from ._tree import FlavorResource, Node, QuotaTree
 from ._workloads import charge, usage_of
 
@@ -352,3 +353,43 @@ def cohort_table(p: PartitionState) -> list[Table]:
             )
             rows.append(row)
     return [("cohorts", rows)] if rows else []
+
+
+#: `preemptd state` lists at most this many workloads (admitted ones first), then says how many more.
+WORKLOADS_SHOWN = 200
+
+
+def workload_table(p: PartitionState) -> list[Table]:
+    """The workloads, as `kueuectl list workloads` shows them: name, LocalQueue and
+    ClusterQueue, priority, whether admitted (with its flavors), evicted (its pods still going)
+    or pending (with the reason of its last eviction, until it is admitted again), and age
+    (from its submission to the partition's last cycle). Admitted first, then by ClusterQueue,
+    priority and age."""
+    listed = sorted(p.apps.values(), key=lambda app: (admission_of(p, app) is None, app.queue, -app.priority, app.submitted_at, app.id))
+    shown: list[dict[str, object]] = []
+    for app in listed[:WORKLOADS_SHOWN]:
+        admission = admission_of(p, app)
+        evicted = eviction_of(p, app)
+        if admission is None:
+            status = f"pending (evicted: {evicted})" if evicted else "pending"
+        else:
+            status = f"evicted: {evicted}, its pods going" if admission.evicted else "admitted"
+        shown.append(
+            {
+                "workload": app.id,
+                "local_queue": app.alias,
+                "cluster_queue": app.queue,
+                "priority": app.priority,
+                "status": status,
+                "flavors": ", ".join(f"{resource}: {flavor}" for resource, flavor in sorted(admission.flavors.items())) if admission is not None else None,
+                "age": format_duration(max(p.last_tick - app.submitted_at, 0) // 1000 * 1000),
+            }
+        )
+    if len(listed) > WORKLOADS_SHOWN:
+        shown.append(dict.fromkeys(shown[0], None) | {"workload": f"(and {len(listed) - WORKLOADS_SHOWN:,} more)"})
+    return [("workloads", shown)] if shown else []
+
+
+def kueue_tables(p: PartitionState) -> list[Table]:
+    """`Model.tables`: the cohort tree, then the workloads."""
+    return [*cohort_table(p), *workload_table(p)]
