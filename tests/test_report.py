@@ -333,3 +333,14 @@ def test_a_crowded_strip_shares_ticks_and_no_label_overlaps_another(tmp_path: Pa
     layout = json.loads(body["data-layout"])
     assert 20 <= layout["ticks"] < 600 and not layout["overlapping"] and layout["right"] <= layout["width"], layout
     assert re.match(r"([2-9]|\d\d+) of 3200 decisions .*preemptions", layout["caption"]), layout["caption"]
+
+
+def test_one_clock_across_the_page_and_a_word_when_scripts_are_off(tmp_path: Path) -> None:
+    """The charts' time axis was uPlot's own: local time, 12-hour (`2:35pm`), beside UTC 24-hour
+    times everywhere else; with scripts off the page was blank."""
+    report_of(tmp_path, ROOT / "examples" / "general.yaml")
+    _browser()
+    page = tmp_path / "log.html"
+    assert re.search(r"<body><noscript>This report draws its charts and tables with JavaScript[^<]*</noscript>", page.read_text()), "said when scripts are off"
+    body = _rendered(page, then="DATA.absolute_time = true; DATA.period = {from: {t: 1764340200}, to: {t: 1764343800}}; document.body.dataset.ticks = JSON.stringify(timeTicks(null, [1764340200, 1764341100, 1764342930]));")
+    assert json.loads(body["data-ticks"]) == ["14:30", "14:45", "15:15:30"], "UTC, 24-hour, as the rest of the page"

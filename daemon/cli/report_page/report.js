@@ -48,6 +48,16 @@ function when(t) {
   return oneDay() ? moment.slice(11) : moment;  // the period line says which day
 }
 
+// The time axis' labels in the page's one clock: UTC, 24-hour (uPlot's own are local and 12-hour),
+// seconds from the start for a simulated log.
+function timeTicks(u, splits) {
+  if (!DATA.absolute_time) return splits.map((t) => `${+t.toFixed(3)} s`);
+  return splits.map((t) => {
+    const moment = new Date(t * 1000).toISOString();
+    return oneDay() ? moment.slice(11, t % 60 ? 19 : 16) : moment.slice(5, 16).replace("T", " ");
+  });
+}
+
 // Whether the window lies within one day (UTC): then times show as the time of day.
 function oneDay() {
   const { from, to } = DATA.period;
@@ -290,7 +300,7 @@ function chart(partition, queue, resource, marks, table) {
     width: Math.min(1100, document.body.clientWidth - 60),
     height: 180,
     scales: { x: { time: DATA.absolute_time }, y: { range: (u, min, max) => [0, max > 0 ? max * 1.08 : 1] } },
-    axes: [{}, {
+    axes: [{ values: timeTicks }, {
       values: ticks,
       incrs: increments(resource),
       // wide enough for the longest tick label: none is clipped
