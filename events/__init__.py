@@ -51,6 +51,7 @@ from ._decisions import (
 from ._duration import (
     DurationError as DurationError,
     format_duration as format_duration,
+    format_moment as format_moment,
     parse_duration as parse_duration,
 )
 from ._errors import ConfigError as ConfigError, PreemptdError as PreemptdError

@@ -11,7 +11,7 @@ from decimal import Decimal
 
 from ._errors import PreemptdError
 
-__all__ = ["DurationError", "format_duration", "parse_duration"]
+__all__ = ["DurationError", "format_duration", "format_moment", "parse_duration"]
 
 _UNIT_MS = {
     "ns": Decimal("1e-6"),
@@ -64,3 +64,31 @@ def format_duration(ms: int) -> str:
     elif seconds or millis:
         parts.append(f"{seconds}.{millis:03d}".rstrip("0").rstrip(".") + "s")
     return sign + "".join(parts)
+
+
+#: Log times before this (2000-01-01, UTC) are a simulation's, counted from its start at 0.
+_SIMULATED_BEFORE = 946_684_800_000
+
+
+def format_moment(ms: int) -> str:
+    """A log time (`ts`, milliseconds) as people read it: `2026-11-28 14:30:05Z` (UTC), or
+    `40s after the start` in a simulated log; never the raw milliseconds."""
+    if ms < _SIMULATED_BEFORE:
+        return f"{format_duration(ms)} after the start"
+    days, rest = divmod(ms // 1000, 86_400)
+    year, month, day = _civil(days)
+    return f"{year:04d}-{month:02d}-{day:02d} {rest // 3600:02d}:{rest // 60 % 60:02d}:{rest % 60:02d}Z"
+
+
+def _civil(days: int) -> tuple[int, int, int]:
+    """The proleptic Gregorian date `days` after 1970-01-01 (H. Hinnant's civil_from_days): the
+    pure layers read no clock, and take no calendar module that could."""
+    days += 719_468
+    era = days // 146_097
+    day_of_era = days - era * 146_097
+    year_of_era = (day_of_era - day_of_era // 1460 + day_of_era // 36_524 - day_of_era // 146_096) // 365
+    day_of_year = day_of_era - (365 * year_of_era + year_of_era // 4 - year_of_era // 100)
+    month_index = (5 * day_of_year + 2) // 153
+    day = day_of_year - (153 * month_index + 2) // 5 + 1
+    month = month_index + 3 if month_index < 10 else month_index - 9
+    return year_of_era + era * 400 + (month <= 2), month, day

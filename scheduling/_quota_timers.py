@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping
 
 import msgspec
 
+from preemptd.events import format_duration, format_moment
+
 __all__ = ["Limit", "QuotaTimer", "lowered", "raised", "timers_after"]
 
 
@@ -69,3 +71,9 @@ def lowered(before: Mapping[str, int] | None, now: Mapping[str, int]) -> bool:
 def raised(before: Mapping[str, int] | None, now: Mapping[str, int]) -> bool:
     """Whether `now` allows more of some resource than `before`, and less of none."""
     return before is not None and not lowered(before, now) and any(now.get(name, amount + 1) > amount for name, amount in before.items())
+
+
+def delay_text(annotation: str, timer: QuotaTimer) -> str:
+    """`<annotation> 30s from <when lowered>: enforced from <when>`, in times people read (UTC, or
+    from a simulation's start), as every model's timeline says it."""
+    return f"{annotation} {format_duration(timer.delay)} from {format_moment(timer.start)}: enforced from {format_moment(timer.fires)}"

@@ -96,3 +96,16 @@ def test_a_misspelt_command_or_option_names_the_one_meant_with_that_commands_usa
     result = preemptd(*argv)
     assert result.returncode == 2
     assert said in result.stderr and result.stderr.startswith(usage), result.stderr
+
+
+def test_no_explanation_shows_epoch_milliseconds() -> None:
+    """A quota enforcement said `30s from 1795705085607 ms: enforced from 1795705115607 ms`.
+    Times are said in UTC, or from a simulated log's start, never as raw milliseconds."""
+    from preemptd.events import format_moment
+    from preemptd.scheduling._quota_timers import QuotaTimer, delay_text
+
+    assert delay_text("quota.preemption.delay", QuotaTimer(start=1_795_705_085_607, delay=90_000)) == (
+        "quota.preemption.delay 1m30s from 2026-11-26 14:58:05Z: enforced from 2026-11-26 14:59:35Z"
+    )
+    assert delay_text("quota.preemption.delay", QuotaTimer(start=10_000, delay=30_000)) == "quota.preemption.delay 30s from 10s after the start: enforced from 40s after the start"
+    assert [format_moment(ms) for ms in (951_782_400_000, 4_102_444_799_000)] == ["2000-02-29 00:00:00Z", "2099-12-31 23:59:59Z"]

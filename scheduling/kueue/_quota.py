@@ -37,7 +37,7 @@ from preemptd.events import LogEvent, QuotaEnforced, Resources, Tick, Victim, fo
 from preemptd.projections import PartitionState
 
 from .._model import Cycle
-from .._quota_timers import Limit, QuotaTimer, timers_after
+from .._quota_timers import Limit, QuotaTimer, delay_text, timers_after
 from ._classic import candidate_order, queues_under
 from ._config import QUOTA_DELAY_ANNOTATION, ClusterQueue, KueueConfig
 from ._state import KueueState, fold_event as fold_admissions
@@ -286,8 +286,7 @@ def _victims(p: PartitionState, taken: list[Workload], name: str, cut: str) -> l
 def _timeline(name: str, limit: Limit, timer: QuotaTimer) -> str:
     was = f"was {_limit_text(timer.was)}" if timer.was else "newly enforced"
     return (
-        f"quota: ClusterQueue {name}'s quota is {_limit_text(limit.max or {})} ({was}); {QUOTA_DELAY_ANNOTATION} "
-        f"{timer.delay / 1000:g}s from {timer.start} ms: enforced from {timer.fires} ms"
+        f"quota: ClusterQueue {name}'s quota is {_limit_text(limit.max or {})} ({was}); {delay_text(QUOTA_DELAY_ANNOTATION, timer)}"
     )
 
 

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from preemptd.events import QuotaEnforced, Resources, Victim, format_duration
+from preemptd.events import QuotaEnforced, Resources, Victim
 from preemptd.projections import PartitionState
 
 from .._explain import amounts
-from .._quota_timers import QuotaTimer
+from .._quota_timers import QuotaTimer, delay_text
 from ._config import QUOTA_DELAY_ANNOTATION
 from ._evict import spared_lines
 from ._jobs import Task
@@ -225,6 +225,5 @@ def _leaves(p: PartitionState, name: str) -> set[str]:
 def _timeline(name: str, capability: dict[str, int], timer: QuotaTimer) -> str:
     was = amounts(timer.was) if timer.was else "no capability"
     return (
-        f"quota: {name}'s capability is {amounts(capability)} (was {was}); {QUOTA_DELAY_ANNOTATION} "
-        f"{format_duration(timer.delay)} from {timer.start} ms: enforced from {timer.fires} ms"
+        f"quota: {name}'s capability is {amounts(capability)} (was {was}); {delay_text(QUOTA_DELAY_ANNOTATION, timer)}"
     )

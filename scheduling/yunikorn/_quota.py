@@ -33,7 +33,7 @@ from preemptd.events import QuotaEnforced, Resources, Victim, format_human
 from preemptd.projections import PartitionState, QueueState, TaskState
 
 from .._model import Cycle
-from .._quota_timers import QuotaTimer
+from .._quota_timers import QuotaTimer, delay_text
 from ._config import PreemptionSettings
 from ._state import YuniKornState, held_now, over_max
 
@@ -102,8 +102,7 @@ def _enforce(cycle: Cycle, queue: QueueState, timer: QuotaTimer, over: dict[str,
 def _timeline(queue: QueueState, timer: QuotaTimer) -> str:
     was = _amounts(timer.was) if timer.was else "unlimited"
     return (
-        f"quota: {queue.path}'s max is {_amounts(queue.max or {})} (was {was}); quota.preemption.delay "
-        f"{timer.delay / 1000:g}s from {timer.start} ms: enforced from {timer.fires} ms"
+        f"quota: {queue.path}'s max is {_amounts(queue.max or {})} (was {was}); {delay_text('quota.preemption.delay', timer)}"
     )
 
 
