@@ -123,7 +123,7 @@ def test_state_says_pending_of_what_waits_for_admission_and_admitted_of_the_rest
     db = _simulated(tmp_path, ADMITTED_NOT_RUNNING)
     text = preemptd("state", "--db", str(db)).stdout
     assert re.search(
-        r"^team-a\s+cpu 4\s+0\s+0\s+-\s+1\.0\s+on-demand: cpu 4; spot: cpu 4\s+-\s+-\s+on-demand: cpu 4; spot: cpu 4\s+-\s+-\s+2\s+1 run / 1 wait$", text, re.M
+        r"^  team-a\s+cpu 4\s+0\s+0\s+-\s+1\.0\s+on-demand: cpu 4; spot: cpu 4\s+-\s+-\s+on-demand: cpu 4; spot: cpu 4\s+-\s+-\s+2\s+1 run / 1 wait$", text, re.M
     ), text
     queues = json.loads(preemptd("state", "--db", str(db), "--json").stdout)["queues"]
     assert (queues["team-a"]["pending"], queues["team-b"]["pending"], queues["(cluster)"]["pending"]) == ({}, {"cpu": 6}, {"cpu": 6})
@@ -280,8 +280,8 @@ def test_a_queue_whose_workloads_are_evicted_for_a_lowered_quota_is_shown_evicti
         (seq,) = log.execute("SELECT seq FROM log WHERE type = 'decision.quota_enforced'").fetchone()
     text = preemptd("state", "--db", str(db), "--at", str(seq)).stdout
     assert "PREEMPTING" not in text and re.search(r"^QUEUE\s+ALLOCATED\s+PENDING\s+EVICTING\s", text, re.M), text
-    assert re.search(r"^training\s+nvidia\.com/gpu 8\s+0\s+nvidia\.com/gpu 4\s", text, re.M), text
-    assert re.search(r"^batch\s+nvidia\.com/gpu 4\s+0\s+0\s", text, re.M), text
+    assert re.search(r"^  training\s+nvidia\.com/gpu 8\s+0\s+nvidia\.com/gpu 4\s", text, re.M), text
+    assert re.search(r"^  batch\s+nvidia\.com/gpu 4\s+0\s+0\s", text, re.M), text
 
 
 def test_state_lists_workloads_as_kueuectl_does_and_an_evicted_one_says_why_until_admitted_again(tmp_path: Path) -> None:

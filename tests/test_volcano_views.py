@@ -6,6 +6,7 @@ queue deserves. Each is the number `preemptd state` gives for the same log."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import msgspec
@@ -105,3 +106,15 @@ def test_the_metrics_gauge_what_each_queue_deserves(path: Path, tmp_path: Path) 
     gauged = {(queue, resource): amount for what, _, queue, resource, amount in rows if what == "deserved"}
     said = {(name, resource): float(amount) for name, queue in state.items() for resource, amount in (queue["deserved"] or {}).items()}
     assert gauged == said and said, "preemptd_queue_deserved, in cores"
+
+
+def test_state_nests_queues_under_their_parents_and_the_json_names_the_parent(tmp_path: Path) -> None:
+    """Volcano's hierarchical queues were listed flat (eng-ci beside eng, not under it), and the
+    JSON did not say which queue a queue is under."""
+    db = tmp_path / "log.db"
+    assert preemptd("simulate", str(ROOT / "examples/volcano/hierarchical-capacity.yaml"), "--quiet", "--db", str(db)).returncode == 0
+    text = preemptd("state", "--db", str(db)).stdout
+    names = [re.match(r"( *\S+)", line).group(1) for line in text.splitlines()[5:11]]
+    assert names == ["root", "  default", "  eng", "    eng-ci", "    eng-dev", "  research"], text
+    queues = json.loads(preemptd("state", "--db", str(db), "--json").stdout)["queues"]
+    assert {name: queue["parent"] for name, queue in queues.items()} == {"root": None, "default": "root", "eng": "root", "eng-ci": "eng", "eng-dev": "eng", "research": "root"}

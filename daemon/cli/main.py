@@ -541,7 +541,8 @@ async def cmd_state(args: argparse.Namespace) -> int:
             for path, said in render.queue_columns_json(partition).items():  # the table's columns, in the model's terms
                 queue = view["queues"][path]
                 del queue["guaranteed"], queue["max"]  # the model says what bounds a queue (YuniKorn's columns are these)
-                queue.update(said)
+                lineage = partition.queues[path].lineage
+                queue.update(parent=lineage[1] if len(lineage) > 1 else None, **said)
             view.update(render.tables_json(partition))
             print(json.dumps(view, indent=2))
         else:

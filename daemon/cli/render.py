@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from preemptd.events import Admitted, Allocated, Blocked, ConfigApplied, Decision, Evicted, Preempted, QuotaEnforced, Resources, Unreserved, printable, type_of
-from preemptd.projections import ClusterState, LogRecord, PartitionState, Rejected, Words, queue_depth
+from preemptd.projections import ClusterState, LogRecord, PartitionState, Rejected, Words
 from preemptd.scheduling import Change, Divergence, ReplayReport, amounts_text, apply, column_text, config_changes, configured_alone, describe, model_named
 
 if TYPE_CHECKING:  # the store brings SQLAlchemy, which commands that only print need not load
@@ -199,7 +199,7 @@ def queue_table(p: PartitionState, seq: int) -> str:
     header = ("QUEUE", *(words.get(name, name).upper() for name in _USAGE), *(name.upper().replace("_", " ") for name, _ in columns), "TASKS")
     rows = [header]
     for queue in p.queues.values():
-        name = "  " * queue_depth(queue.path) + printable(queue.path.rsplit(".", 1)[-1])
+        name = "  " * (len(queue.lineage) - 1) + printable(queue.path.rsplit(".", 1)[-1])  # nested under its parent, whatever the model names it
         tasks = f"{len(queue.running)} run / {queue.waiting} wait" if queue.leaf else ""
         used = tuple(column_text(usage[what].get(queue.path)) if what in usage else amounts_text(getattr(queue, what)) for what in _USAGE)
         said = tuple(column_text(values.get(queue.path)) for _, values in columns)
