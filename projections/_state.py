@@ -148,6 +148,8 @@ class Words(msgspec.Struct, frozen=True, kw_only=True):
     task: str = "task"  # what an application is made of (Kueue's pods)
     priority_class: str = "priority class"
     define_class: str = "publish priorityclass.upserted first"
+    reserved: str = "reserved"  # a node held for a preemptor while its victims go (Volcano's: pipelined)
+    limit: str = "max"  # the bound quota enforcement holds a queue to (Kueue's nominal quota, Volcano's capability)
 
 
 class Kept:

@@ -17,7 +17,18 @@ from typing import Any, TypeVar
 import msgspec
 
 from preemptd.events import Admitted, Allocated, Blocked, DecisionEvent, Evicted, LogEvent, Preempted, QuotaEnforced, Tick, base_unit, cut_text
-from preemptd.projections import ClusterState, LogRecord, ParsedConfig, PartitionState, Rejected, TaskState, configured_nothing, fold_nothing, refuse_decision
+from preemptd.projections import (
+    ClusterState,
+    LogRecord,
+    ParsedConfig,
+    PartitionState,
+    Rejected,
+    TaskState,
+    Words,
+    configured_nothing,
+    fold_nothing,
+    refuse_decision,
+)
 
 __all__ = ["BLOCKED_PER_CYCLE", "Budget", "Column", "Curve", "Curves", "curve_unit", "Cycle", "Table", "Model", "bounded", "counted", "decision_id", "describe_queues", "one_partition"]
 
@@ -337,3 +348,4 @@ class Model:
     describe: Callable[[PartitionState], str] = describe_queues
     claims: Callable[[Any], bool] = claims_nothing
     budget: Budget = Budget()
+    words: Words = Words()  # its users' words, as its configurations give them, for what is said without a partition at hand (`tail`)

@@ -109,3 +109,21 @@ def test_no_explanation_shows_epoch_milliseconds() -> None:
     )
     assert delay_text("quota.preemption.delay", QuotaTimer(start=10_000, delay=30_000)) == "quota.preemption.delay 30s from 10s after the start: enforced from 40s after the start"
     assert [format_moment(ms) for ms in (951_782_400_000, 4_102_444_799_000)] == ["2000-02-29 00:00:00Z", "2099-12-31 23:59:59Z"]
+
+
+def test_a_kueue_quota_enforcement_speaks_of_the_nominal_quota_and_a_simulated_log_of_times_from_its_start(tmp_path: Path) -> None:
+    """Kueue's decisions never say "max" (its words: nominal quota, borrowing limit, lending
+    limit), Volcano's say capability; a simulated log's explanation said 1970-01-01T00:00:40Z."""
+    import sqlite3
+
+    from preemptd.daemon.cli import render
+    from preemptd.events import decode_decision
+
+    for example, limit in (("kueue/quota-enforcement", "nominal quota"), ("volcano/quota-enforcement", "capability"), ("quota-enforcement", "max")):
+        db = tmp_path / f"{example.replace('/', '-')}.db"
+        assert preemptd("simulate", str(ROOT / "examples" / f"{example}.yaml"), "--quiet", "--db", str(db)).returncode == 0
+        with sqlite3.connect(db) as conn:
+            decision_id, payload = conn.execute("select event_id, payload from log where type = 'decision.quota_enforced' limit 1").fetchone()
+        explained = preemptd("explain", decision_id, "--db", str(db)).stdout
+        assert f"is over its {limit} " in explained and "after the start, partition default" in explained, explained
+        assert f" over its {limit} " in render.summary(decode_decision(payload)), "tail's line too"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 from pathlib import Path
 
 import msgspec
@@ -118,3 +119,14 @@ def test_state_nests_queues_under_their_parents_and_the_json_names_the_parent(tm
     assert names == ["root", "  default", "  eng", "    eng-ci", "    eng-dev", "  research"], text
     queues = json.loads(preemptd("state", "--db", str(db), "--json").stdout)["queues"]
     assert {name: queue["parent"] for name, queue in queues.items()} == {"root": None, "default": "root", "eng": "root", "eng-ci": "eng", "eng-dev": "eng", "research": "root"}
+
+
+def test_a_node_held_for_a_preemptor_is_pipelined_in_volcanos_words(tmp_path: Path) -> None:
+    """Volcano pipelines a task onto the node its victims free; explain said "reserved", YuniKorn's word."""
+    db = tmp_path / "log.db"
+    assert preemptd("simulate", str(ROOT / "examples/volcano/job-preemption-by-priority-class.yaml"), "--quiet", "--db", str(db)).returncode == 0
+    with sqlite3.connect(db) as conn:
+        [(decision,)] = conn.execute("select event_id from log where type = 'decision.preempted' limit 1").fetchall()
+    explained = preemptd("explain", decision, "--db", str(db))
+    assert explained.returncode == 0, explained.stderr
+    assert "is pipelined for it" in explained.stdout and "reserved" not in explained.stdout, explained.stdout

@@ -14,7 +14,22 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from preemptd.events import Admitted, Allocated, Blocked, ConfigApplied, Decision, Evicted, Preempted, QuotaEnforced, Resources, Unreserved, printable, type_of
+from preemptd.events import (
+    Admitted,
+    Allocated,
+    Blocked,
+    ConfigApplied,
+    ConfigError,
+    Decision,
+    Evicted,
+    Preempted,
+    QuotaEnforced,
+    Resources,
+    Unreserved,
+    format_moment,
+    printable,
+    type_of,
+)
 from preemptd.projections import ClusterState, LogRecord, PartitionState, Rejected, Words
 from preemptd.scheduling import Change, Divergence, ReplayReport, amounts_text, apply, column_text, config_changes, configured_alone, describe, model_named
 
@@ -50,11 +65,23 @@ def count(number: int, noun: str, nouns: str | None = None) -> str:
 
 
 def clock(ms: int) -> str:
+    """A log time: UTC to the millisecond, or from a simulated log's start (`40s after the start`)."""
+    if format_moment(ms).endswith("after the start"):
+        return format_moment(ms)
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms / 1000)) + f".{ms % 1000:03d}Z"
 
 
 def _flavors(flavors: Mapping[str, str]) -> str:
     return ", ".join(f"{resource} in {flavor}" for resource, flavor in sorted(flavors.items())) or "no flavors"
+
+
+def _words_of(model: str) -> Words:
+    """A model's words, for a decision said without its partition (`tail`); a model this
+    version lacks says the default words."""
+    try:
+        return model_named(model).words
+    except ConfigError:
+        return Words()
 
 
 def summary(decision: Decision) -> str:
@@ -72,7 +99,7 @@ def summary(decision: Decision) -> str:
         case QuotaEnforced():
             victims = ", ".join(v.task for v in decision.victims) or "nothing"
             short = f"; {amounts_text(decision.short)} stays over it (nothing more may be taken)" if decision.short else ""
-            what = f"{decision.queue} over its max {amounts_text(decision.max)}: evict {victims} [quota]{short}"
+            what = f"{decision.queue} over its {_words_of(decision.model).limit} {amounts_text(decision.max)}: evict {victims} [quota]{short}"
         case Unreserved():
             what = f"{decision.task} off {decision.node}: {decision.reason}"
         case Admitted():
@@ -146,15 +173,15 @@ def explanation(decision: Decision, seq: int, words: Words) -> str:
             lines.append(f"  {task} {decision.task} ({application} {decision.app}, {queue} {decision.queue}) asks {amounts_text(decision.resources)}: allocated to {decision.node}")
         case Preempted():
             lines.append(f"  preemptor {task} {decision.preemptor} ({application} {decision.app}, {queue} {decision.queue}) asks {amounts_text(decision.resources)}")
-            lines.append(f"  node {decision.node} is reserved for it; reason: {decision.reason}; model {decision.model}")
+            lines.append(f"  node {decision.node} is {words.reserved} for it; reason: {decision.reason}; model {decision.model}")
             lines.append("  victims:")
             for victim in decision.victims:
                 lines.append(f"    - {task} {victim.task} ({application} {victim.app}, {queue} {victim.queue}, priority {victim.priority}, {amounts_text(victim.resources)})")
                 lines.append(f"      why: {victim.why}")
         case QuotaEnforced():
-            lines.append(f"  {queue} {decision.queue} is over its max {amounts_text(decision.max)}: {amounts_text(decision.target)} to shed; model {decision.model}")
+            lines.append(f"  {queue} {decision.queue} is over its {words.limit} {amounts_text(decision.max)}: {amounts_text(decision.target)} to shed; model {decision.model}")
             if decision.short:
-                lines.append(f"  {amounts_text(decision.short)} stays over the max: nothing more may be taken (the explanation says what stopped it)")
+                lines.append(f"  {amounts_text(decision.short)} stays over the {words.limit}: nothing more may be taken (the explanation says what stopped it)")
             lines.append("  victims:" if decision.victims else "  victims: none")
             for victim in decision.victims:
                 lines.append(f"    - {task} {victim.task} ({application} {victim.app}, {queue} {victim.queue}, priority {victim.priority}, {amounts_text(victim.resources)})")
@@ -169,7 +196,7 @@ def explanation(decision: Decision, seq: int, words: Words) -> str:
             lines.append(f"  {task} {decision.task} ({application} {decision.app}, {queue} {decision.queue}) waits:")
             lines += [f"    - {reason}" for reason in decision.reasons]
         case Unreserved():
-            lines.append(f"  {task} {decision.task} lost its reservation on {decision.node}: {decision.reason}")
+            lines.append(f"  {task} {decision.task} is no longer {words.reserved} on {decision.node}: {decision.reason}")
     if decision.explanation:
         lines.append("  checks:")
         lines += [f"    - {line}" for line in decision.explanation]

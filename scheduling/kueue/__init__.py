@@ -31,7 +31,7 @@ README.md beside this file describes the model for users, and where it departs f
 from __future__ import annotations
 
 from .._model import Budget, Curve, Model
-from ._config import claims, describe, parse_config
+from ._config import WORDS, claims, describe, parse_config
 from ._cycle import next_wakeup, schedule
 from ._quota import fold_config, fold_event
 from ._state import KueueState, fold_decision
@@ -41,6 +41,7 @@ __all__ = ["MODEL"]
 
 MODEL = Model(
     name="kueue",
+    words=WORDS,
     usage_words={"preempting": "evicting"},
     parse_config=parse_config,
     schedule=schedule,

@@ -538,6 +538,7 @@ WORDS = Words(
     task="pod",
     priority_class="WorkloadPriorityClass",
     define_class="add a WorkloadPriorityClass (or PriorityClass) to the configuration, or publish priorityclass.upserted",
+    limit="nominal quota",
 )
 
 

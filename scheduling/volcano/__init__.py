@@ -33,7 +33,7 @@ README.md beside this file describes the model for users, and where it departs f
 from __future__ import annotations
 
 from .._model import Curve, Model
-from ._config import claims, describe, parse_config
+from ._config import WORDS, claims, describe, parse_config
 from ._cycle import next_wakeup, schedule
 from ._jobs import job_table
 from ._queues import curves, queue_columns, shares
@@ -44,6 +44,7 @@ __all__ = ["MODEL"]
 
 MODEL = Model(
     name="volcano",
+    words=WORDS,
     usage_words={"preempting": "releasing"},
     parse_config=parse_config,
     schedule=schedule,

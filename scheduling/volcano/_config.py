@@ -454,6 +454,8 @@ WORDS = Words(
     application="job",
     priority_class="PriorityClass",
     define_class="add the PriorityClass to the configuration, or publish priorityclass.upserted",
+    reserved="pipelined",
+    limit="capability",
 )
 
 
