@@ -117,4 +117,24 @@ def test_an_unknown_name_is_refused_in_one_line_with_the_name_meant(tmp_path: Pa
     db = simulated(tmp_path, ROOT / "examples" / "volcano" / "task-preemption-within-a-job.yaml")
     refused = preemptd("explain", "wroker-2", "--db", str(db))
     assert refused.returncode == 2
-    assert refused.stderr.strip().splitlines() == [f"preemptd: no decision with id 'wroker-2' and no application or task named 'wroker-2' in {db} (did you mean worker-2?)"]
+    assert refused.stderr.strip().splitlines() == [f"preemptd: no decision with id 'wroker-2' and no application, task or queue named 'wroker-2' in {db} (did you mean worker-2?)"]
+
+
+@pytest.mark.parametrize(
+    ("example", "name", "heading"),
+    [
+        ("kueue/reclaim-within-cohort", "team-b", "ClusterQueue team-b in partition default: 3 decisions: placed or admitted 2; taken from it 1"),
+        ("kueue/reclaim-within-cohort", "prod", "cohort prod (ClusterQueues svc-a, svc-b) in partition default: 3 decisions: placed or admitted 2; waits told 1"),
+        ("kueue/within-cluster-queue", "ml/training", "LocalQueue ml/training (ClusterQueues team-a) in partition default:"),
+        ("general", "root.normal.queue-1", "queue root.normal.queue-1 in partition default: 13 decisions: placed or admitted 10; taken from it 3"),
+        ("volcano/hierarchical-capacity", "eng", "queue eng (queues jobs may use eng-ci, eng-dev)"),
+    ],
+)
+def test_explain_takes_a_queue_of_any_model_and_tells_its_story(example: str, name: str, heading: str, tmp_path: Path) -> None:
+    """`explain team-a` said there was no application or task of that name: a Kueue admin asks
+    about ClusterQueues, LocalQueues and cohorts, a YuniKorn operator about queues."""
+    db = tmp_path / "log.db"
+    assert preemptd("simulate", str(ROOT / "examples" / f"{example}.yaml"), "--quiet", "--db", str(db)).returncode == 0
+    explained = preemptd("explain", name, "--db", str(db))
+    assert explained.returncode == 0, explained.stderr
+    assert explained.stdout.startswith(heading), explained.stdout[:300]

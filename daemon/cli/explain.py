@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -27,8 +27,8 @@ from preemptd.events import (
     decode_decision,
     decode_log_event,
 )
-from preemptd.projections import Words, refuse_decision
-from preemptd.scheduling import DEFAULT_MODEL, listing, model_named
+from preemptd.projections import PartitionState, Rejected, Words, refuse_decision
+from preemptd.scheduling import DEFAULT_MODEL, configured_alone, listing, model_named
 
 from .render import count, printable
 
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ..log.archive import Searched
     from ..records import LogRow
 
-__all__ = ["Story", "Terms", "closest_name", "model_at", "models_of", "stories", "terms_of"]
+__all__ = ["QueueStory", "Story", "Terms", "closest_name", "model_at", "models_of", "queue_stories", "stories", "terms_of"]
 
 #: At most this many decisions are shown per application or task (the newest), and at most
 #: this many of its submissions are read for the names of its tasks.
@@ -173,6 +173,109 @@ def _about_task(decision: Decision, task: str) -> bool:
         case QuotaEnforced():
             return any(victim.task == task for victim in decision.victims)
     return False
+
+
+@dataclass(frozen=True)
+class QueueStory:
+    """What a queue of any model went through (a YuniKorn queue by its path, a ClusterQueue, a
+    LocalQueue for the ClusterQueue it points to, a Kueue cohort for its ClusterQueues, a
+    Volcano queue): the decisions placing or admitting into it, taking from it and taking for
+    it, oldest first, counted by what they did to it."""
+
+    partition: str
+    kind: str  # in the model's words: ClusterQueue, LocalQueue, cohort, queue
+    name: str
+    queues: tuple[str, ...]  # the leaf queues (ClusterQueues) it stands for
+    leaves: str  # what the model calls those (`Words.queues`)
+    rows: list[LogRow]
+    counted: dict[str, int]
+    cut: bool
+
+    def heading(self) -> str:
+        stands = f" ({self.leaves} {listing([printable(q) for q in self.queues])})" if self.queues != (self.name,) else ""
+        said = "; ".join(f"{what} {number}" for what, number in self.counted.items() if number) or "nothing decided about it"
+        older = " (the newest; older ones left out)" if self.cut else ""
+        return f"{self.kind} {printable(self.name)}{stands} in partition {printable(self.partition)}: {count(len(self.rows), 'decision')}{older}: {said}"
+
+
+async def queue_stories(store: Searched, name: str, configs: list[LogRow]) -> list[QueueStory]:
+    """The story of each partition's queue, LocalQueue or cohort called `name`, as its newest
+    configuration defines it."""
+    latest: dict[str, LogRow] = {}
+    for row in configs:
+        latest[row.partition] = row
+    found = []
+    for partition, row in sorted(latest.items()):
+        event = decode_log_event(row.payload)
+        assert isinstance(event, ConfigApplied)
+        try:
+            configured = configured_alone(event)
+        except Rejected:
+            continue
+        kind, queues = _queue_named(configured, name)
+        if not queues:
+            continue
+        rows = await store.decisions_about(*queues, limit=SHOWN)
+        about = [(r, d) for r in rows if (d := decode_decision(r.payload)).partition == partition and _in_queues(d, queues)]
+        counted: dict[str, int] = {"placed or admitted": 0, "taken from it": 0, "taken for it": 0, "waits told": 0}
+        for _, decision in about:
+            for what in _done_to(decision, queues):
+                counted[what] += 1
+        found.append(QueueStory(partition, kind, name, queues, configured.words.queues, [r for r, _ in about], counted, cut=len(rows) == SHOWN))
+    return found
+
+
+def _queue_named(p: PartitionState, name: str) -> tuple[str, tuple[str, ...]]:
+    """What `name` is among `p`'s queues, in the model's words, and the leaf queues it stands for."""
+    words = p.words
+    leaf_word = words.queue
+    if name in p.queues:
+        queue = p.queues[name]
+        return (leaf_word if queue.leaf else "queue"), (name,) if queue.leaf else tuple(path for path, q in p.queues.items() if q.leaf and name in q.lineage)
+    if name in p.aliases:
+        return words.alias or "alias", (p.aliases[name],)
+    cohorts = getattr(p.settings, "cohorts", None)
+    if isinstance(cohorts, dict) and name in cohorts:  # Kueue: a cohort stands for the ClusterQueues under it
+        members = tuple(queue for queue, config in p.settings.cluster_queues.items() if _under(p.settings, config.cohort, name))
+        return "cohort", members
+    return "", ()
+
+
+def _under(settings: Any, cohort: str | None, name: str) -> bool:
+    """Whether cohort `cohort` is `name` or lies under it (Kueue's nested cohorts)."""
+    seen = set()
+    while cohort is not None and cohort not in seen:
+        if cohort == name:
+            return True
+        seen.add(cohort)
+        parent = settings.cohorts.get(cohort)
+        cohort = getattr(parent, "parent", None) if parent is not None else None
+    return False
+
+
+def _in_queues(decision: Decision, queues: tuple[str, ...]) -> bool:
+    return bool(_done_to(decision, queues))
+
+
+def _done_to(decision: Decision, queues: tuple[str, ...]) -> list[str]:
+    """What `decision` did to the queues: placed or admitted into them, took from them (its
+    victims there, a workload evicted from them), took for them (a preemptor of theirs), told
+    one of theirs why it waits."""
+    done = []
+    queue = getattr(decision, "queue", None)
+    match decision:
+        case Allocated() | Admitted() if queue in queues:
+            done.append("placed or admitted")
+        case Blocked() if queue in queues:
+            done.append("waits told")
+        case Preempted() | QuotaEnforced():
+            if any(victim.queue in queues for victim in decision.victims):
+                done.append("taken from it")
+            if isinstance(decision, Preempted) and queue in queues:
+                done.append("taken for it")
+        case Evicted() if queue in queues:
+            done.append("taken from it")
+    return done
 
 
 async def closest_name(store: Searched, name: str) -> str | None:

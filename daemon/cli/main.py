@@ -64,7 +64,7 @@ from ..early import early_stops, version
 from ..errors import UsageError, first_leaf
 from ..operations.logs import configure
 from . import render
-from .explain import Models, closest_name, model_at, models_of, stories, terms_of
+from .explain import Models, QueueStory, Story, closest_name, model_at, models_of, queue_stories, stories, terms_of
 
 if TYPE_CHECKING:
     from ..bus import NatsAccess
@@ -491,7 +491,8 @@ async def cmd_explain(args: argparse.Namespace) -> int:
         configs = await log.configs_applied()
         models = models_of(configs)
         found = [] if row is not None else await stories(log, args.decision, models)
-        near = await closest_name(log, args.decision) if row is None and not found else None
+        queues = [] if row is not None or args.task else await queue_stories(log, args.decision, configs)
+        near = await closest_name(log, args.decision) if row is None and not found and not queues else None
     finally:
         await store.close()
     if row is not None and row.type == "config.applied":
@@ -501,11 +502,12 @@ async def cmd_explain(args: argparse.Namespace) -> int:
     if row is not None and row.type.startswith("decision."):
         _print_decisions([row], models, args.json)
         return 0
-    if not found:
+    if not found and not queues:
         no_id = "" if args.task else f"no decision with id {args.decision!r} and "
         hint = f" (did you mean {render.printable(near)}?)" if near else ""
-        raise UsageError(f"{no_id}no application or task named {args.decision!r} in {shown_url(_db(args))}{hint}")
-    for story in found:
+        raise UsageError(f"{no_id}no application, task or queue named {args.decision!r} in {shown_url(_db(args))}{hint}")
+    told: list[Story | QueueStory] = [*found, *queues]
+    for story in told:
         if not args.json:
             print(story.heading())
         _print_decisions(story.rows, models, args.json)
@@ -840,7 +842,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_replay)
 
     p = commands.add_parser("explain", help="show a decision and the checks behind it, every decision about an application or task, or what a configuration change runs")
-    p.add_argument("decision", metavar="NAME", help="a decision id, the id of a config.applied, or an application or task: every decision about it (Kueue: a workload or any of its pods; Volcano: a job or a task)")
+    p.add_argument("decision", metavar="NAME", help="a decision id, the id of a config.applied, an application or task: every decision about it (Kueue: a workload or any of its pods; Volcano: a job or a task), or a queue (Kueue: a ClusterQueue, LocalQueue or cohort): what was placed or admitted into it, taken from it and for it")
     p.add_argument("--task", action="store_true", help="take NAME for an application or task only, never a decision id")
     p.add_argument("--json", action="store_true", help="print the decisions as JSON lines")
     _common(p, db=True, archived=True)
