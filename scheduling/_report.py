@@ -16,8 +16,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from preemptd.events import Allocated, ConfigApplied, Decision, to_builtins
-from preemptd.projections import ClusterState, LogRecord, PartitionState, Rejected
+from preemptd.events import Admitted, Allocated, ConfigApplied, Decision, to_builtins
+from preemptd.projections import ClusterState, LogRecord, PartitionState, Rejected, refuse_decision
 
 from ._model import Curve, Curves, curve_unit
 from ._registry import apply, describe, model_named
@@ -103,8 +103,9 @@ class Timeline:
         partition = self._partition(event.partition)
         if isinstance(event, Decision):
             partition.decisions.append(_decision(record, submitted))
-            if isinstance(event, Allocated) and submitted is not None:
-                partition.waits.append({"task": event.task, "queue": event.queue, "seconds": (record.received - submitted) / 1000, "id": event.id})
+            if isinstance(event, Allocated | Admitted) and submitted is not None:  # a task placed, a workload admitted (Kueue places no pods)
+                waited = event.task if isinstance(event, Allocated) else event.app
+                partition.waits.append({"task": waited, "queue": event.queue, "seconds": (record.received - submitted) / 1000, "id": event.id})
         elif isinstance(event, ConfigApplied):
             said = f"configuration refused by this version: {refused}" if refused else f"configuration applied: {describe(self.state.partitions[event.partition])}"
             partition.markers.append({"seq": record.seq, "t": record.received / 1000, "kind": "config", "text": said})
@@ -126,9 +127,7 @@ class Timeline:
                 self._sample(partition, self.last.received)  # the state at the end of the window
                 _hold(partition)
             end = self.last.received if self.last is not None else 0
-            for task in sorted(self.state.partitions[name].tasks.values(), key=lambda t: t.id):
-                if task.status == "pending" and task.submitted_at <= end:
-                    partition.waits.append({"task": task.id, "queue": task.queue, "seconds": (end - task.submitted_at) / 1000, "id": None})
+            partition.waits += _still_waiting(self.state.partitions[name], end)
         times = [record.received for record in (self.first, self.last) if record is not None]
         return {
             "title": title,
@@ -210,6 +209,18 @@ class Timeline:
                 "longest_waits": sorted(partition.waits, key=lambda w: (-w["seconds"], w["task"]))[:_LONGEST],
             },
         }
+
+
+def _still_waiting(p: PartitionState, end: int) -> list[dict[str, Any]]:
+    """What still waits at `end`, and for how long: its tasks, or under a model that decides
+    about applications as a whole (Kueue admits workloads) its applications, not their pods."""
+    whole = model_named(p.model).fold_decision is not refuse_decision
+    waiting: dict[str, dict[str, Any]] = {}
+    for task in sorted(p.tasks.values(), key=lambda t: t.id):
+        if task.status == "pending" and task.submitted_at <= end:
+            name, since = (task.app, p.apps[task.app].submitted_at) if whole and task.app in p.apps else (task.id, task.submitted_at)
+            waiting.setdefault(name, {"task": name, "queue": task.queue, "seconds": (end - since) / 1000, "id": None})
+    return list(waiting.values())
 
 
 def _hold(partition: _Partition) -> None:

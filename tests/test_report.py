@@ -77,6 +77,14 @@ def test_the_summary_ranks_the_queues_short_of_their_guarantee_and_the_longest_w
     assert waits == sorted(waits, key=lambda w: -w["seconds"]) and waits[0]["seconds"] > 0
 
 
+def test_kueues_longest_waits_count_a_workloads_wait_for_admission(tmp_path: Path) -> None:
+    """Kueue admits workloads and places no pods: its report said no wait at all while urgent
+    waited 2 s for the workload it evicted to go; a workload still waiting is one entry, not a pod each."""
+    data, _, _ = report_of(tmp_path, ROOT / "examples" / "kueue" / "within-cluster-queue.yaml")
+    waits = {w["task"]: w["seconds"] for w in data["partitions"][0]["summary"]["longest_waits"]}
+    assert waits == {"low-2": 19.0, "urgent": 2.0, "low-1": 0.0}, waits
+
+
 def test_a_window_of_log_positions_keeps_the_decisions_inside_it(tmp_path: Path) -> None:
     whole, _, db = report_of(tmp_path, ROOT / "examples" / "general.yaml")
     seqs = [d["seq"] for d in whole["partitions"][0]["decisions"]]
