@@ -232,6 +232,8 @@ def test_a_what_if_replay_writes_the_report_of_the_log_with_the_decisions_anothe
     diff = page_data((tmp_path / "what-if.html").read_text())["compare"]
     assert (len(diff["only_here"]), len(diff["only_other"])) == (int(said.group(1)), int(said.group(2))), "the page says what replay says"
     assert diff["other"] == f"--config {what_if}" and diff["same"] == 23 - len(diff["only_here"])
+    logged = {d["id"] for d in page_data((tmp_path / "what-if.html").read_text())["partitions"][0]["decisions"]}
+    assert diff["only_other"] and all(d["id"].startswith("what-if:") and d["id"] not in logged for d in diff["only_other"]), "ids of their own, none the log's"
     alone = preemptd("replay", "--db", str(db), "--report", str(tmp_path / "x.html"))
     assert alone.returncode == 2 and "give it with --config" in alone.stderr
 

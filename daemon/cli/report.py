@@ -83,10 +83,15 @@ def with_comparison(data: dict[str, Any], other: dict[str, Any], other_name: str
     return {**data, "compare": compare(data, other, other_name)}
 
 
+#: What the ids of the decisions only a what-if replay made start with: the log has none of them,
+#: and an id of the log's could be the same (a replay numbers its decisions as the log does).
+WHAT_IF = "what-if:"
+
+
 def what_if(data: dict[str, Any], replayed: ReplayReport, other_name: str) -> dict[str, Any]:
     """The report of a log, with the decisions a what-if replay found to differ."""
     only_stored = [to_builtins(d) for change in replayed.changes for d in change.only_stored]
-    only_new = [to_builtins(d) for change in replayed.changes for d in change.only_new]
+    only_new = [{**to_builtins(d), "id": f"{WHAT_IF}{d.id}"} for change in replayed.changes for d in change.only_new]  # not the log's: an id of their own
     same = replayed.stored_decisions - len(only_stored)
     return {**data, "compare": {"other": other_name, "only_here": only_stored, "only_other": only_new, "same": same}}
 
