@@ -49,6 +49,7 @@ class Candidate:
     without_borrowing: bool = False
     strategy: str = ""
     why: str = ""
+    ranked: str = ""  # under fair sharing, why its queue's side went before the next (the shares compared)
 
 
 @dataclass(frozen=True)

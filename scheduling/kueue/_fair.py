@@ -196,6 +196,7 @@ class _Walk:
         self.holds_preemptor = set(search.node.path())
         self.taken: list[Candidate] = []
         self.refusal = ""  # why the fewest victims that make room may not go
+        self.ranked = ""  # why the target's queue goes before the next (the shares compared), for its victims' why
 
     def run(self, strategies: tuple[str, ...]) -> list[Candidate]:
         try:
@@ -235,7 +236,7 @@ class _Walk:
                 candidate = waiting.popleft()
                 after = self._share_without(candidate, theirs)
                 if STRATEGIES[strategy](preemptor, before, after):
-                    if self._take(replace(candidate, strategy=strategy, why=_compared(strategy, lca, mine, theirs, preemptor, before, after))):
+                    if self._take(replace(candidate, strategy=strategy, why=_ordered(_compared(strategy, lca, mine, theirs, preemptor, before, after), self.ranked), ranked=self.ranked)):
                         return True, retry
                     break
                 self.skipped[candidate.workload.id] = f"{strategy} refuses it: {_comparison(lca, mine, theirs, preemptor, before, after)}"
@@ -251,7 +252,7 @@ class _Walk:
             if passes:
                 candidate = waiting.popleft()
                 after = self._share_without(candidate, theirs)
-                if self._take(replace(candidate, strategy=strategy, why=_compared(strategy, lca, mine, theirs, preemptor, before, after))):
+                if self._take(replace(candidate, strategy=strategy, why=_ordered(_compared(strategy, lca, mine, theirs, preemptor, before, after), self.ranked), ranked=self.ranked)):
                     return True
             for candidate in waiting:
                 why = f"{strategy} takes at most one victim from each queue" if passes else f"{strategy} refuses it too"
@@ -296,7 +297,7 @@ class _Walk:
             return replace(target, why=self._reclaiming(lca, mine, theirs, preemptor, before)), self._reclaims()
         after = self._share_without(target, theirs)
         passes = STRATEGIES[target.strategy](preemptor, before, after)
-        return replace(target, why=_compared(target.strategy, lca, mine, theirs, preemptor, before, after)), passes
+        return replace(target, why=_ordered(_compared(target.strategy, lca, mine, theirs, preemptor, before, after), target.ranked)), passes
 
     def _unreached(self) -> None:
         """Say why the walk, with every eviction it made, never came to the candidates it left:
@@ -344,6 +345,7 @@ class _Walk:
         return bool(borrowed(node, self.s.usage))
 
     def _target(self, pending: dict[Node, deque[Candidate]]) -> Node | None:
+        self.ranked = ""
         if not self.root.is_cohort:
             return self.root if pending.get(self.root) else None
         return self._descend(self.root, pending)
@@ -357,9 +359,12 @@ class _Walk:
             elif pending.get(child) and (child is self.s.node or self._borrows(child)):
                 ranked.append((self._share(child), False, -self.rank[pending[child][0].workload.id], child))
         ranked.sort(key=lambda r: r[:3], reverse=True)  # stable: tied cohorts keep their order
-        for *_, child in ranked:
+        for place, (share_of, *_, child) in enumerate(ranked):
             found = self._descend(child, pending) if child.is_cohort else child
             if found is not None:
+                if not self.ranked and place + 1 < len(ranked):  # the choice nearest the victim: why its side goes before the next
+                    other_share, *_, other = ranked[place + 1]
+                    self.ranked = f"{node_name(child)} (share {share_of}) goes before {node_name(other)} (share {other_share}) in cohort {cohort.name}: the highest share first"
                 return found
         return None
 
@@ -374,6 +379,11 @@ def _by_queue(tree: QuotaTree, candidates: Iterable[Candidate]) -> dict[Node, de
 def _comparison(lca: Node, mine: Node, theirs: Node, preemptor: Share, before: Share, after: Share | None) -> str:
     then = f", {after} after" if after is not None else ""
     return f"in cohort {lca.name}, {node_name(mine)} (the preemptor's side) would have share {preemptor}; {node_name(theirs)} has {before}{then}"
+
+
+def _ordered(why: str, ranked: str) -> str:
+    """`why`, and why the victim's side went before the next (`ranked`), when there was a choice."""
+    return f"{why}; {ranked}" if ranked else why
 
 
 def _compared(strategy: str, lca: Node, mine: Node, theirs: Node, preemptor: Share, before: Share, after: Share) -> str:
