@@ -354,3 +354,15 @@ def test_one_clock_across_the_page_and_a_word_when_scripts_are_off(tmp_path: Pat
     assert re.search(r"<body><noscript>This report draws its charts and tables with JavaScript[^<]*</noscript>", page.read_text()), "said when scripts are off"
     body = _rendered(page, then="DATA.absolute_time = true; DATA.period = {from: {t: 1764340200}, to: {t: 1764343800}}; document.body.dataset.ticks = JSON.stringify(timeTicks(null, [1764340200, 1764341100, 1764342930]));")
     assert json.loads(body["data-ticks"]) == ["14:30", "14:45", "15:15:30"], "UTC, 24-hour, as the rest of the page"
+
+
+def test_the_report_shows_the_queues_as_the_user_set_them(tmp_path: Path) -> None:
+    """Volcano's queue weight, capability and guarantee were nowhere in the report (nor
+    YuniKorn's guarantee and max, Kueue's quotas as numbers): the page draws a table of the
+    queues in the model's terms, as `state` shows them, beside the model's own tables."""
+    report_of(tmp_path, ROOT / "examples" / "volcano" / "hierarchical-capacity.yaml")
+    _browser()
+    read = "const t = document.querySelector('[data-table=queues]'); document.body.dataset.queues = JSON.stringify([...t.querySelectorAll('tr')].map((r) => [...r.children].map((c) => c.textContent.trim())));"
+    rows = json.loads(_rendered(tmp_path / "log.html", then=read)["data-queues"])
+    assert rows[0][:4] == ["queue", "weight", "capability", "guarantee"], rows[0]
+    assert ["eng", "1", "cpu 8", "-"] == rows[[r[0] for r in rows].index("eng")][:4], rows

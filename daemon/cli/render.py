@@ -252,10 +252,14 @@ def tables_json(p: PartitionState) -> dict[str, list[dict[str, Any]]]:
 
 
 def tables_text(p: PartitionState, limit: int) -> dict[str, dict[str, Any]]:
-    """The model's tables as the text shows them, at most `limit` rows each (for the report):
-    per table its headings, its rows of cells, and how many rows it has."""
+    """The queues as the user set them (each queue's columns in its model's terms: YuniKorn's
+    guarantee and max, Kueue's quotas, Volcano's weight, capability and guarantee), then the
+    model's tables, as the text shows them, at most `limit` rows each (for the report): per
+    table its headings, its rows of cells, and how many rows it has."""
+    columns = [(name, values) for name, values in model_named(p.model).queue_columns(p) if name not in _USAGE]
+    queues = [{"queue": "  " * (len(queue.lineage) - 1) + queue.path, **{name: values.get(path) for name, values in columns}} for path, queue in p.queues.items()]
     out = {}
-    for name, rows in model_named(p.model).tables(p):
+    for name, rows in [("queues", queues), *model_named(p.model).tables(p)]:
         if rows:
             headings = [key.replace("_", " ") for key in rows[0]]
             out[name] = {"columns": headings, "rows": [[column_text(value) for value in row.values()] for row in rows[:limit]], "total": len(rows)}
