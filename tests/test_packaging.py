@@ -66,3 +66,17 @@ def test_preemptd_installs_beside_python_daemon_and_events_and_all_three_work(wh
     run(*pip, "uninstall", "--yes", "Events")
     run(env / "bin" / "preemptd", "simulate", ROOT / "examples" / "general.yaml", "--check", "--quiet", cwd=tmp_path)
     run(python, "-c", "import daemon; daemon.DaemonContext", cwd=tmp_path)
+
+
+def test_every_command_in_the_readme_is_written_as_the_first_session_writes_it() -> None:
+    """The first session runs `.venv/bin/preemptd ...`; the model sections wrote `preemptd ...`,
+    which a reader pasting them after it found missing. Every command line in the README's code
+    (fenced, or indented four spaces) calls the installed command by that path."""
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    fenced = re.findall(r"```[a-z]*\n(.*?)```", text, re.S)
+    indented = re.findall(r"(?m)^    (?!\s)(.*)$", text)
+    lines = [line for block in fenced for line in block.splitlines()] + indented
+    bare = [line for line in lines if re.search(r"(^|[\s;&|(])preemptd (?!is |\w+\.\w)", line) and ".venv/bin/preemptd" not in line and not line.lstrip().startswith(("#", "level=", "ts=", "{", "-", "|"))]
+    assert not bare, bare
