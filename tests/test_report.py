@@ -210,17 +210,19 @@ def test_the_first_screen_says_who_preempted_whom_and_why(example: str, tmp_path
     strip, rows, focused = (json.loads(body[f"data-{name}"]) for name in ("strip", "rows", "focused"))
     decisions = [d for d in data["partitions"][0]["decisions"] if d["type"] in ("decision.preempted", "decision.evicted")]
     first = decisions[0]
-    if first["type"] == "decision.preempted":
-        preemptor, victims, reason, why = first["preemptor"], [v["task"] for v in first["victims"]], first["reason"], first["victims"][0]["why"]
+    if first["type"] == "decision.preempted":  # Volcano: a job's gang preempts for its tasks in one cycle, one preemption drawn
+        mine = [d for d in decisions if d["cycle"] == first["cycle"] and d["app"] == first["app"]] if example.startswith("volcano") else [first]
+        preemptor, victims, reason, why = first["preemptor"], [v["task"] for d in mine for v in d["victims"]], first["reason"], first["victims"][0]["why"]
     else:  # Kueue: one eviction per victim of the preemptor, in the same cycle
         mine = [d for d in decisions if d["cycle"] == first["cycle"] and d["preemptor"] == first["preemptor"]]
         preemptor, victims, reason, why = first["preemptor"], [d["app"] for d in mine], first["reason"], first["message"]
-    assert f"{preemptor} → {', '.join(victims[:2])}" in strip[0], strip
+    drawn = f"job {first['app']} ({len(mine)} tasks)" if first["type"] == "decision.preempted" and len(mine) > 1 else preemptor
+    assert f"{drawn} → {', '.join(victims[:2])}" in strip[0], strip
     assert reason.startswith(strip[1].rstrip("…")), (reason, strip)
     shown = next(row for row in rows if first["queue"] in row and preemptor in row)
     assert why in shown and reason[:40] in shown, shown
-    assert focused["ids"] == [d["id"] for d in decisions if d["t"] == first["t"] and (d.get("preemptor") == preemptor)] and focused["open"], focused
-    assert preemptor in focused["caption"]
+    assert focused["ids"] == [d["id"] for d in mine] and focused["open"], focused
+    assert drawn in focused["caption"]
 
 
 def test_a_what_if_replay_writes_the_report_of_the_log_with_the_decisions_another_configuration_changes(tmp_path: Path) -> None:
@@ -366,3 +368,16 @@ def test_the_report_shows_the_queues_as_the_user_set_them(tmp_path: Path) -> Non
     rows = json.loads(_rendered(tmp_path / "log.html", then=read)["data-queues"])
     assert rows[0][:4] == ["queue", "weight", "capability", "guarantee"], rows[0]
     assert ["eng", "1", "cpu 8", "-"] == rows[[r[0] for r in rows].index("eng")][:4], rows
+
+
+def test_a_gangs_reclaim_is_drawn_as_one_preemption_with_its_victims(tmp_path: Path) -> None:
+    """A Volcano job reclaiming for its gang makes a decision per task in one cycle: the strip
+    drew as many overlapping labels. It draws one, the job's, with every victim."""
+    data, _, _ = report_of(tmp_path, ROOT / "examples" / "volcano" / "reclaim-weighted-queues.yaml")
+    per_task = [d for d in data["partitions"][0]["decisions"] if d["type"] == "decision.preempted" and d["app"] == "train"]
+    assert len({d["preemptor"] for d in per_task}) > 1, "the gang's tasks each preempt"
+    _browser()
+    read = "document.body.dataset.who = JSON.stringify([...document.querySelectorAll('.strip text.who')].map((n) => n.textContent));"
+    labels = json.loads(_rendered(tmp_path / "log.html", then=read)["data-who"])
+    train = [label for label in labels if "train" in label]
+    assert len(train) == 1 and train[0].startswith(f"job train ({len(per_task)} tasks) → "), labels

@@ -135,14 +135,20 @@ function amounts(values) { return Object.entries(values || {}).map(([r, v]) => `
 function clip(text, chars) { return text.length <= chars ? text : text.slice(0, chars - 1) + "…"; }
 
 // The preemptions of a partition, as its strip shows them: one per preemptor and cycle
-// (Kueue evicts a preemptor's victims as several decisions), each with its victims and reason.
+// (Kueue evicts a preemptor's victims as several decisions; a Volcano job reclaims for its
+// gang's tasks in one cycle, a decision each), each with its victims and reason.
 function preemptions(partition) {
-  const out = [], byPreemptor = new Map();
+  const out = [], byPreemptor = new Map(), gangs = partition.model === "volcano";
   for (const d of partition.decisions) {
     if (d.type === "decision.preempted") {
-      out.push({ t: d.t, preemptor: d.preemptor, queue: d.queue, victims: d.victims.map((v) => v.task), why: d.reason || "", decisions: [d] });
+      const key = gangs ? `${d.cycle} job ${d.app}` : null;
+      const known = key && byPreemptor.get(key);
+      if (known) { known.victims.push(...d.victims.map((v) => v.task)); known.decisions.push(d); known.tasks++; continue; }
+      const item = { t: d.t, preemptor: d.preemptor, job: d.app, tasks: 1, queue: d.queue, victims: d.victims.map((v) => v.task), why: d.reason || "", decisions: [d] };
+      if (key) byPreemptor.set(key, item);
+      out.push(item);
     } else if (d.type === "decision.quota_enforced") {
-      out.push({ t: d.t, preemptor: "", quota: d.queue, queue: d.queue, victims: d.victims.map((v) => v.task), why: `quota: max ${amounts(d.max)}${d.short ? ", short of it" : ""}`, decisions: [d] });
+      out.push({ t: d.t, preemptor: "", quota: d.queue, queue: d.queue, victims: d.victims.map((v) => v.task), why: `quota: ${LIMIT[partition.model] || "max"} ${amounts(d.max)}${d.short ? ", short of it" : ""}`, decisions: [d] });
     } else if (d.type === "decision.evicted") {
       const key = d.preemptor ? `${d.cycle} ${d.preemptor}` : null;
       const known = key && byPreemptor.get(key);
@@ -154,6 +160,9 @@ function preemptions(partition) {
   }
   return out;
 }
+
+// What quota enforcement holds a queue to, in each model's words.
+const LIMIT = { kueue: "nominal quota", volcano: "capability" };
 
 // Many preemptions (a day's log may hold tens of thousands) share a tick per few pixels.
 const CROWD = 300;
@@ -172,6 +181,7 @@ function label(item) {
   if (item.count > 1) return `${item.count} preemptions, the first ${item.preemptor} → ${item.victims[0]}`;
   const victims = item.victims.length > 2 ? `${item.victims.slice(0, 2).join(", ")} +${item.victims.length - 2}` : item.victims.join(", ");
   if (item.quota) return `${item.quota} over its quota → ${victims || "nothing"}`;
+  if (item.tasks > 1) return `job ${item.job} (${item.tasks} tasks) → ${victims}`;
   return item.preemptor ? `${item.preemptor} → ${victims}` : `evicted ${victims}`;
 }
 
