@@ -91,16 +91,7 @@ def _workload(item: dict[str, Any]) -> list[dict[str, Any]]:
     spec = _spec(item, "Workload")
     queue = _text(spec, "queueName", item)
     app = {"type": "app.submitted", "app": name, "queue": f"{namespace}/{queue}", "namespace": namespace, **_priority(spec, "priorityClassName", "priority")}
-    events = [app]
-    pod_sets = spec.get("podSets")
-    if not isinstance(pod_sets, list) or not pod_sets:
-        raise ObjectError(f"Workload {name}: spec.podSets must list its pod sets (name, count, template)")
-    for pod_set in pod_sets:
-        set_name = _text(pod_set, "name", item, where="a pod set")
-        count = _count(pod_set.get("count", 1), f"Workload {name}: pod set {set_name}'s count")
-        resources = _pod_resources(pod_set.get("template"), f"Workload {name}: pod set {set_name}")
-        events += [{"type": "task.submitted", "task": f"{name}-{set_name}-{i}", "app": name, "resources": resources} for i in range(count)]
-    return events
+    return [app, *_pods(item, f"Workload {name}", spec.get("podSets"), "pod set", "count")]
 
 
 def _batch_job(item: dict[str, Any]) -> list[dict[str, Any]]:
@@ -141,15 +132,20 @@ def _volcano_job(item: dict[str, Any]) -> list[dict[str, Any]]:
     app = {"type": "app.submitted", "app": name, "queue": str(spec.get("queue", "default")), "namespace": namespace, **_priority(spec, "priorityClassName", None)}
     if "minAvailable" in spec:
         app["min_available"] = _count(spec["minAvailable"], f"Volcano Job {name}: spec.minAvailable")
-    tasks = spec.get("tasks")
-    if not isinstance(tasks, list) or not tasks:
-        raise ObjectError(f"Volcano Job {name}: spec.tasks must list its tasks (name, replicas, template)")
-    events = [app]
-    for task in tasks:
-        task_name = _text(task, "name", item, where="a task")
-        replicas = _count(task.get("replicas", 1), f"Volcano Job {name}: task {task_name}'s replicas")
-        resources = _pod_resources(task.get("template"), f"Volcano Job {name}: task {task_name}")
-        events += [{"type": "task.submitted", "task": f"{name}-{task_name}-{i}", "app": name, "resources": resources} for i in range(replicas)]
+    return [app, *_pods(item, f"Volcano Job {name}", spec.get("tasks"), "task", "replicas")]
+
+
+def _pods(item: dict[str, Any], what: str, sets: Any, set_word: str, count_key: str) -> list[dict[str, Any]]:
+    """A `task.submitted` per pod of each of `sets` (a Workload's pod sets, a Volcano Job's
+    tasks: name, `count_key`, template), named `<object>-<set>-<i>`."""
+    if not isinstance(sets, list) or not sets:
+        raise ObjectError(f"{what}: its spec must list its {set_word}s (name, {count_key}, template)")
+    name, events = _name(item), []
+    for each in sets:
+        set_name = _text(each, "name", item, where=f"a {set_word}")
+        count = _count(each.get(count_key, 1), f"{what}: {set_word} {set_name}'s {count_key}")
+        resources = _pod_resources(each.get("template"), f"{what}: {set_word} {set_name}")
+        events += [{"type": "task.submitted", "task": f"{name}-{set_name}-{i}", "app": name, "resources": resources} for i in range(count)]
     return events
 
 
