@@ -243,10 +243,14 @@ def _nats(settings: Settings) -> Iterator[tuple[str, EmbeddedNats | None]]:
 
 def _record_the_log(settings: Settings) -> None:
     """Say in the state directory where the log is (`LOG_FILE`), without secrets, so that
-    `state`, `tail`, `explain`, `replay` with `--state-dir` find it whatever its backend."""
+    `state`, `tail`, `explain`, `replay` with `--state-dir` find it whatever its backend; a log
+    in the directory itself is found there anyway (and a copied directory finds its copy)."""
+    recorded = settings.state_dir / LOG_FILE
     where = url_without_secrets(settings.db)
-    if where is not None:
-        (settings.state_dir / LOG_FILE).write_text(where + "\n")
+    if where is None or where == url_without_secrets(str(settings.state_dir / "preemptd.db")):
+        recorded.unlink(missing_ok=True)
+    else:
+        recorded.write_text(where + "\n")
 
 
 def _announce(settings: Settings, url: str) -> None:
