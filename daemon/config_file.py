@@ -41,15 +41,15 @@ from .log.store import Store
 from .operations.logs import log
 from .records import Batch, to_row
 
-__all__ = ["apply_config_file", "check_config_file", "config_events", "model_and_config", "read_config_file"]
+__all__ = ["apply_config_file", "check_config_file", "check_partitions", "config_events", "model_and_config", "read_config_file"]
 
 
 
-def config_events(path: Path, now: int) -> list[ConfigApplied]:
+def config_events(path: Path, now: int, data: bytes | None = None) -> list[ConfigApplied]:
     """One `config.applied` per partition the file at `path` sets up, each saying the file (its
     absolute path, as given: a ConfigMap's symlinks are not followed into its versions) and the
     digest of its bytes; `UsageError` if it cannot be read or its model refuses it."""
-    data = read_config_file(path)
+    data = read_config_file(path) if data is None else data  # `data`: the file's bytes, read already
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -163,7 +163,12 @@ def _did_you_mean(key: str, known: tuple[str, ...]) -> str:
 def check_config_file(path: Path, partitions: tuple[str, ...] | None) -> None:
     """`UsageError` if the file at `path` cannot be applied by a daemon reading `partitions`
     (None: all): said before anything starts."""
-    others = sorted({event.partition for event in config_events(path, 0)} - set(partitions or ()))
+    check_partitions(path, config_events(path, 0), partitions)
+
+
+def check_partitions(path: Path, events: list[ConfigApplied], partitions: tuple[str, ...] | None) -> None:
+    """`UsageError` if `events` (the file's) configure a partition besides `partitions` (None: all)."""
+    others = sorted({event.partition for event in events} - set(partitions or ()))
     if partitions is not None and others:
         raise UsageError(f"--config {path} configures partition {', '.join(others)}, which this daemon does not read (--partitions {','.join(partitions)})")
 

@@ -14,12 +14,12 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
-from preemptd.events import MAX_MESSAGE_BYTES, encode
+from preemptd.events import MAX_MESSAGE_BYTES, ConfigApplied, encode
 from preemptd.projections import ClusterState
 
 from .bus import Bus
 from .clock import wall_ms
-from .config_file import check_config_file, config_events, read_config_file
+from .config_file import check_partitions, config_events, read_config_file
 from .errors import BusError, UsageError
 from .log.store import Store
 from .operations.logs import log
@@ -58,7 +58,7 @@ class ConfigFollower:
         if digest in (self.sent, self.refused):
             return
         try:
-            events = await anyio.to_thread.run_sync(self._events, abandon_on_cancel=True)
+            events = await anyio.to_thread.run_sync(self._events, data, abandon_on_cancel=True)
         except UsageError as exc:
             await self._refuse(str(exc), data, digest)
             return
@@ -68,12 +68,14 @@ class ConfigFollower:
         except BusError as exc:  # NATS away: the next read sends it again
             log("config file changed, but could not be sent; trying again", logging.WARNING, file=str(self.path), error=str(exc))
             return
-        self.sent, self.refused = events[0].digest if events else digest, None
+        self.sent, self.refused = digest, None
         log("config file changed: applying it", file=str(self.path), partitions=",".join(event.partition for event in events))
 
-    def _events(self) -> list:
-        check_config_file(self.path, self.partitions)
-        return config_events(self.path, wall_ms())
+    def _events(self, data: bytes) -> list[ConfigApplied]:
+        """The file's `config.applied` for `data`, its bytes as read; `UsageError` if refused."""
+        events = config_events(self.path, wall_ms(), data)
+        check_partitions(self.path, events, self.partitions)
+        return events
 
     async def _refuse(self, reason: str, data: bytes, digest: str) -> None:
         """Say once why the file's content is not applied, count it, and keep it as a dead letter."""

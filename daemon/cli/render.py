@@ -66,8 +66,9 @@ def count(number: int, noun: str, nouns: str | None = None) -> str:
 
 def clock(ms: int) -> str:
     """A log time: UTC to the millisecond, or from a simulated log's start (`40s after the start`)."""
-    if format_moment(ms).endswith("after the start"):
-        return format_moment(ms)
+    moment = format_moment(ms)
+    if moment.endswith("after the start"):
+        return moment
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms / 1000)) + f".{ms % 1000:03d}Z"
 
 
