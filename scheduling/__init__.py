@@ -56,3 +56,4 @@ from ._simulation import (
     simulate as simulate,
 )
 from ._trial import MAX_TRIAL_EVENTS as MAX_TRIAL_EVENTS, Trial as Trial, TrialRefused as TrialRefused, trial as trial
+from ._usage import queue_usage as queue_usage

@@ -138,3 +138,41 @@ def test_explain_takes_a_queue_of_any_model_and_tells_its_story(example: str, na
     explained = preemptd("explain", name, "--db", str(db))
     assert explained.returncode == 0, explained.stderr
     assert explained.stdout.startswith(heading), explained.stdout[:300]
+
+
+@pytest.mark.parametrize(
+    ("example", "name", "said"),
+    [
+        (
+            "kueue/reclaim-within-cohort",
+            "team-a",
+            [
+                "  team-a cpu in default-flavor: admitted (quota reserved) 0 at the start, at most 4 (6s after the start), 4 at the end; nominal quota 4",
+                "  used beyond their nominal quota while team-a held under its own: team-b (for 5s, at most 4 cpu in default-flavor beyond)",
+            ],
+        ),
+        (
+            "kueue/reclaim-within-cohort",
+            "prod",
+            [
+                "  svc-a cpu in default-flavor: admitted (quota reserved) nothing; nominal quota 4",
+                "  used beyond their nominal quota while svc-a held under its own: svc-b (for 19s, at most 4 cpu in default-flavor beyond)",
+                "  no other queue used beyond its nominal quota while svc-b held under its own",
+            ],
+        ),
+        ("general", "root.normal", ["  root.normal vcore: allocated 10 at the start, at most 12 (3s after the start), 12 at the end; max 12", "  root.normal has no guaranteed: nothing of its own left unused for others"]),
+        ("volcano/hierarchical-capacity", "eng", ["  eng cpu: allocated 2 at the start, at most 5 (6s after the start), 5 at the end; deserved 6, capability 8", "  used beyond their deserved while eng held under its own: research (for 6s, at most 4 cpu beyond)"]),
+    ],
+)
+def test_a_queue_story_tells_its_usage_against_its_quotas_and_who_used_what_it_left(example: str, name: str, said: list[str], tmp_path: Path) -> None:
+    """Under its heading a queue's story says what it held over the log against its bounds, in
+    the model's words, and which queues used beyond their own first bound (Kueue's nominal
+    quota, Volcano's deserved) while it held under its own: who borrowed what it left."""
+    db = tmp_path / "log.db"
+    assert preemptd("simulate", str(ROOT / "examples" / f"{example}.yaml"), "--quiet", "--db", str(db)).returncode == 0
+    explained = preemptd("explain", name, "--db", str(db))
+    assert explained.returncode == 0, explained.stderr
+    lines = explained.stdout.splitlines()
+    assert lines[1].startswith("usage from 0s after the start to "), lines[:3]
+    for line in said:
+        assert line in lines, (line, lines[:8])

@@ -190,6 +190,8 @@ class QueueStory:
     rows: list[LogRow]
     counted: dict[str, int]
     cut: bool
+    described: tuple[str, ...]  # whose usage is told: the queue itself, else the leaf queues it stands for
+    peers: tuple[str, ...]  # the queues that could use what it leaves unused
 
     def heading(self) -> str:
         stands = f" ({self.leaves} {listing([printable(q) for q in self.queues])})" if self.queues != (self.name,) else ""
@@ -221,8 +223,27 @@ async def queue_stories(store: Searched, name: str, configs: list[LogRow]) -> li
         for _, decision in about:
             for what in _done_to(decision, queues):
                 counted[what] += 1
-        found.append(QueueStory(partition, kind, name, queues, configured.words.queues, [r for r, _ in about], counted, cut=len(rows) == SHOWN))
+        described = (name,) if name in configured.queues else queues
+        story = QueueStory(partition, kind, name, queues, configured.words.queues, [r for r, _ in about], counted, len(rows) == SHOWN, described, _peers(configured, described))
+        found.append(story)
     return found
+
+
+def _peers(p: PartitionState, described: tuple[str, ...]) -> tuple[str, ...]:
+    """The leaf queues that could use what `described` leave unused: under Kueue the
+    ClusterQueues of the same cohort tree, else every leaf queue outside their subtrees."""
+    cohorts = getattr(p.settings, "cohorts", None)
+    if isinstance(cohorts, dict):
+        trees = {_root(p.settings, p.settings.cluster_queues[q].cohort) for q in described if q in p.settings.cluster_queues}
+        trees.discard(None)
+        return tuple(q for q, config in sorted(p.settings.cluster_queues.items()) if q not in described and _root(p.settings, config.cohort) in trees)
+    return tuple(path for path, queue in sorted(p.queues.items()) if queue.leaf and not set(described) & set(queue.lineage))
+
+
+def _root(settings: Any, cohort: str | None) -> str | None:
+    """The top of the cohort tree `cohort` lies in."""
+    chain = _cohort_chain(settings, cohort)
+    return chain[-1] if chain else None
 
 
 def _queue_named(p: PartitionState, name: str) -> tuple[str, tuple[str, ...]]:
@@ -243,14 +264,17 @@ def _queue_named(p: PartitionState, name: str) -> tuple[str, tuple[str, ...]]:
 
 def _under(settings: Any, cohort: str | None, name: str) -> bool:
     """Whether cohort `cohort` is `name` or lies under it (Kueue's nested cohorts)."""
-    seen = set()
-    while cohort is not None and cohort not in seen:
-        if cohort == name:
-            return True
-        seen.add(cohort)
+    return name in _cohort_chain(settings, cohort)
+
+
+def _cohort_chain(settings: Any, cohort: str | None) -> list[str]:
+    """`cohort`, then each cohort above it (a loop in a log of another version ends the chain)."""
+    chain: list[str] = []
+    while cohort is not None and cohort not in chain:
+        chain.append(cohort)
         parent = settings.cohorts.get(cohort)
         cohort = getattr(parent, "parent", None) if parent is not None else None
-    return False
+    return chain
 
 
 def _in_queues(decision: Decision, queues: tuple[str, ...]) -> bool:

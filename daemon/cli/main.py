@@ -54,6 +54,7 @@ from preemptd.scheduling import (
     config_changes,
     configured_alone,
     configured_before,
+    queue_usage,
     run_cycle,
     simulate,
     tick_record,
@@ -492,6 +493,7 @@ async def cmd_explain(args: argparse.Namespace) -> int:
         models = models_of(configs)
         found = [] if row is not None else await stories(log, args.decision, models)
         queues = [] if row is not None or args.task else await queue_stories(log, args.decision, configs)
+        usage = await _queue_usage(store, queues) if queues and not args.json else {}
         near = await closest_name(log, args.decision) if row is None and not found and not queues else None
     finally:
         await store.close()
@@ -510,8 +512,21 @@ async def cmd_explain(args: argparse.Namespace) -> int:
     for story in told:
         if not args.json:
             print(story.heading())
+        if isinstance(story, QueueStory) and story.partition in usage:
+            print("\n".join(queue_usage(usage[story.partition], story.described, story.peers)))
         _print_decisions(story.rows, models, args.json)
     return 0
+
+
+async def _queue_usage(store: Store, told: list[QueueStory]) -> dict[str, dict[str, Any]]:
+    """The report's data of each partition a queue story is told in: what its queues held over the log."""
+    from preemptd.scheduling import Window
+
+    from .report import build
+
+    partitions = {story.partition for story in told}
+    data = await build(store, window=Window(), partition=next(iter(partitions)) if len(partitions) == 1 else None, title="", quiet=False)
+    return {drawn["name"]: drawn for drawn in data["partitions"] if drawn["name"] in partitions}
 
 
 def _print_decisions(rows: list[LogRow], models: Models, as_json: bool) -> None:
