@@ -147,7 +147,7 @@ class Answer(msgspec.Struct, forbid_unknown_fields=True):
     now: int  # when asked (epoch ms)
     decisions: list[dict[str, Any]]  # each a decision as `preemptd schema decisions` has it, without id, ts, cycle and partition, with after_ms and when
     other_decisions: int  # what the same cycles would decide about other tasks (due anyway)
-    undecided: list[str]  # the query's tasks nothing would be decided about within the hour
+    undecided: list[str]  # the query's tasks (under Kueue its workloads) nothing would be decided about within the hour
 
 
 class Refusal(msgspec.Struct, forbid_unknown_fields=True):

@@ -349,3 +349,9 @@ class Model:
     claims: Callable[[Any], bool] = claims_nothing
     budget: Budget = Budget()
     words: Words = Words()  # its users' words, as its configurations give them, for what is said without a partition at hand (`tail`)
+
+    @property
+    def decides_applications(self) -> bool:
+        """Whether it decides about applications as a whole (Kueue admits and evicts workloads,
+        not their pods): the model folds its own decisions."""
+        return self.fold_decision is not refuse_decision

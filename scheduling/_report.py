@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from preemptd.events import Admitted, Allocated, ConfigApplied, Decision, to_builtins
-from preemptd.projections import ClusterState, LogRecord, PartitionState, Rejected, refuse_decision
+from preemptd.projections import ClusterState, LogRecord, PartitionState, Rejected
 
 from ._model import Curve, Curves, curve_unit
 from ._registry import apply, describe, model_named
@@ -214,7 +214,7 @@ class Timeline:
 def _still_waiting(p: PartitionState, end: int) -> list[dict[str, Any]]:
     """What still waits at `end`, and for how long: its tasks, or under a model that decides
     about applications as a whole (Kueue admits workloads) its applications, not their pods."""
-    whole = model_named(p.model).fold_decision is not refuse_decision
+    whole = model_named(p.model).decides_applications
     waiting: dict[str, dict[str, Any]] = {}
     for task in sorted(p.tasks.values(), key=lambda t: t.id):
         if task.status == "pending" and task.submitted_at <= end:

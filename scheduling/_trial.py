@@ -18,7 +18,7 @@ from preemptd.events import Admitted, Allocated, AppSubmitted, Blocked, ClusterE
 from preemptd.projections import ClusterState, LogRecord, Rejected
 
 from ._engine import next_wakeup, run_cycle, tick_record
-from ._registry import apply
+from ._registry import apply, model_named
 
 __all__ = ["HORIZON", "MAX_TRIAL_EVENTS", "Trial", "TrialRefused", "trial"]
 
@@ -44,7 +44,7 @@ class Trial:
     - `cycles`: (milliseconds after `now`, why a cycle would run then): "now", "a delay runs
       out" (YuniKorn's preemption delay), "the next cycle runs" (after a cycle that decided);
     - `other_decisions`: what the same cycles would decide about other tasks (due anyway);
-    - `undecided`: the events' tasks nothing would be decided about within the horizon."""
+    - `undecided`: the events' tasks (under Kueue their workloads) nothing would be decided about within the horizon."""
 
     partition: str
     model: str
@@ -100,8 +100,10 @@ def trial(state: ClusterState, partition: str, events: list[ClusterEvent], now: 
         else:
             break
     told = _told(about)
-    undecided = tuple(sorted(task for task, app in owners.items() if task not in told and app not in told))
-    return Trial(partition, state.partitions[partition].model, seq, now, tuple(about), tuple(cycles), others, undecided)
+    model = state.partitions[partition].model
+    whole = model_named(model).decides_applications  # a workload is decided about, not its pods
+    undecided = tuple(sorted({app if whole else task for task, app in owners.items() if task not in told and app not in told}))
+    return Trial(partition, model, seq, now, tuple(about), tuple(cycles), others, undecided)
 
 
 def _concerns(decision: DecisionEvent, tasks: set[str], apps: set[str]) -> bool:

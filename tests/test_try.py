@@ -175,6 +175,35 @@ def test_kueue_and_volcano_answer_in_their_own_terms(example: str, at: str | Non
     assert answer["undecided"] == []
 
 
+def _workload(name: str, count: int, cpu: str) -> dict:
+    """A Kueue Workload as `kubectl get -o yaml` prints it, for ClusterQueue team-a's LocalQueue."""
+    pod = {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}}
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": name, "namespace": "ml"}, "spec": {"queueName": "training", "podSets": [{"name": "main", "count": count, "template": pod}]}}
+
+
+@pytest.mark.parametrize(
+    ("workload", "said"),
+    [
+        (_workload("fresh", 2, "1"), "  now: workload fresh (ClusterQueue team-a) would be admitted: cpu in default-flavor"),
+        (_workload("huge", 2, "100"), "  now: workload huge (ClusterQueue team-a) would wait: flavor default-flavor: 200 cpu is more than ClusterQueue team-a can ever have (4)"),
+    ],
+)
+def test_a_kueue_answer_speaks_of_the_workload_not_its_pods(workload: dict, said: str, tmp_path: Path) -> None:
+    """Asked with a Workload's YAML, the answer names the workload and its ClusterQueue, as
+    Kueue's own conditions do, never its first pod (`huge-main-0 (team-a) would wait`)."""
+    scenario = yaml.safe_load((ROOT / "examples" / "kueue" / "within-cluster-queue.yaml").read_text())
+    scenario["events"] = [e for e in scenario["events"] if e["at"] == "0s" and e["type"] == "node.upserted"]  # an idle ClusterQueue of 4 cpu
+    scenario.pop("expect", None)
+    (tmp_path / "idle.yaml").write_text(yaml.safe_dump(scenario))
+    db = tmp_path / "log.db"
+    assert preemptd("simulate", str(tmp_path / "idle.yaml"), "--quiet", "--db", str(db)).returncode == 0, "simulated"
+    (tmp_path / "ask.yaml").write_text(yaml.safe_dump(workload))
+    answered = preemptd("try", str(tmp_path / "ask.yaml"), "--db", str(db))
+    assert answered.returncode == 0, answered.stderr
+    assert said in answered.stdout.splitlines(), answered.stdout
+    assert "-main-" not in answered.stdout
+
+
 # -- asked of the running daemon -----------------------------------------------------------
 
 

@@ -33,6 +33,7 @@ from ..log.outbox import Notice
 from ..queries import TIME_BUDGET, try_subject
 from ..records import REJECTED_STREAM, Outbound, Stored, cluster_subject, rejected_subject, subject_partition
 from . import render
+from .explain import Terms, terms_of
 
 __all__ = ["publish", "tail"]
 
@@ -365,6 +366,14 @@ async def ask(url: str, source: str, *, access: NatsAccess | None = None, as_jso
     return print_answer(json.loads(answer), as_json=as_json)
 
 
+def _terms(model: str) -> Terms:
+    """A model's terms; the default ones for a model this version lacks (a newer daemon's)."""
+    try:
+        return terms_of(model)
+    except ConfigError:
+        return Terms()
+
+
 def print_answer(answer: dict[str, Any], *, as_json: bool) -> int:
     """An answer of `try`: JSON, or a line per decision; 2 when the question was refused."""
     if "refused" in answer:
@@ -373,12 +382,15 @@ def print_answer(answer: dict[str, Any], *, as_json: bool) -> int:
         print(json.dumps(answer, indent=2))
         return 0
     print(render.printable(f"partition {answer['partition']} ({answer['model']}) as of log seq {answer['seq']}: if these arrived now,"))
+    terms = _terms(answer["model"])
+    words = terms.words if terms.whole else None  # Kueue's decisions are about workloads, not their pods
     for decision in answer["decisions"]:
-        print("  " + render.would(decision))
-    for task in answer["undecided"]:
-        print(render.printable(f"  {task}: nothing would be decided about it (within the hour, with nothing else arriving)"))
+        print("  " + render.would(decision, words))
+    for name in answer["undecided"]:
+        print(render.printable(f"  {name}: nothing would be decided about it (within the hour, with nothing else arriving)"))
     if answer["other_decisions"]:
-        print(f"  (and {render.count(answer['other_decisions'], 'decision')} about other tasks, due anyway)")
+        others = f"{terms.words.application}s" if terms.whole else "tasks"
+        print(f"  (and {render.count(answer['other_decisions'], 'decision')} about other {others}, due anyway)")
     return 0
 
 

@@ -27,7 +27,7 @@ from preemptd.events import (
     decode_decision,
     decode_log_event,
 )
-from preemptd.projections import PartitionState, Rejected, Words, refuse_decision
+from preemptd.projections import PartitionState, Rejected, Words
 from preemptd.scheduling import DEFAULT_MODEL, configured_alone, listing, model_named
 
 from .render import count, printable
@@ -57,7 +57,7 @@ class Terms:
 @functools.cache
 def terms_of(model: str) -> Terms:
     found = model_named(model)
-    return Terms(found.parse_config({}, "default").words, whole=found.fold_decision is not refuse_decision)
+    return Terms(found.parse_config({}, "default").words, whole=found.decides_applications)
 
 
 #: (log position, partition, model) of each `config.applied`, oldest first.

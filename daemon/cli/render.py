@@ -112,11 +112,14 @@ def summary(decision: Decision) -> str:
     return f"{clock(decision.ts)} {decision.partition} {kind:<10} {what}  [{decision.id}]"
 
 
-def would(decision: Mapping[str, Any]) -> str:
-    """A decision of a `try` answer (JSON), in one line: when, and what would happen."""
+def would(decision: Mapping[str, Any], words: Words | None = None) -> str:
+    """A decision of a `try` answer (JSON), in one line: when, and what would happen; with the
+    `words` of a model that decides about applications as a whole (Kueue), said of them."""
     d = decision
     after = d.get("after_ms", 0)
     when = "now" if not after else f"in {after / 1000:g} s, when {d.get('when', 'the next cycle runs')}"
+    if words is not None:
+        return printable(f"{when}: {_would_whole(d, words)}")
     match d.get("type"):
         case "decision.allocated":
             what = f"{d['task']} would be allocated on {d['node']} ({d['queue']})"
@@ -134,6 +137,20 @@ def would(decision: Mapping[str, Any]) -> str:
         case other:
             what = f"{other}: {d.get('task') or d.get('app')}"
     return printable(f"{when}: {what}")
+
+
+def _would_whole(d: Mapping[str, Any], words: Words) -> str:
+    """What would happen to a workload, in the words of a model that admits workloads, not pods."""
+    subject = f"{words.application} {d.get('app') or d.get('preemptor')} ({words.queue} {d['queue']})"
+    match d.get("type"):
+        case "decision.blocked":
+            return f"{subject} would wait: {'; '.join(d['reasons'])}"
+        case "decision.admitted":
+            return f"{subject} would be admitted: {_flavors(d.get('flavors') or {})}"
+        case "decision.evicted":
+            return f"{subject} would be evicted for {d.get('preemptor') or '-'} [{d['reason']}]: {d.get('message', '')}"
+        case other:
+            return f"{other}: {subject}"
 
 
 def config_change(record: LogRecord, previous: LogRecord | None = None) -> str:
