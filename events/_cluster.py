@@ -1,7 +1,7 @@
 """Cluster events: what shims publish on `preemptd.cluster.<partition>.<kind>`.
 
 Each event is a frozen msgspec Struct with an explicit, stable `type` tag. New fields get
-defaults and a field's type never changes (see the README's section on the contract).
+defaults and a field's type never changes (see docs/contract.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The limits of what a shim may send: every one a bound a real cluster never reaches, so that
 no input can overflow the log, a snapshot or the decoder. An event beyond one is a dead letter
-that names the limit and how far beyond it the event went. The README lists them.
+that names the limit and how far beyond it the event went. docs/contract.md lists them.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 and the fold bound to them.
 
 Adding a model is a new wing beside `yunikorn/` (its configuration, its cycle, its state, its
-docs; see the README's development section) and one line in `MODELS`. Nothing else names a
+docs; see docs/development.md) and one line in `MODELS`. Nothing else names a
 model: the fold, the daemon's `--config`, `schema`, `simulate` and `replay` all ask here.
 """
 

@@ -68,13 +68,14 @@ def test_preemptd_installs_beside_python_daemon_and_events_and_all_three_work(wh
     run(python, "-c", "import daemon; daemon.DaemonContext", cwd=tmp_path)
 
 
-def test_every_command_in_the_readme_is_written_as_the_first_session_writes_it() -> None:
+@pytest.mark.parametrize("page", ["README.md", "CONTRIBUTING.md", *sorted(str(p.relative_to(ROOT)) for p in [*(ROOT / "docs").glob("*.md"), *(ROOT / "scheduling").glob("*/README.md")])])
+def test_every_command_in_the_docs_is_written_as_the_first_session_writes_it(page: str) -> None:
     """The first session runs `.venv/bin/preemptd ...`; the model sections wrote `preemptd ...`,
-    which a reader pasting them after it found missing. Every command line in the README's code
+    which a reader pasting them after it found missing. Every command line in the docs' code
     (fenced, or indented four spaces) calls the installed command by that path."""
     import re
 
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / page).read_text()
     fenced = re.findall(r"```[a-z]*\n(.*?)```", text, re.S)
     indented = re.findall(r"(?m)^    (?!\s)(.*)$", text)
     lines = [line for block in fenced for line in block.splitlines()] + indented

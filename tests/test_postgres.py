@@ -265,7 +265,7 @@ def test_a_daemon_that_meets_a_row_it_did_not_write_reads_the_log_again(postgres
 
 
 def test_two_logs_on_one_server_each_have_their_writer(postgres_log: str, nats_server: EmbeddedNats, daemon_factory, tmp_path: Path) -> None:
-    """Several daemons, each with its own log, on one PostgreSQL server (as the README invites):
+    """Several daemons, each with its own log, on one PostgreSQL server (as docs/operating.md invites):
     the lease holder was looked up across the server, so a standby of one log watched another
     log's writer. Each log has its lease, and a standby waits for its own log's writer."""
     other = postgres_log + "_other"

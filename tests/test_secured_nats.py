@@ -184,12 +184,12 @@ def test_a_password_rotated_under_a_running_daemon_is_said_not_retried_in_silenc
     daemon.stop()
 
 
-# -- who may do what: the README's permissions, as written ----------------------------------------
+# -- who may do what: the permissions docs/operating.md gives, as written ---------------------------
 
 
 def readme_permissions() -> str:
-    """The nats-server configuration of the README's "Who may do what"."""
-    return (ROOT / "README.md").read_text().split("```conf\n", 1)[1].split("```", 1)[0]
+    """The nats-server configuration of docs/operating.md, under "Who may do what"."""
+    return (ROOT / "docs" / "operating.md").read_text().split("```conf\n", 1)[1].split("```", 1)[0]
 
 
 ROLES = {"preemptd": "daemon-pa55", "shim": "shim-pa55", "alice": "alice-pa55"}
@@ -200,7 +200,7 @@ def as_user(user: str, *inbox: str) -> dict[str, str]:
 
 
 def test_the_readmes_permissions_let_each_role_do_its_part_and_no_more(daemon_factory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With the askers' permissions the README gave (subscribe `_INBOX.>`), an asker read every
+    """With the askers' permissions docs/operating.md gave (subscribe `_INBOX.>`), an asker read every
     reply on the server, others' answers and JetStream's acknowledgements, and could aim a
     query's answer at the daemon's inbox. Each user now has an inbox of its own."""
     for user, password in ROLES.items():

@@ -48,9 +48,9 @@ def _denied_request(subject: str, said: str) -> str:
     if "subscription" in said.lower():
         return (
             "NATS refused these credentials the subscription their answer comes to: where each user has an inbox of its own, "
-            "give its prefix (--nats-inbox-prefix or $PREEMPTD_NATS_INBOX_PREFIX; see the README's permissions)"
+            "give its prefix (--nats-inbox-prefix or $PREEMPTD_NATS_INBOX_PREFIX; see docs/operating.md, 'Who may do what')"
         )
-    return f"NATS refused these credentials to publish on {subject}: an asker needs publish permission on preemptd.try.<partition> (see the README's permissions)"
+    return f"NATS refused these credentials to publish on {subject}: an asker needs publish permission on preemptd.try.<partition> (see docs/operating.md, 'Who may do what')"
 
 
 @dataclass
