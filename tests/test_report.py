@@ -17,7 +17,7 @@ import pytest
 import yaml
 from conftest import ROOT, preemptd
 
-from preemptd.daemon.cli import report
+from preemptd.daemon.cli import page as report
 from preemptd.events import Scenario, to_builtins
 from preemptd.scheduling import curve_unit, model_named, simulate
 

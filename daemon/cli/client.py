@@ -33,7 +33,7 @@ from ..log.outbox import Notice
 from ..queries import TIME_BUDGET, try_subject
 from ..records import REJECTED_STREAM, Outbound, Stored, cluster_subject, rejected_subject, subject_partition
 from . import render
-from .explain import Terms, terms_of
+from .stories import Terms, terms_of
 
 __all__ = ["publish", "tail"]
 

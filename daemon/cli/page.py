@@ -11,6 +11,7 @@ import html
 import json
 import sys
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
@@ -21,9 +22,9 @@ from preemptd.scheduling import ReplayReport, Timeline, Window, compare
 from ..errors import UsageError
 from ..log.history import records
 from ..log.store import Store
-from .render import tables_text
+from .render import count, tables_text
 
-__all__ = ["build", "page", "page_data", "what_if", "window", "with_comparison"]
+__all__ = ["build", "page", "page_data", "what_if", "window", "with_comparison", "write_report"]
 
 _ASSETS = resources.files("preemptd.daemon.cli") / "report_page"
 _MAX_DEAD_LETTERS = 10_000  # marked on the timeline; `preemptd dead-letters` lists them all
@@ -116,3 +117,13 @@ def page_data(text: str) -> dict[str, Any]:
     """The data a page carries (for tests and tools)."""
     start = text.index('id="report-data">') + len('id="report-data">')
     return json.loads(gzip.decompress(base64.b64decode(text[start : text.index("</script>", start)])))
+
+
+def write_report(output: Path, data: dict[str, Any]) -> None:
+    try:
+        output.write_text(page(data), encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {output}: {exc.strerror}") from None
+    decisions = sum(len(p["decisions"]) for p in data["partitions"])
+    queues = sum(len(p["queues"]) for p in data["partitions"])
+    print(f"wrote {output} ({output.stat().st_size / 1e6:.1f} MB): {count(decisions, 'decision')}, {count(queues, 'queue')}", file=sys.stderr)
