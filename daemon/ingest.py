@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import get_args
 
 from preemptd.events import ClusterEvent, ConfigApplied, DecodeError, decode_cluster_event, type_of
 from preemptd.projections import ClusterState, ConfigReading, LogRecord, Rejected
 from preemptd.scheduling import apply, config_changes, configured_alone, configured_before, describe, is_daemon_id, read_config, remember_config
 
-from .records import DeadLetter, Inbound, LogRow, cluster_subject, subject_partition, to_row
+from .records import DeadLetter, DeadLetterKind, Inbound, LogRow, cluster_subject, subject_partition, to_row
 
 __all__ = ["DEAD_LETTER_KINDS", "MAX_PARTITIONS", "Continuation", "Decoded", "Ingested", "Position", "continuing", "dead_letter", "decode", "fold", "read_configurations"]
 
@@ -110,7 +111,7 @@ def decode(messages: list[Inbound], received: int) -> Decoded:
         try:
             event = decode_cluster_event(message.data)
         except DecodeError as exc:
-            kind = "invalid" if exc.event_type else "undecodable"
+            kind: DeadLetterKind = "invalid" if exc.event_type else "undecodable"
             out.dead.append(dead_letter(message, received, exc.reason, event_type=exc.event_type, event_id=exc.event_id, kind=kind))
             continue
         except Exception as exc:  # whatever a message does to the decoder, it stops there
@@ -181,6 +182,7 @@ def fold(
         if readings and place in readings:
             remember_config(readings[place])
         first = known.get(event.id) or seen.get(event.id)
+        kind: DeadLetterKind
         if is_daemon_id(state.log_id, event.id):
             kind = "reserved_id"
             reason = f"event ids starting with {state.log_id + ':'!r} are reserved for the daemon's ticks and decisions; choose another id"
@@ -231,7 +233,7 @@ def _describe(exc: BaseException) -> str:
 
 
 #: Why an input became a dead letter, in a word (the `reason` label of `preemptd_dead_letters_total`).
-DEAD_LETTER_KINDS = ("undecodable", "invalid", "wrong_subject", "reserved_id", "duplicate_id", "too_many_partitions", "rejected", "internal")
+DEAD_LETTER_KINDS: tuple[DeadLetterKind, ...] = get_args(DeadLetterKind)
 
 
 def dead_letter(
@@ -242,7 +244,7 @@ def dead_letter(
     *,
     event_type: str | None = None,
     event_id: str | None = None,
-    kind: str = "invalid",
+    kind: DeadLetterKind = "invalid",
 ) -> DeadLetter:
     return DeadLetter(
         received=received,

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from preemptd.events import Decision, decode_log_event, encode, type_of
 from preemptd.projections import LogRecord
 
 __all__ = [
+    "DeadLetterKind",
     "CLUSTER_STREAM",
     "CONSUMER",
     "DECISION_STREAM",
@@ -121,6 +122,10 @@ class LogRow:
     stream_seq: int | None = None
 
 
+#: Why an input became a dead letter, in a word (the label of `preemptd_dead_letters_total`).
+DeadLetterKind = Literal["undecodable", "invalid", "wrong_subject", "reserved_id", "duplicate_id", "too_many_partitions", "rejected", "internal"]
+
+
 @dataclass(frozen=True)
 class DeadLetter:
     received: int
@@ -131,7 +136,7 @@ class DeadLetter:
     partition: str | None = None
     event_type: str | None = None
     event_id: str | None = None
-    kind: str = "invalid"  # why, in a word (a metrics label, see `ingest.DEAD_LETTER_KINDS`); not stored
+    kind: DeadLetterKind = "invalid"  # why, in a word (a metrics label); not stored
 
     def stored(self) -> dict[str, object]:
         """The fields the log keeps."""

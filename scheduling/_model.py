@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import msgspec
 
@@ -78,6 +78,10 @@ def no_tables(partition: PartitionState) -> list[Table]:
     return []
 
 
+#: How the report draws a curve (see `Curve`).
+CurveKind = Literal["held", "asked", "bound"]
+
+
 @dataclass(frozen=True)
 class Curve:
     """One amount the report draws for each queue over time (and the metrics show as a gauge),
@@ -93,7 +97,7 @@ class Curve:
 
     name: str
     words: str
-    kind: str
+    kind: CurveKind
     on: str = ""
 
 

@@ -18,7 +18,7 @@ import re
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import anyio
 import msgspec
@@ -47,13 +47,17 @@ _MAX_EVENT_VALUES = 20_000_000  # a file of a million events; aliases multiplyin
 # -- publish ---------------------------------------------------------------------------------
 
 
+#: What became of a published event, in the order the tally says them.
+Outcome = Literal["accepted", "rejected", "duplicate", "sent", "not read", "unknown"]
+
+
 @dataclasses.dataclass(frozen=True)
 class Verdict:
     """What became of one published event."""
 
     position: int  # in the file, from 1
     event: Any
-    outcome: str  # accepted, rejected, duplicate, sent, not read, unknown
+    outcome: Outcome
     reason: str = ""
 
     def line(self) -> str:
@@ -216,7 +220,7 @@ def _verdict(position: int, event: Any, where: Stored, rejections: dict[int, Not
 
 
 def _publish_summary(verdicts: list[Verdict], messages: list[Outbound], running: set[str], *, waited: bool) -> str:
-    outcomes: dict[str, int] = {}
+    outcomes: dict[Outcome, int] = {}
     for verdict in verdicts:
         outcomes[verdict.outcome] = outcomes.get(verdict.outcome, 0) + 1
     line = f"published {render.count(len(verdicts), 'event')}"
@@ -231,7 +235,7 @@ def _publish_summary(verdicts: list[Verdict], messages: list[Outbound], running:
     return line
 
 
-_ORDER = ("accepted", "rejected", "duplicate", "sent", "not read", "unknown")
+_ORDER: tuple[Outcome, ...] = get_args(Outcome)
 
 
 def _read_text(source: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from preemptd.events import Preempted, Resources, Victim
 
@@ -20,7 +21,7 @@ from ._nodes import Statement
 from ._session import Session
 from ._victims import Room, make_room
 
-__all__ = ["Eviction", "commit", "for_gang", "may_not_evict", "spared_lines", "starving_jobs", "try_room"]
+__all__ = ["Action", "Eviction", "Hook", "commit", "for_gang", "may_not_evict", "spared_lines", "starving_jobs", "try_room"]
 
 SPARED_SHOWN = 10  # candidates spared, listed in an explanation
 
@@ -33,6 +34,10 @@ class Eviction:
     room: Room
     spared: dict[str, str]
 
+
+#: The actions that evict, and the votes each asks (Volcano's plugin hooks).
+Action = Literal["preempt", "reclaim"]
+Hook = Literal["preemptable", "reclaimable"]
 
 def starving_jobs(s: Session) -> list[tuple[str, list[Job]]]:
     """The queues of the jobs that starve (they may evict), in order; the waiting tasks of the
@@ -47,7 +52,7 @@ def starving_jobs(s: Session) -> list[tuple[str, list[Job]]]:
     return s.queues_in_order(starving)
 
 
-def for_gang(s: Session, job: Job, action: str, running: dict[str, list[Task]], candidate: Callable[[Task], bool | str], hook: str) -> None:
+def for_gang(s: Session, job: Job, action: Action, running: dict[str, list[Task]], candidate: Callable[[Task], bool | str], hook: Hook) -> None:
     """`action` for `job`'s waiting tasks while it starves: each is placed where it fits now,
     else room is made for it; all is kept only if the job then has its gang."""
     statement, evictions = Statement(s.nodes), []
@@ -108,7 +113,7 @@ def _place_now(s: Session, task: Task, statement: Statement) -> bool:
     return True
 
 
-def commit(s: Session, statement: Statement, evictions: list[Eviction], action: str) -> None:
+def commit(s: Session, statement: Statement, evictions: list[Eviction], action: Action) -> None:
     for task, node in statement.commit():
         s.allocated(task, node, f"{action}: placed with the room made for job {task.job}'s gang")
     for eviction in evictions:
@@ -116,7 +121,7 @@ def commit(s: Session, statement: Statement, evictions: list[Eviction], action: 
         _evicted(s, eviction, action)
 
 
-def may_not_evict(s: Session, task: Task, action: str) -> str | None:
+def may_not_evict(s: Session, task: Task, action: Action) -> str | None:
     if not task.may_preempt:
         return f"{action}: its preemptionPolicy is Never: it evicts nothing"
     if action == "reclaim":
@@ -130,9 +135,9 @@ def try_room(
     task: Task,
     running: dict[str, list[Task]],
     candidate: Callable[[Task], bool | str],
-    hook: str,
+    hook: Hook,
     statement: Statement,
-    action: str,
+    action: Action,
     *,
     fits_no_node_now: bool = False,
 ) -> Eviction | None:
@@ -164,13 +169,13 @@ def try_room(
     return Eviction(task, room, spared)
 
 
-def _detail(s: Session, task: Task, action: str, spared: dict[str, str]) -> None:
+def _detail(s: Session, task: Task, action: Action, spared: dict[str, str]) -> None:
     """Add the candidates `action` spared for `task` to what earlier actions spared."""
     earlier = [line for line in s.details.get(task.id, ()) if not line.startswith(f"{action}: ")]
     s.details[task.id] = (*earlier, *(f"{action}: {line}" for line in spared_lines(spared)))
 
 
-def _evicted(s: Session, eviction: Eviction, action: str) -> None:
+def _evicted(s: Session, eviction: Eviction, action: Action) -> None:
     task, room = eviction.task, eviction.room
     job = s.jobs[task.job]
     victims = tuple(
@@ -207,7 +212,7 @@ def _evicted(s: Session, eviction: Eviction, action: str) -> None:
     )
 
 
-def _why_victim(s: Session, task: Task, victim: Task, action: str) -> str:
+def _why_victim(s: Session, task: Task, victim: Task, action: Action) -> str:
     if action == "reclaim":
         deserved = {r: int(a) for r, a in s.quotas.deserved.get(victim.queue, {}).items() if r != POD_SLOT}
         none = [r for r in victim.queue_resources if victim.queue_resources[r] and not deserved.get(r)]

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from preemptd.projections import AppState, PartitionState, TaskState
+from preemptd.projections import AppState, PartitionState, TaskState, TaskStatus
 
 from .._model import Table
 from ._shares import summed
@@ -41,7 +41,7 @@ class Task:
     priority: int  # within its job
     preemptable: bool
     may_preempt: bool  # preemptionPolicy is not Never
-    status: str  # pending, running, or preempting (a victim on its way out)
+    status: TaskStatus  # a victim on its way out is preempting
     node: str | None
     seq: int
     reserved: str | None = None  # a preemptor pipelined on this node, waiting for its victims

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from preemptd.projections import NodeState, QueueState, TaskState
 
@@ -55,7 +56,7 @@ class Plan:
     victims: list[TaskState]
     whys: dict[str, str]
     explanation: list[str]
-    reason: str
+    reason: Literal["guarantee", "required node"]
 
 
 # How far law 1 lets a candidate be a victim: the higher, the later it is taken.
