@@ -139,7 +139,13 @@ class Probe:
         self.n = 0
 
     async def send(self, partition: str, kind: str, **fields: object) -> None:
-        body = {"type": kind, "id": f"{kind}-{fields.get('task', fields.get('node'))}-{time.monotonic_ns()}", "ts": int(time.time() * 1000), "partition": partition, **fields}
+        body = {
+            "type": kind,
+            "id": f"{kind}-{fields.get('task', fields.get('node'))}-{time.monotonic_ns()}",
+            "ts": int(time.time() * 1000),
+            "partition": partition,
+            **fields,
+        }
         await self.nc.publish(f"preemptd.cluster.{partition}.{kind.split('.')[0]}", json.dumps(body).encode())
 
     async def decided(self, message: nats.aio.msg.Msg) -> None:
@@ -200,7 +206,20 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, EmbeddedNats(Path(tmp) / "nats") as server:
         port = free_port()
-        command = [sys.executable, "-m", "preemptd.daemon.entry", "--log-level", args.log_level, "run", "--nats-url", server.url, "--state-dir", str(Path(tmp) / "state"), "--metrics-addr", str(port)]
+        command = [
+            sys.executable,
+            "-m",
+            "preemptd.daemon.entry",
+            "--log-level",
+            args.log_level,
+            "run",
+            "--nats-url",
+            server.url,
+            "--state-dir",
+            str(Path(tmp) / "state"),
+            "--metrics-addr",
+            str(port),
+        ]
         daemon = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=(args.daemon_log or Path(tmp) / "daemon.log").open("w"))
         assert daemon.stdout is not None and "listening" in daemon.stdout.readline().decode()
         results: list[tuple[str, list[float], dict, dict]] = []
@@ -243,7 +262,10 @@ def main() -> None:
     print(f"probe decisions while askers flood `preemptd try` ({NODES} nodes, {NODES * CORES:,} running in the queried partition), {args.seconds:g} s each:")
     for name, latencies, got, counted in results:
         p50, p99 = percentile(latencies, 0.5) * 1000, percentile(latencies, 0.99) * 1000
-        print(f"  {name:>10}: {len(latencies)} probes, p50 {p50:.1f} ms, p99 {p99:.1f} ms ({p99 / (baseline * 1000):.1f}x the baseline's p99), at most {max(latencies, default=0) * 1000:.1f} ms")
+        print(
+            f"  {name:>10}: {len(latencies)} probes, p50 {p50:.1f} ms, p99 {p99:.1f} ms ({p99 / (baseline * 1000):.1f}x the baseline's p99), at most "
+            f"{max(latencies, default=0) * 1000:.1f} ms"
+        )
         if got:
             print(f"              askers got: {', '.join(f'{k} {v:,}' for k, v in sorted(got.items(), key=lambda kv: -kv[1]))}")
         if counted:

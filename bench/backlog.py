@@ -66,7 +66,12 @@ def _kueue() -> dict[str, Any]:
 
     def cluster_queue(name: str, nominal: int) -> dict[str, Any]:
         flavors = [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": nominal}]}]
-        return {"apiVersion": api, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": flavors}]}}
+        return {
+            "apiVersion": api,
+            "kind": "ClusterQueue",
+            "metadata": {"name": name},
+            "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": flavors}]},
+        }
 
     config = [
         {"apiVersion": api, "kind": "ResourceFlavor", "metadata": {"name": "default"}},
@@ -83,7 +88,13 @@ def _volcano() -> dict[str, Any]:
         {"apiVersion": api, "kind": "Queue", "metadata": {"name": "busy"}, "spec": {"capability": {"cpu": BUSY_LIMIT}}},
         {"apiVersion": api, "kind": "Queue", "metadata": {"name": "other"}},
         {"apiVersion": api, "kind": "Queue", "metadata": {"name": "room"}},
-        {"actions": "enqueue, allocate, preempt, reclaim, backfill", "tiers": [{"plugins": [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}]}, {"plugins": [{"name": "predicates"}, {"name": "capacity"}]}]},
+        {
+            "actions": "enqueue, allocate, preempt, reclaim, backfill",
+            "tiers": [
+                {"plugins": [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}]},
+                {"plugins": [{"name": "predicates"}, {"name": "capacity"}]},
+            ],
+        },
     ]
     return {"model": "volcano", "config": config, "resource": "cpu", "queue": lambda q: q}
 

@@ -119,7 +119,9 @@ async def push_consumer(url: str, count: int, db: Path | None) -> float:
 
     started = time.perf_counter()
     config = api.ConsumerConfig(ack_policy=api.AckPolicy.ALL, max_ack_pending=50_000)
-    await js.subscribe("preemptd.cluster.>", durable="bench", stream=CLUSTER_STREAM, config=config, cb=received, manual_ack=True, flow_control=True, idle_heartbeat=5.0)
+    await js.subscribe(
+        "preemptd.cluster.>", durable="bench", stream=CLUSTER_STREAM, config=config, cb=received, manual_ack=True, flow_control=True, idle_heartbeat=5.0
+    )
     await done.wait()
     elapsed = time.perf_counter() - started
     await nc.close()

@@ -49,19 +49,31 @@ ONE_CPU = ev.Resources({"cpu": 1000})
 def _objects(queues: int, *, borrowers: set[int], fair_sharing: bool, preemption: bool = True) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = [{"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": "default"}}]
     if fair_sharing:
-        objects.append({"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}})
+        objects.append(
+            {
+                "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+                "kind": "Configuration",
+                "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]},
+            }
+        )
     for q in range(queues):
         nominal = 10 if q in borrowers else 60
-        objects.append({
-            "apiVersion": API,
-            "kind": "ClusterQueue",
-            "metadata": {"name": f"cq-{q:04d}"},
-            "spec": {
-                "cohortName": f"cohort-{q % COHORTS}",
-                "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"} if preemption else {"reclaimWithinCohort": "Never", "withinClusterQueue": "Never"},
-                "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": nominal}]}]}],
-            },
-        })
+        objects.append(
+            {
+                "apiVersion": API,
+                "kind": "ClusterQueue",
+                "metadata": {"name": f"cq-{q:04d}"},
+                "spec": {
+                    "cohortName": f"cohort-{q % COHORTS}",
+                    "preemption": {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
+                    if preemption
+                    else {"reclaimWithinCohort": "Never", "withinClusterQueue": "Never"},
+                    "resourceGroups": [
+                        {"coveredResources": ["cpu"], "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": nominal}]}]}
+                    ],
+                },
+            }
+        )
     return objects
 
 
@@ -95,7 +107,9 @@ def _pending(b: Builder, counts: dict[str, int]) -> int:
     for round_ in range(max(counts.values())):
         for queue, count in counts.items():
             if round_ < count:
-                b.add(ev.TaskSubmitted(id=f"p{submitted}", ts=b.now, task=f"new-{submitted}", app=f"new-{submitted}", queue=queue, priority=0, resources=ONE_CPU))
+                b.add(
+                    ev.TaskSubmitted(id=f"p{submitted}", ts=b.now, task=f"new-{submitted}", app=f"new-{submitted}", queue=queue, priority=0, resources=ONE_CPU)
+                )
                 submitted += 1
     return submitted
 
@@ -190,8 +204,6 @@ def _baseline_candidates(search: Any) -> float:
     return time.perf_counter() - started
 
 
-
-
 def bench_backlog(queues: int, rounds: int = 20) -> tuple[float, float, float, float, int, float]:
     """(median time of a cycle with nothing changed since the last, of the same cycle on an
     empty partition, of a cycle after a workload finished in one cohort, of the first cycle
@@ -251,10 +263,16 @@ def main() -> None:
             p50, p99 = percentiles(timings)
             b50, _ = percentiles(baselines)
             kind = "fair sharing" if fair_sharing else "classic"
-            print(f"  preemption ({kind}, {admitted:,} admitted): {preempted} decisions, p50 {ms(p50)}, p99 {ms(p99)}; p50 = {p50 / b50:.1f}x gathering and sorting the candidates ({ms(b50)})")
+            print(
+                f"  preemption ({kind}, {admitted:,} admitted): {preempted} decisions, p50 {ms(p50)}, p99 {ms(p99)}; p50 = {p50 / b50:.1f}x gathering "
+                f"and sorting the candidates ({ms(b50)})"
+            )
         quiet, empty, after_change, restored, blocked, telling = bench_backlog(queues)
         print(f"  a backlog of {blocked:,} blocked workloads (each told why, 1,000 a cycle, in {telling:.1f} s):")
-        print(f"    nothing changed since the last cycle: a cycle takes {quiet * 1e6:.1f} µs (a cycle of the same partition with no workload: {empty * 1e6:.1f} µs)")
+        print(
+            f"    nothing changed since the last cycle: a cycle takes {quiet * 1e6:.1f} µs (a cycle of the same partition with no workload: "
+            f"{empty * 1e6:.1f} µs)"
+        )
         print(f"    a workload finished in one cohort: {ms(after_change)}")
         print(f"    the first cycle after a restore from a snapshot (every workload read again, each group judged once): {ms(restored)}")
 

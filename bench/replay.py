@@ -161,7 +161,9 @@ def main() -> None:
     for name, seconds in times.items():
         median = statistics.median(seconds)
         rate = f"{events / max(seconds):>9,.0f} / {events / median:>9,.0f} events/s"
-        ratio = "" if name == "baseline" else (f"  = {median / base:.1f}x the baseline's time" if name == "start" else f"  = {base / median:.2f} of the baseline")
+        ratio = (
+            "" if name == "baseline" else (f"  = {median / base:.1f}x the baseline's time" if name == "start" else f"  = {base / median:.2f} of the baseline")
+        )
         print(f"{name:9} {rate}  ({median:.1f} s){ratio}")
 
 

@@ -39,17 +39,25 @@ def main() -> None:
         tree.write_text(yaml.safe_dump(large_tree(parents=10, leaves=100, tasks=20_000)))
         command_seconds("simulate", str(tree), "--quiet", "--db", str(tree_db))
         seconds = [command_seconds("report", "--db", str(tree_db), "-o", str(page), "--quiet") for _ in range(args.rounds)]
-        print(f"a tree of 1,000 leaf queues, 20,000 tasks: report {min(seconds):.1f} / {statistics.median(seconds):.1f} s; the page: {page.stat().st_size / 1e6:.1f} MB")
+        print(
+            f"a tree of 1,000 leaf queues, 20,000 tasks: report {min(seconds):.1f} / {statistics.median(seconds):.1f} s; the page: "
+            f"{page.stat().st_size / 1e6:.1f} MB"
+        )
 
 
 def large_tree(*, parents: int, leaves: int, tasks: int) -> dict:
     """A scenario: `parents` queues of `leaves` leaf queues each (guaranteed 2, max 50 cores),
     ten nodes, and `tasks` tasks submitted 5 ms apart, round the leaves."""
-    queues = [{"name": f"p{i}", "queues": [{"name": f"q{i}-{j}", "resources": {"guaranteed": {"vcore": 2}, "max": {"vcore": 50}}} for j in range(leaves)]} for i in range(parents)]
+    queues = [
+        {"name": f"p{i}", "queues": [{"name": f"q{i}-{j}", "resources": {"guaranteed": {"vcore": 2}, "max": {"vcore": 50}}} for j in range(leaves)]}
+        for i in range(parents)
+    ]
     events: list[dict] = [{"type": "node.upserted", "node": f"n{k}", "capacity": {"vcore": 400}} for k in range(10)]
     for n in range(tasks):
         i, j = n % parents, (n // parents) % leaves
-        events.append({"type": "task.submitted", "ts": 5 * (n + 1), "task": f"t{n}", "app": f"a{i}-{j}", "queue": f"root.p{i}.q{i}-{j}", "resources": {"vcore": 1}})
+        events.append(
+            {"type": "task.submitted", "ts": 5 * (n + 1), "task": f"t{n}", "app": f"a{i}-{j}", "queue": f"root.p{i}.q{i}-{j}", "resources": {"vcore": 1}}
+        )
     return {"name": "large tree", "config": {"partitions": [{"name": "default", "queues": [{"name": "root", "queues": queues}]}]}, "events": events}
 
 

@@ -186,11 +186,30 @@ def main() -> None:
     parser.add_argument("--sample", type=float, default=10, help="seconds between samples (default: 10)")
     parser.add_argument("--cycle-time", help="the daemon's --cycle-time (default: its own)")
     args = parser.parse_args()
-    retention = ["--archive", "off"] if args.archive == "off" else ["--retain", args.retain, "--retain-bytes", args.retain_bytes, *(["--archive", args.archive] if args.archive else [])]
+    retention = (
+        ["--archive", "off"]
+        if args.archive == "off"
+        else ["--retain", args.retain, "--retain-bytes", args.retain_bytes, *(["--archive", args.archive] if args.archive else [])]
+    )
     with tempfile.TemporaryDirectory() as tmp, EmbeddedNats(Path(tmp) / "nats") as server:
         state = Path(tmp) / "state"
         metrics_port = free_port()
-        command = [sys.executable, "-m", "preemptd.daemon.entry", "--log-level", "warning", "run", "--nats-url", server.url, "--state-dir", str(state), "--metrics-addr", str(metrics_port), *retention, *(["--cycle-time", args.cycle_time] if args.cycle_time else [])]
+        command = [
+            sys.executable,
+            "-m",
+            "preemptd.daemon.entry",
+            "--log-level",
+            "warning",
+            "run",
+            "--nats-url",
+            server.url,
+            "--state-dir",
+            str(state),
+            "--metrics-addr",
+            str(metrics_port),
+            *retention,
+            *(["--cycle-time", args.cycle_time] if args.cycle_time else []),
+        ]
         said = Path(tmp) / "daemon.log"
         with said.open("w") as said_file:
             daemon = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=said_file)
@@ -226,7 +245,11 @@ def main() -> None:
                             ready,
                         )
                     )
-                    print(f"{samples[-1][0]:8.0f} s: log {on_disk / 1e6:.0f} MB, archive {samples[-1][3] / 1e6:.0f} MB, NATS {samples[-1][4] / 1e6:.0f} MB", file=sys.stderr, flush=True)
+                    print(
+                        f"{samples[-1][0]:8.0f} s: log {on_disk / 1e6:.0f} MB, archive {samples[-1][3] / 1e6:.0f} MB, NATS {samples[-1][4] / 1e6:.0f} MB",
+                        file=sys.stderr,
+                        flush=True,
+                    )
             await nc.close()
             return shim
 
@@ -236,9 +259,14 @@ def main() -> None:
         daemon.wait(60)
         db = state / "preemptd.db"
         hours = args.seconds / 3600
-        print(f"soak: {args.rate} tasks/s on {NODES} nodes for {args.seconds:g} s: {shim.submitted:,} submitted, {shim.bound:,} bound, {shim.released:,} released")
+        print(
+            f"soak: {args.rate} tasks/s on {NODES} nodes for {args.seconds:g} s: {shim.submitted:,} submitted, {shim.bound:,} bound, {shim.released:,} released"
+        )
         print(f"daemon: {' '.join(retention)}")
-        print("   t (s)   log file (MB)   in use (MB)   archive (MB)   NATS (MB)   RSS (MB)    waiting   readyz   after its cycle (ms, p50 / p99)   probe sent to decided (ms, p50 / p99)")
+        print(
+            "   t (s)   log file (MB)   in use (MB)   archive (MB)   NATS (MB)   RSS (MB)    waiting   readyz   after its cycle (ms, p50 / p99)   "
+            "probe sent to decided (ms, p50 / p99)"
+        )
         for t, on_disk, in_use, archived, nats_bytes, rss, p50, p99, probe50, probe99, pending, ready in samples:
             print(
                 f"{t:8.0f} {on_disk / 1e6:15.1f} {in_use / 1e6:13.1f} {archived / 1e6:14.1f} {nats_bytes / 1e6:11.1f} {rss:10.0f} {pending:10,} {ready:>8}"
@@ -251,8 +279,13 @@ def main() -> None:
         )
         behind = [line for line in said.read_text().splitlines() if "behind" in line or "keeping up" in line]
         print(f"the daemon said it fell behind {len(behind)} times: " + (behind[0] if behind else "never"))
-        print(f"log {size(db) / 1e6:.1f} MB after the stop ({size(db) / 1e9 / hours:.2f} GB an hour), the most in use {max(s[2] for s in samples) / 1e6:.1f} MB")
-        print(f"archive {size(state / 'archive') / 1e6:.1f} MB ({size(state / 'archive') / 1e9 / hours:.2f} GB an hour), NATS {size(Path(tmp) / 'nats') / 1e6:.1f} MB, at most {max(s[4] for s in samples) / 1e6:.1f} MB")
+        print(
+            f"log {size(db) / 1e6:.1f} MB after the stop ({size(db) / 1e9 / hours:.2f} GB an hour), the most in use {max(s[2] for s in samples) / 1e6:.1f} MB"
+        )
+        print(
+            f"archive {size(state / 'archive') / 1e6:.1f} MB ({size(state / 'archive') / 1e9 / hours:.2f} GB an hour), NATS "
+            f"{size(Path(tmp) / 'nats') / 1e6:.1f} MB, at most {max(s[4] for s in samples) / 1e6:.1f} MB"
+        )
         kinds, dead = log_by_type(db)
         print("live log's record type       count   payload MB   bytes each")
         for kind, count, payload in kinds:

@@ -137,7 +137,10 @@ def main() -> None:
             rates["without"].append(ingest_round(args.events, 0))
             rates["with"].append(ingest_round(args.events, 50))
         without, with_queries = (statistics.median(rates[k]) for k in ("without", "with"))
-        print(f"ingest, allocating workload, {args.events:,} events, {args.rounds} rounds (events/s, median): without queries {without:,.0f}, with 50 queries/s {with_queries:,.0f} = {with_queries / without:.2f}")
+        print(
+            f"ingest, allocating workload, {args.events:,} events, {args.rounds} rounds (events/s, median): without queries {without:,.0f}, with 50 "
+            f"queries/s {with_queries:,.0f} = {with_queries / without:.2f}"
+        )
 
 
 if __name__ == "__main__":

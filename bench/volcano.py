@@ -10,8 +10,9 @@ session a second.
 - A session with work to do but nothing to decide: one pending job in each of 10 queues that
   already hold what they deserve (allocate finds no room, reclaim has nothing to take), after
   an event that changes nothing it decides on (a node upserted again as it is); and the same
-  with nothing at all since the last session, which is passed over. Each is timed whole; baseline in the same run: one pass over the same tasks summing what each queue
-  holds, the least a session must read.
+  with nothing at all since the last session, which is passed over. Each is timed whole;
+  baseline in the same run: one pass over the same tasks summing what each queue holds, the
+  least a session must read.
 - Reclaim: half the queues hold the cluster (the other half's jobs finished); a job of 50 tasks
   (min_available 50) arrives in each idle queue and reclaims, through proportion, what its
   queue deserves, session after session (each serves at most the cycle's budget of preemptors,
@@ -201,7 +202,8 @@ def main() -> None:
     p50, p99 = percentiles(timings)
     b50, _ = percentiles(baselines)
     print(
-        f"reclaim ({shape}, half the queues idle): {decisions:,} decisions in {sessions} sessions, p50 {ms(p50)}, p99 {ms(p99)}; p50 = {p50 / b50:.0f}x picking the victims from one node ({b50 * 1e6:.1f} µs)"
+        f"reclaim ({shape}, half the queues idle): {decisions:,} decisions in {sessions} sessions, p50 {ms(p50)}, p99 {ms(p99)}; p50 = "
+        f"{p50 / b50:.0f}x picking the victims from one node ({b50 * 1e6:.1f} µs)"
     )
 
 

@@ -147,7 +147,6 @@ def bench_preemption(nodes: int) -> tuple[list[float], int, float, int]:
     return timings, preempted, idle, b.state.partitions["default"].pending_count
 
 
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="500,5000,20000", help="node counts for the preemption runs")

@@ -44,7 +44,6 @@ from .records import Batch, to_row
 __all__ = ["apply_config_file", "check_config_file", "check_partitions", "config_events", "model_and_config", "read_config_file"]
 
 
-
 def config_events(path: Path, now: int, data: bytes | None = None) -> list[ConfigApplied]:
     """One `config.applied` per partition the file at `path` sets up, each saying the file (its
     absolute path, as given: a ConfigMap's symlinks are not followed into its versions) and the
@@ -83,7 +82,9 @@ def config_events(path: Path, now: int, data: bytes | None = None) -> list[Confi
             raise UsageError(f"{path}: {where}{exc}") from None
         except Exception as exc:  # a model's bug: said in one line, as the daemon's fold says it
             raise UsageError(f"{path}: {where}the {model.name} model failed to read it ({type(exc).__name__}: {exc}); please report it") from None
-        events.append(ConfigApplied(id=f"config-file-{partition}-{now}", ts=now, partition=partition, model=model.name, config=config, source=source, digest=digest))
+        events.append(
+            ConfigApplied(id=f"config-file-{partition}-{now}", ts=now, partition=partition, model=model.name, config=config, source=source, digest=digest)
+        )
     return events
 
 
@@ -118,7 +119,9 @@ def model_and_config(documents: list[Any]) -> tuple[str, Any]:
     if isinstance(head, dict) and "model" in head:
         extra = [str(key) for key in head if key not in _WRAPPER]
         if extra:
-            raise ConfigError(f"unknown field {_did_you_mean(extra[0], _WRAPPER)} beside `model` (a file is {{model, config}}, or `model:` then the objects as documents)")
+            raise ConfigError(
+                f"unknown field {_did_you_mean(extra[0], _WRAPPER)} beside `model` (a file is {{model, config}}, or `model:` then the objects as documents)"
+            )
         name = head["model"]
         if not isinstance(name, str):
             raise ConfigError(f"`model` must be a model's name, such as {DEFAULT_MODEL}; got {shown(name)}")
@@ -137,11 +140,16 @@ def model_and_config(documents: list[Any]) -> tuple[str, Any]:
         if misspelt:
             raise ConfigError(f"unknown field {_did_you_mean(misspelt[0], _WRAPPER)}; without `model:` the file is the {DEFAULT_MODEL} model's configuration")
         if not isinstance(head, dict):
-            raise ConfigError(f"expected a configuration document ({DEFAULT_MODEL}'s, or {{model, config}}; a list of objects goes in `config`), got {shown(head)}")
+            raise ConfigError(
+                f"expected a configuration document ({DEFAULT_MODEL}'s, or {{model, config}}; a list of objects goes in `config`), got {shown(head)}"
+            )
         return DEFAULT_MODEL, head
     owner = _owner(objects)
     if owner is not None and owner != DEFAULT_MODEL:
-        raise ConfigError(f"these are {owner} objects, and the file names no model: add a first YAML document `model: {owner}` (then `---`), or wrap them as {{model: {owner}, config: [...]}}")
+        raise ConfigError(
+            f"these are {owner} objects, and the file names no model: add a first YAML document `model: {owner}` (then `---`), or wrap them as "
+            f"{{model: {owner}, config: [...]}}"
+        )
     return DEFAULT_MODEL, documents
 
 
@@ -184,7 +192,14 @@ async def apply_config_file(path: Path, now: int, state: ClusterState, store: St
     for event in kept:
         p = state.partitions[event.partition]
         came = "this file" if p.config_source == event.source else (p.config_source or "a shim's config.applied")
-        log("config file unchanged since it applied it: the log's configuration runs", partition=event.partition, file=str(path), seq=p.config_seq, came_from=came, runs=describe(p))
+        log(
+            "config file unchanged since it applied it: the log's configuration runs",
+            partition=event.partition,
+            file=str(path),
+            seq=p.config_seq,
+            came_from=came,
+            runs=describe(p),
+        )
     for event, reading in appended:
         if reading is not None:
             remember_config(reading)
@@ -199,7 +214,15 @@ async def apply_config_file(path: Path, now: int, state: ClusterState, store: St
         await store.commit(Batch(rows=[to_row(record)]))
         touched.append(event.partition)
         changes = "; ".join(config_changes(before, configured_alone(event))) or "nothing preemptd state shows"
-        log("config applied", partition=event.partition, file=str(path), seq=record.seq, id=event.id, runs=describe(state.partitions[event.partition]), changed=changes)
+        log(
+            "config applied",
+            partition=event.partition,
+            file=str(path),
+            seq=record.seq,
+            id=event.id,
+            runs=describe(state.partitions[event.partition]),
+            changed=changes,
+        )
     return touched
 
 

@@ -39,7 +39,9 @@ class ConfigFollower:
     def __init__(self, path: Path, partitions: tuple[str, ...] | None, state: ClusterState, bus: Bus, store: Store, metrics: Metrics | None) -> None:
         self.path, self.partitions, self.bus, self.store, self.metrics = path, partitions, bus, store, metrics
         source = str(path.absolute())
-        self.sent = next((p.config_from[source] for _, p in sorted(state.partitions.items()) if source in p.config_from), None)  # the digest last sent or applied
+        self.sent = next(
+            (p.config_from[source] for _, p in sorted(state.partitions.items()) if source in p.config_from), None
+        )  # the digest last sent or applied
         self.refused: str | None = None  # the digest last refused: said once
 
     async def run(self) -> None:
@@ -83,7 +85,14 @@ class ConfigFollower:
             return
         self.refused = digest
         log("config file refused, the configuration in force stays", logging.WARNING, file=str(self.path), reason=reason)
-        letter = DeadLetter(received=wall_ms(), subject=f"file:{self.path.absolute()}", reason=reason, raw=data[:MAX_MESSAGE_BYTES], event_type="config.applied", kind="rejected")
+        letter = DeadLetter(
+            received=wall_ms(),
+            subject=f"file:{self.path.absolute()}",
+            reason=reason,
+            raw=data[:MAX_MESSAGE_BYTES],
+            event_type="config.applied",
+            kind="rejected",
+        )
         await self.store.commit(Batch(dead=[letter]))
         if self.metrics is not None:
             self.metrics.config_file_refusals.inc()

@@ -21,7 +21,19 @@ from preemptd.scheduling import apply, config_changes, configured_alone, configu
 
 from .records import DeadLetter, DeadLetterKind, Inbound, LogRow, cluster_subject, subject_partition, to_row
 
-__all__ = ["DEAD_LETTER_KINDS", "MAX_PARTITIONS", "Continuation", "Decoded", "Ingested", "Position", "continuing", "dead_letter", "decode", "fold", "read_configurations"]
+__all__ = [
+    "DEAD_LETTER_KINDS",
+    "MAX_PARTITIONS",
+    "Continuation",
+    "Decoded",
+    "Ingested",
+    "Position",
+    "continuing",
+    "dead_letter",
+    "decode",
+    "fold",
+    "read_configurations",
+]
 
 
 @dataclass(frozen=True)
@@ -155,7 +167,9 @@ class Ingested:
     dead: list[DeadLetter] = field(default_factory=list)
     touched: set[str] = field(default_factory=set)
     warnings: list[tuple[str, str]] = field(default_factory=list)  # (partition, warning)
-    configured: list[tuple[str, str, str, list[str]]] = field(default_factory=list)  # (partition, the event's id, what runs now, what changed: `config_changes`)
+    configured: list[tuple[str, str, str, list[str]]] = field(
+        default_factory=list
+    )  # (partition, the event's id, what runs now, what changed: `config_changes`)
     stopped: Inbound | None = None
 
 
@@ -191,7 +205,10 @@ def fold(
             reason = f"duplicate id {event.id!r}: already in the log at seq {first}; ids must be unique per event"
         elif event.partition not in state.partitions and len(state.partitions) >= max_partitions:
             kind = "too_many_partitions"
-            reason = f"partition {event.partition!r} would be partition {len(state.partitions) + 1:,}; this daemon keeps at most {max_partitions:,} (run --max-partitions)"
+            reason = (
+                f"partition {event.partition!r} would be partition {len(state.partitions) + 1:,}; this daemon keeps at most {max_partitions:,} "
+                "(run --max-partitions)"
+            )
         else:
             record = LogRecord(state.seq + 1, received, event)
             before = configured_before(state, event)
@@ -201,7 +218,9 @@ def fold(
                 kind, reason = "rejected", exc.reason
             except Exception as exc:  # a bug of ours must not stop ingest
                 out.dead = [d for d in out.dead if (d.stream_seq or 0) < message.stream_seq]
-                out.dead.append(dead_letter(message, received, f"an error of preemptd's while folding it ({_describe(exc)}); please report it", event, kind="internal"))
+                out.dead.append(
+                    dead_letter(message, received, f"an error of preemptd's while folding it ({_describe(exc)}); please report it", event, kind="internal")
+                )
                 out.stopped = message
                 return out
             else:
@@ -257,4 +276,3 @@ def dead_letter(
         event_id=event.id if event is not None else event_id,
         kind=kind,
     )
-

@@ -54,7 +54,12 @@ async def start_position(store: Store, bus: Bus, partitions: tuple[str, ...] | N
     else:
         position = 0
         if positions:
-            log("this log has not read this cluster stream before (another NATS, or a recreated stream): reading it from its start", logging.WARNING, stream_created=created, stream_end=end)
+            log(
+                "this log has not read this cluster stream before (another NATS, or a recreated stream): reading it from its start",
+                logging.WARNING,
+                stream_created=created,
+                stream_end=end,
+            )
     _check_claims(await bus.streams.readers(), f"{CONSUMER}-{store.log_id}", partitions)
     if source not in positions:
         await store.commit(Batch(tracking=(source, position)))

@@ -201,7 +201,15 @@ def answer_json(result: Trial | TrialRefused) -> bytes:
 
 
 async def trial_in_child(
-    state: ClusterState, partition: str, body: bytes, now: int, *, tick: int, budget: float = TIME_BUDGET, limit: int = _LIMIT, reaped: Callable[[float], None] = lambda seconds: None
+    state: ClusterState,
+    partition: str,
+    body: bytes,
+    now: int,
+    *,
+    tick: int,
+    budget: float = TIME_BUDGET,
+    limit: int = _LIMIT,
+    reaped: Callable[[float], None] = lambda seconds: None,
 ) -> bytes:
     """The answer (JSON) to the query `body` (`ask_events`) of a copy-on-write copy of `state`,
     read and tried in a forked child; `reaped` is told the child's CPU seconds once it ended.
@@ -258,7 +266,9 @@ def _answer_and_exit(out: socket.socket, ask: Callable[[], Trial], limit: int) -
         except Exception as exc:  # a bug: said to whoever asked, never raised into the daemon's copy
             answer = answer_json(TrialRefused(f"the query failed ({type(exc).__name__}: {exc}); please report it"))
         if len(answer) > limit:
-            answer = answer_json(TrialRefused(f"the answer is {len(answer):,} bytes, more than a reply may be ({limit:,}, NATS's max_payload permitting): ask about fewer tasks"))
+            answer = answer_json(
+                TrialRefused(f"the answer is {len(answer):,} bytes, more than a reply may be ({limit:,}, NATS's max_payload permitting): ask about fewer tasks")
+            )
         out.setblocking(True)
         out.sendall(answer)
     except BaseException:
@@ -309,7 +319,10 @@ class Admission:
         if tokens < 1:
             say = now - told >= 1
             self.budgets[asker] = (tokens, now, now if say else told)
-            why = f"this connection asked {ASKER_BURST} queries in a burst; it may ask {ASKER_RATE:g} a second: ask again in {(1 - tokens) / ASKER_RATE:.1f} s (queries asked meanwhile are not answered)"
+            why = (
+                f"this connection asked {ASKER_BURST} queries in a burst; it may ask {ASKER_RATE:g} a second: ask again in "
+                f"{(1 - tokens) / ASKER_RATE:.1f} s (queries asked meanwhile are not answered)"
+            )
             return "budget", TrialRefused(why) if say else None
         self.budgets[asker] = (tokens - 1, now, told)
         while len(self.budgets) > _ASKERS_KEPT:
@@ -360,14 +373,27 @@ class QueryCounts:
             return None
         self._said = (self.outcomes.copy(), seconds)
         refused = {reason: new[reason] for reason in REFUSALS if new[reason]}
-        return {"asked": sum(new.values()), "answered": new["answered"], "refused": sum(refused.values()), **{f"refused_{k}": v for k, v in refused.items()}, "child_cpu_seconds": round(seconds - before, 2)}
+        return {
+            "asked": sum(new.values()),
+            "answered": new["answered"],
+            "refused": sum(refused.values()),
+            **{f"refused_{k}": v for k, v in refused.items()},
+            "child_cpu_seconds": round(seconds - before, 2),
+        }
 
 
 class Queries:
     """The daemon's answers to queries on the subjects of the partitions it reads."""
 
     def __init__(
-        self, state: Callable[[], ClusterState], *, tick: int, partitions: tuple[str, ...] | None, metrics: Metrics | None = None, max_payload: int = _LIMIT, budget: float = TIME_BUDGET
+        self,
+        state: Callable[[], ClusterState],
+        *,
+        tick: int,
+        partitions: tuple[str, ...] | None,
+        metrics: Metrics | None = None,
+        max_payload: int = _LIMIT,
+        budget: float = TIME_BUDGET,
     ) -> None:
         self.state, self.tick, self.partitions = state, tick, partitions
         self.admission = Admission()
@@ -415,7 +441,9 @@ class Queries:
         partition = subject.removeprefix(f"{TRY_SUBJECT}.")
         started = time.monotonic()
         try:
-            answer = await trial_in_child(self.state(), partition, body, wall_ms(), tick=self.tick, budget=self.budget, limit=self.limit, reaped=self.counts.reaped)
+            answer = await trial_in_child(
+                self.state(), partition, body, wall_ms(), tick=self.tick, budget=self.budget, limit=self.limit, reaped=self.counts.reaped
+            )
             outcome = "refused" if answer.startswith(b'{"refused"') else "answered"
         except TimeoutError:
             answer, outcome = answer_json(TrialRefused(f"the query took longer than {self.budget:g} s: ask about fewer tasks")), "time"

@@ -183,8 +183,4 @@ def to_row(record: LogRecord, payload: bytes | None = None, stream_seq: int | No
 
 
 def outbox_rows(records: Iterable[LogRecord]) -> list[OutboxRow]:
-    return [
-        OutboxRow(r.seq, r.event.id, decision_subject(r.event.partition, type_of(r.event)))
-        for r in records
-        if isinstance(r.event, Decision)
-    ]
+    return [OutboxRow(r.seq, r.event.id, decision_subject(r.event.partition, type_of(r.event))) for r in records if isinstance(r.event, Decision)]

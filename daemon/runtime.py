@@ -107,6 +107,7 @@ async def _answer_as_standby(settings: Settings, health: Health) -> None:
     except BusError as exc:
         log("standby: not answering queries", logging.WARNING, error=str(exc))
         return
+
     async def not_the_writer(subject: str, body: bytes, reply: str | None) -> bytes | None:
         if reply is None:
             return None
@@ -259,5 +260,3 @@ def _announce(settings: Settings, url: str) -> None:
     embedded = "embedded nats-server" if not settings.nats_url else "external NATS"
     print(f"preemptd: listening on {url} ({embedded}); shims publish on preemptd.cluster.<partition>.<kind>", flush=True)
     log("listening", url=url, nats=embedded, db=shown_url(settings.db))
-
-

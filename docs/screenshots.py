@@ -79,7 +79,12 @@ def run(*args: str, cwd: Path) -> None:
 
 def shoot(browser: str, page: Path, png: Path) -> None:
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run", f"--user-data-dir={page.parent / 'chromium'}"]
-    subprocess.run([browser, *flags, f"--window-size={SIZE}", "--virtual-time-budget=5000", f"--screenshot={png}", page.as_uri()], check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [browser, *flags, f"--window-size={SIZE}", "--virtual-time-budget=5000", f"--screenshot={png}", page.as_uri()],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     print(f"wrote {png.relative_to(ROOT)}")
 
 

@@ -46,14 +46,17 @@ Labels = Annotated[
 ]
 PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
 ReleaseReason = Literal["completed", "preempted", "failed", "deleted"]
-ModelName = Annotated[str, msgspec.Meta(min_length=1, max_length=64, description="a scheduling model (`preemptd schema` lists them); left out: the default one")]
+ModelName = Annotated[
+    str, msgspec.Meta(min_length=1, max_length=64, description="a scheduling model (`preemptd schema` lists them); left out: the default one")
+]
 
 
 Annotations = Annotated[
     dict[Annotated[str, msgspec.Meta(max_length=MAX_LABEL_KEY)], Annotated[str, msgspec.Meta(max_length=MAX_LABEL_VALUE)]],
     msgspec.Meta(
         max_length=MAX_LABELS,
-        description="the shim's own data (a Kubernetes uid, a trace id): kept in the log, never read by decisions; the one place for fields the contract does not define",
+        description="the shim's own data (a Kubernetes uid, a trace id): kept in the log, never read by decisions; the one place for fields the "
+        "contract does not define",
     ),
 ]
 
@@ -69,7 +72,14 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, tag_f
     annotations: Annotations = {}
 
 
-ConfigSource = Annotated[str, msgspec.Meta(min_length=1, max_length=1024, description="where the configuration came from: the file a daemon follows (`run --config`) or `preemptd apply` read, as an absolute path")]
+ConfigSource = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        max_length=1024,
+        description="where the configuration came from: the file a daemon follows (`run --config`) or `preemptd apply` read, as an absolute path",
+    ),
+]
 ConfigDigest = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$", description="the SHA-256 of the source's bytes, in hex")]
 
 
@@ -118,7 +128,9 @@ class NodeRemoved(Event, tag="node.removed", frozen=True, kw_only=True):
     node: Name
 
 
-Namespace = Annotated[str, msgspec.Meta(min_length=1, max_length=253, description="the Kubernetes namespace (Volcano's conformance never evicts kube-system's pods)")]
+Namespace = Annotated[
+    str, msgspec.Meta(min_length=1, max_length=253, description="the Kubernetes namespace (Volcano's conformance never evicts kube-system's pods)")
+]
 
 
 class AppSubmitted(Event, tag="app.submitted", frozen=True, kw_only=True):
@@ -130,7 +142,15 @@ class AppSubmitted(Event, tag="app.submitted", frozen=True, kw_only=True):
     priority_class: Name | None = None
     namespace: Namespace | None = None
     min_available: (
-        Annotated[int, msgspec.Meta(ge=0, le=INT32[1], description="the gang: tasks that must be placed together (0: none, as a PodGroup's minMember 0); left out: every task, as a Volcano Job without minAvailable")]
+        Annotated[
+            int,
+            msgspec.Meta(
+                ge=0,
+                le=INT32[1],
+                description="the gang: tasks that must be placed together (0: none, as a PodGroup's minMember 0); left out: every task, as a Volcano "
+                "Job without minAvailable",
+            ),
+        ]
         | None
     ) = None
 

@@ -129,7 +129,9 @@ def _explain(exc: msgspec.DecodeError, raw: bytes, expected: tuple[str, ...]) ->
             return DecodeError(f"{event_type!r} is written by the daemon; shims may not publish it", str(event_type), event_id)
         near = closest(event_type, expected) if isinstance(event_type, str) else None
         return DecodeError(
-            f"unknown event type {cut_text(repr(event_type), 80)} (did you mean {near}?)" if near else f"unknown event type {cut_text(repr(event_type), 80)}; expected one of: {', '.join(expected)}",
+            f"unknown event type {cut_text(repr(event_type), 80)} (did you mean {near}?)"
+            if near
+            else f"unknown event type {cut_text(repr(event_type), 80)}; expected one of: {', '.join(expected)}",
             event_type if isinstance(event_type, str) else None,
             event_id,
         )
@@ -143,7 +145,14 @@ _UNKNOWN_FIELD = re.compile(r"Object contains unknown field `([^`]*)`(?: - at `\
 
 #: Words a Kubernetes user writes for fields the contract names otherwise (camelCase spellings
 #: of the contract's own fields are found without this).
-_KUBERNETES_WORDS = {"minMember": "min_available", "nodeName": "node", "requests": "resources", "allocatable": "capacity", "queueName": "queue", "unschedulable": "schedulable"}
+_KUBERNETES_WORDS = {
+    "minMember": "min_available",
+    "nodeName": "node",
+    "requests": "resources",
+    "allocatable": "capacity",
+    "queueName": "queue",
+    "unschedulable": "schedulable",
+}
 
 
 def _unknown_field(event_type: str, name: str, at: str | None) -> str:
@@ -271,7 +280,7 @@ def _cut_lines(texts: tuple[str, ...], lines: int, chars: int, decision_id: str)
 
 
 _QUANTITY_SCHEMA = {
-    "description": "Kubernetes quantity: 4, 1.5, \"500m\", \"2Gi\", \"1e3\"",
+    "description": 'Kubernetes quantity: 4, 1.5, "500m", "2Gi", "1e3"',
     "anyOf": [
         {"type": "number", "minimum": 0},
         {"type": "string", "pattern": r"^\+?(\d+\.?\d*|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?\d+|[numkMGTPE])?$"},

@@ -106,9 +106,7 @@ class Evicted(Decision, tag="decision.evicted", frozen=True, kw_only=True):
 
     app: Name
     queue: Name
-    reason: Literal[
-        "InClusterQueue", "InCohortReclamation", "InCohortFairSharing", "InCohortReclaimWhileBorrowing"
-    ]
+    reason: Literal["InClusterQueue", "InCohortReclamation", "InCohortFairSharing", "InCohortReclaimWhileBorrowing"]
     preemptor: Name | None = None
     message: str = ""
 

@@ -32,7 +32,7 @@ class DurationError(PreemptdError, ValueError):
 def parse_duration(text: object) -> int:
     """Milliseconds in a Go duration such as `"1m30s"`; a bare `0` is allowed, as in Go."""
     if isinstance(text, bool) or not isinstance(text, (str, int)):
-        raise DurationError(f"expected a duration such as \"10s\", got {text!r}")
+        raise DurationError(f'expected a duration such as "10s", got {text!r}')
     raw = str(text).strip()
     sign, body = (-1, raw[1:]) if raw.startswith("-") else (1, raw.lstrip("+"))
     if body == "0":
@@ -44,7 +44,7 @@ def parse_duration(text: object) -> int:
         total += Decimal(match[1]) * _UNIT_MS[match[2]]
         position = match.end()
     if position == 0 or position != len(body):
-        raise DurationError(f"{text!r} is not a duration (examples: \"30s\", \"1m30s\", \"500ms\")")
+        raise DurationError(f'{text!r} is not a duration (examples: "30s", "1m30s", "500ms")')
     if total != total.to_integral_value():
         raise DurationError(f"{text!r} is finer than a millisecond")
     return sign * int(total)

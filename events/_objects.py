@@ -35,12 +35,37 @@ _VOLCANO_GROUP = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-n
 _SPEC_FIELDS = {
     "Workload": ("podSets", "queueName", "priorityClassName", "priority", "priorityClassSource", "active", "maximumExecutionTimeSeconds", "priorityClassRef"),
     "Job/batch": (
-        "parallelism", "completions", "template", "backoffLimit", "activeDeadlineSeconds", "completionMode", "suspend", "selector", "manualSelector",
-        "ttlSecondsAfterFinished", "podFailurePolicy", "backoffLimitPerIndex", "maxFailedIndexes", "podReplacementPolicy", "successPolicy", "managedBy",
+        "parallelism",
+        "completions",
+        "template",
+        "backoffLimit",
+        "activeDeadlineSeconds",
+        "completionMode",
+        "suspend",
+        "selector",
+        "manualSelector",
+        "ttlSecondsAfterFinished",
+        "podFailurePolicy",
+        "backoffLimitPerIndex",
+        "maxFailedIndexes",
+        "podReplacementPolicy",
+        "successPolicy",
+        "managedBy",
     ),
     "Job/volcano": (
-        "tasks", "queue", "minAvailable", "priorityClassName", "schedulerName", "policies", "plugins", "maxRetry", "ttlSecondsAfterFinished",
-        "volumes", "minSuccess", "runningEstimate", "networkTopology",
+        "tasks",
+        "queue",
+        "minAvailable",
+        "priorityClassName",
+        "schedulerName",
+        "policies",
+        "plugins",
+        "maxRetry",
+        "ttlSecondsAfterFinished",
+        "volumes",
+        "minSuccess",
+        "runningEstimate",
+        "networkTopology",
     ),
     "PodGroup": ("minMember", "queue", "priorityClassName", "minResources", "minTaskMember", "networkTopology"),
 }
@@ -59,7 +84,10 @@ def object_events(item: dict[str, Any]) -> list[dict[str, Any]]:
     return reader(item)
 
 
-_KNOWN = "a Kueue Workload, a Pod or batch/v1 Job labelled kueue.x-k8s.io/queue-name, a Volcano Job or PodGroup, or a Pod labelled with YuniKorn's applicationId and queue"
+_KNOWN = (
+    "a Kueue Workload, a Pod or batch/v1 Job labelled kueue.x-k8s.io/queue-name, a Volcano Job or PodGroup, or a Pod labelled with YuniKorn's "
+    "applicationId and queue"
+)
 
 
 _Reader = Callable[[dict[str, Any]], list[dict[str, Any]]]
@@ -120,7 +148,9 @@ def _pod(item: dict[str, Any]) -> list[dict[str, Any]]:
         return [app, {"type": "task.submitted", "task": name, "app": name, "resources": resources}]
     app_id, queue = next((labels[k] for k in _YUNIKORN_APP if k in labels), None), next((labels[k] for k in _YUNIKORN_QUEUE if k in labels), None)
     if app_id is None or queue is None:
-        raise ObjectError(f"Pod {name} has neither a {_KUEUE_QUEUE_LABEL} label (Kueue) nor applicationId and queue labels (YuniKorn): no model knows where it goes")
+        raise ObjectError(
+            f"Pod {name} has neither a {_KUEUE_QUEUE_LABEL} label (Kueue) nor applicationId and queue labels (YuniKorn): no model knows where it goes"
+        )
     return [{"type": "task.submitted", "task": name, "app": str(app_id), "queue": str(queue), "namespace": namespace, "resources": resources, **priority}]
 
 
@@ -129,7 +159,13 @@ def _volcano_job(item: dict[str, Any]) -> list[dict[str, Any]]:
     (`minAvailable`; left out, every pod), a pod per replica of each task."""
     name, namespace = _name(item), _namespace(item)
     spec = _spec(item, "Job/volcano")
-    app = {"type": "app.submitted", "app": name, "queue": str(spec.get("queue", "default")), "namespace": namespace, **_priority(spec, "priorityClassName", None)}
+    app = {
+        "type": "app.submitted",
+        "app": name,
+        "queue": str(spec.get("queue", "default")),
+        "namespace": namespace,
+        **_priority(spec, "priorityClassName", None),
+    }
     if "minAvailable" in spec:
         app["min_available"] = _count(spec["minAvailable"], f"Volcano Job {name}: spec.minAvailable")
     return [app, *_pods(item, f"Volcano Job {name}", spec.get("tasks"), "task", "replicas")]
@@ -154,7 +190,13 @@ def _pod_group(item: dict[str, Any]) -> list[dict[str, Any]]:
     annotation), with its gang (`minMember`); its pods come as their own objects or events."""
     name, namespace = _name(item), _namespace(item)
     spec = _spec(item, "PodGroup")
-    app = {"type": "app.submitted", "app": name, "queue": str(spec.get("queue", "default")), "namespace": namespace, **_priority(spec, "priorityClassName", None)}
+    app = {
+        "type": "app.submitted",
+        "app": name,
+        "queue": str(spec.get("queue", "default")),
+        "namespace": namespace,
+        **_priority(spec, "priorityClassName", None),
+    }
     app["min_available"] = _count(spec.get("minMember", 1), f"PodGroup {name}: spec.minMember")
     return [app]
 

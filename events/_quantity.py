@@ -52,9 +52,7 @@ def _unit(resource: str) -> int:
 def _as_decimal(text: str) -> Decimal:
     match = _NOTATION.match(text.strip())
     if match is None:
-        raise QuantityError(
-            f"{text!r} is not a quantity (examples: 4, \"1.5\", \"500m\", \"2Gi\", \"1e3\")"
-        )
+        raise QuantityError(f'{text!r} is not a quantity (examples: 4, "1.5", "500m", "2Gi", "1e3")')
     number = Decimal(match["number"])
     if match["binary"]:
         return number * _BINARY[match["binary"]]

@@ -284,7 +284,9 @@ class Projection:
         except ConfigError as exc:
             raise Rejected(f"configuration refused, the previous one stays: {exc}") from None
         except Exception as exc:  # a model's bug: reading changed nothing yet, so no state to rebuild
-            raise Rejected(f"configuration refused, the previous one stays: the {model.name} model failed to read it ({type(exc).__name__}: {exc}); please report it") from None
+            raise Rejected(
+                f"configuration refused, the previous one stays: the {model.name} model failed to read it ({type(exc).__name__}: {exc}); please report it"
+            ) from None
         _configure(p, model, document, parsed)
         _provenance(p, event, record.seq)
         model.fold_config(p, record.received)
@@ -514,9 +516,7 @@ def _app_for(p: PartitionState, event: TaskSubmitted | TaskBound, app_id: str, r
     return app
 
 
-def _check_total(
-    after: Mapping[str, int], totals: tuple[dict[str, int], ...], before: dict[str, int], names: Callable[[], tuple[str, str]]
-) -> None:
+def _check_total(after: Mapping[str, int], totals: tuple[dict[str, int], ...], before: dict[str, int], names: Callable[[], tuple[str, str]]) -> None:
     """Refuse a change (from `before` to `after`) that would bring a sum the state keeps, the
     sum of `totals`, beyond `MAX_TOTAL`: each aggregate (capacity, a queue's or a node's usage)
     is at most one of these sums. `names` says who changes what, for the reason only."""
@@ -766,7 +766,11 @@ def _unknown_queue(p: PartitionState, name: str) -> str:
         namespace = name.split("/", 1)[0]
         same = [alias for alias in p.aliases if alias.startswith(f"{namespace}/")]
         near = closest(name, same or p.aliases)
-        listed = f"{words.alias}s in namespace {namespace}: {_listed(same)}" if same else f"no {words.alias} in namespace {namespace}; {words.alias}s: {_listed(list(p.aliases))}"
+        listed = (
+            f"{words.alias}s in namespace {namespace}: {_listed(same)}"
+            if same
+            else f"no {words.alias} in namespace {namespace}; {words.alias}s: {_listed(list(p.aliases))}"
+        )
         return f"unknown {words.alias} {name!r} in partition {p.name} ({listed}" + (f"; did you mean {near}?)" if near else ")")
     leaves = [q.path for q in p.queues.values() if q.leaf]
     near = closest(name, [*leaves, *p.aliases])

@@ -85,4 +85,3 @@ def shared_shape(amounts: Mapping[str, int]) -> dict[str, int]:
         if len(_SHAPES) < SHAPES_KEPT:
             _SHAPES[key] = found
     return found
-

@@ -22,7 +22,10 @@ from ._state import ClusterState, Kept
 
 __all__ = ["SNAPSHOT_FORMAT", "SnapshotError", "decode_snapshot", "encode_snapshot"]
 
-SNAPSHOT_FORMAT = 5  # bump when ClusterState's layout changes (2: models hold their own parts; 3: an absent min_available is None, not 0; 4: Kueue's admissions in its model state; 5: a queue counts its pending tasks, a preemptor's victims are a tuple)
+# Bump when ClusterState's layout changes (2: models hold their own parts; 3: an absent
+# min_available is None, not 0; 4: Kueue's admissions in its model state; 5: a queue counts its
+# pending tasks, a preemptor's victims are a tuple).
+SNAPSHOT_FORMAT = 5
 
 
 class SnapshotError(PreemptdError, ValueError):

@@ -48,8 +48,5 @@ def partition_view(p: PartitionState) -> dict[str, Any]:
             }
             for n in p.nodes.values()
         },
-        "tasks": {
-            t.id: {"status": t.status, "node": t.node, "queue": t.queue, "app": t.app, "reserved_node": t.reserved_node}
-            for t in p.tasks.values()
-        },
+        "tasks": {t.id: {"status": t.status, "node": t.node, "queue": t.queue, "app": t.app, "reserved_node": t.reserved_node} for t in p.tasks.values()},
     }

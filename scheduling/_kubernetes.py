@@ -147,7 +147,11 @@ def _walk(value: Any, shape: Any, path: str, whole: Shape, kind: str, problems: 
             problems.append(f"{shown_path(here)}: {inner.hint}")
         elif inner is None:
             problem = _unknown(str(key), here, path, shape, whole)
-            if problem.endswith(")") and " has: " in problem and any(" has: " in earlier and earlier.endswith(problem[problem.rindex(" ("):]) for earlier in problems):
+            if (
+                problem.endswith(")")
+                and " has: " in problem
+                and any(" has: " in earlier and earlier.endswith(problem[problem.rindex(" (") :]) for earlier in problems)
+            ):
                 problem = problem[: problem.rindex(" (")]  # what this place has, said once
             problems.append(problem)
         else:
@@ -350,7 +354,9 @@ class ObjectReader:
 #: The kinds every model's configuration may hold.
 PRIORITY_KINDS = {
     "PriorityClass": Kind("scheduling.k8s.io", {"v1": _PRIORITY_CLASS}, ObjectReader.priority_class),
-    "WorkloadPriorityClass": Kind("kueue.x-k8s.io", {"v1beta2": _WORKLOAD_PRIORITY_CLASS, "v1beta1": _WORKLOAD_PRIORITY_CLASS}, ObjectReader.workload_priority_class),
+    "WorkloadPriorityClass": Kind(
+        "kueue.x-k8s.io", {"v1beta2": _WORKLOAD_PRIORITY_CLASS, "v1beta1": _WORKLOAD_PRIORITY_CLASS}, ObjectReader.workload_priority_class
+    ),
 }
 
 CONFIG_MAP = Kind("", {"v1": object_shape(data=ANY, binaryData=ANY, immutable=ANY)}, ObjectReader.config_map)
@@ -574,8 +580,6 @@ def integer(value: Any, where: str, *, required: bool = False, default: int = 0)
     if not isinstance(value, int) or isinstance(value, bool) or not INT32[0] <= value <= INT32[1]:
         raise ConfigError(f"{where} must be a 32-bit integer, got {shown(value)}" if value is not None else f"{where} is required")
     return value
-
-
 
 
 def duration_annotation(item: dict[str, Any], name: str, where: str) -> int:

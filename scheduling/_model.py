@@ -30,7 +30,22 @@ from preemptd.projections import (
     refuse_decision,
 )
 
-__all__ = ["BLOCKED_PER_CYCLE", "Budget", "Column", "Curve", "Curves", "curve_unit", "Cycle", "Table", "Model", "bounded", "counted", "decision_id", "describe_queues", "one_partition"]
+__all__ = [
+    "BLOCKED_PER_CYCLE",
+    "Budget",
+    "Column",
+    "Curve",
+    "Curves",
+    "curve_unit",
+    "Cycle",
+    "Table",
+    "Model",
+    "bounded",
+    "counted",
+    "decision_id",
+    "describe_queues",
+    "one_partition",
+]
 
 D = TypeVar("D", bound=DecisionEvent)  # the type of decision `Cycle.emit` is asked to make
 
@@ -58,8 +73,6 @@ def describe_queues(partition: PartitionState) -> str:
 def claims_nothing(item: Any) -> bool:
     """`Model.claims` of a model that takes no Kubernetes objects of its own."""
     return False
-
-
 
 
 #: A column of `preemptd state` in the model's own terms: its name (the JSON key; the text
@@ -103,7 +116,12 @@ class Curve:
 
 #: The report's curves of a model whose queues hold what they allocate against their
 #: guaranteed and max.
-QUEUE_CURVES = (Curve("allocated", "allocated", "held"), Curve("pending", "pending", "asked", on="allocated"), Curve("guaranteed", "guaranteed", "bound"), Curve("max", "max", "bound"))
+QUEUE_CURVES = (
+    Curve("allocated", "allocated", "held"),
+    Curve("pending", "pending", "asked", on="allocated"),
+    Curve("guaranteed", "guaranteed", "bound"),
+    Curve("max", "max", "bound"),
+)
 
 #: What a model gives the report for one moment: per queue path, per curve name, the amounts
 #: by resource (no entry: the curve has no value there; "allocated" and "pending", when not
@@ -181,7 +199,8 @@ class Cycle:
     `may_preempt` say whether the cycle may make more."""
 
     __slots__ = (
-        "blocked", "budget", "checked", "cut", "fold", "now", "out_of_time", "partition", "placed", "preempted", "preemptors", "records", "state", "text", "tick",
+        "blocked", "budget", "checked", "cut", "fold", "now", "out_of_time", "partition",
+        "placed", "preempted", "preemptors", "records", "state", "text", "tick",
     )  # fmt: skip
 
     def __init__(

@@ -18,7 +18,20 @@ from . import kueue, volcano, yunikorn
 from ._kubernetes import UnknownKind
 from ._model import Model
 
-__all__ = ["DEFAULT_MODEL", "MODELS", "PROJECTION", "apply", "claiming", "describe", "fold", "model_named", "read_config", "remember_config", "restore", "snapshot"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "MODELS",
+    "PROJECTION",
+    "apply",
+    "claiming",
+    "describe",
+    "fold",
+    "model_named",
+    "read_config",
+    "remember_config",
+    "restore",
+    "snapshot",
+]
 
 WINGS = (
     yunikorn.MODEL,
@@ -42,7 +55,9 @@ def _saying_whose(model: Model) -> Model:
             owner = claiming(exc.item)
             if owner is None or owner == model.name:
                 raise
-            raise ConfigError(f"object {exc.position}: a {exc.item['kind']} is the {owner} model's, and this configuration is the {model.name} model's (give model: {owner})") from None
+            raise ConfigError(
+                f"object {exc.position}: a {exc.item['kind']} is the {owner} model's, and this configuration is the {model.name} model's (give model: {owner})"
+            ) from None
 
     return dataclasses.replace(model, parse_config=parse_config)
 

@@ -107,7 +107,9 @@ class Timeline:
                 waited = event.task if isinstance(event, Allocated) else event.app
                 partition.waits.append({"task": waited, "queue": event.queue, "seconds": (record.received - submitted) / 1000, "id": event.id})
         elif isinstance(event, ConfigApplied):
-            said = f"configuration refused by this version: {refused}" if refused else f"configuration applied: {describe(self.state.partitions[event.partition])}"
+            said = (
+                f"configuration refused by this version: {refused}" if refused else f"configuration applied: {describe(self.state.partitions[event.partition])}"
+            )
             partition.markers.append({"seq": record.seq, "t": record.received / 1000, "kind": "config", "text": said})
         seen = self.seen[event.partition] = self.seen[event.partition] + 1
         if seen == 1 or seen % self.stride.get(event.partition, 1) == 0 or isinstance(event, ConfigApplied):  # its first record in the window too

@@ -142,7 +142,10 @@ class _Simulator:
         s = self.scenario
         model = {} if s.model is None else {"model": s.model}
         raw: list[dict[str, Any]] = [{"at": 0, "id": "config", "type": "config.applied", **model, "config": s.config}]
-        raw += [{"at": 0, "id": f"priorityclass-{pc.name}", "type": PriorityClassUpserted.__struct_config__.tag, **msgspec.to_builtins(pc)} for pc in s.priority_classes]
+        raw += [
+            {"at": 0, "id": f"priorityclass-{pc.name}", "type": PriorityClassUpserted.__struct_config__.tag, **msgspec.to_builtins(pc)}
+            for pc in s.priority_classes
+        ]
         raw += [copy for entry in s.events for copy in _expand(entry)]
         scripted = [self._event(index, entry) for index, entry in enumerate(raw)]
         heapq.heapify(scripted)

@@ -40,7 +40,10 @@ def queue_usage(drawn: dict[str, Any], described: tuple[str, ...], peers: tuple[
     told, left = described[:_TOLD], described[_TOLD:]
     for path in told:
         for resource, series in sorted(queues.get(path, {}).items()):
-            lines.append(f"  {printable(path)} {printable(resource)}: {_held_line(times, resource, series[held['name']][: len(times)], held['words'])}{_bounds_line(resource, series, bounds)}")
+            lines.append(
+                f"  {printable(path)} {printable(resource)}: "
+                f"{_held_line(times, resource, series[held['name']][: len(times)], held['words'])}{_bounds_line(resource, series, bounds)}"
+            )
     for path in told:
         lines.append(_lent_line(times, queues, path, tuple(q for q in (*described, *peers) if q != path), held["name"], bounds[0]))
     if left:
@@ -55,7 +58,10 @@ def _lent_line(times: list[float], queues: dict[str, Any], path: str, others: tu
     borrowers = _borrowers(times, queues, path, others, held, first["name"])
     if not borrowers:
         return f"  no other queue used beyond its {first['words']} while {printable(path)} held under its own"
-    said = [f"{printable(name)} (for {format_duration(round(b.seconds * 1000))}, at most {_amount(b.resource, b.most)} {printable(b.resource)} beyond)" for name, b in borrowers.items()]
+    said = [
+        f"{printable(name)} (for {format_duration(round(b.seconds * 1000))}, at most {_amount(b.resource, b.most)} {printable(b.resource)} beyond)"
+        for name, b in borrowers.items()
+    ]
     return f"  used beyond their {first['words']} while {printable(path)} held under its own: {listing(said)}"
 
 
@@ -64,7 +70,10 @@ def _held_line(times: list[float], resource: str, values: list[float | None], wo
     peak, when = max(known, key=lambda item: item[0])
     if not peak:
         return f"{words} nothing"
-    return f"{words} {_amount(resource, known[0][0])} at the start, at most {_amount(resource, peak)} ({_moment(when)}), {_amount(resource, known[-1][0])} at the end"
+    return (
+        f"{words} {_amount(resource, known[0][0])} at the start, at most {_amount(resource, peak)} ({_moment(when)}), "
+        f"{_amount(resource, known[-1][0])} at the end"
+    )
 
 
 def _bounds_line(resource: str, series: dict[str, list[float | None]], bounds: list[dict[str, Any]]) -> str:

@@ -179,7 +179,9 @@ def daemon_factory(tmp_path: Path):
         daemon.stop()
 
 
-def preemptd(*args: str, input: str | None = None, timeout: float = 120, hash_seed: int | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def preemptd(
+    *args: str, input: str | None = None, timeout: float = 120, hash_seed: int | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """Run a `preemptd` command as a user would, and capture what it prints. `hash_seed` sets
     PYTHONHASHSEED, so that a replay can run with another string hashing than the run; `env`
     adds to the environment."""

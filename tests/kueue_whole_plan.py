@@ -241,5 +241,3 @@ def _no_room(workload: Workload, queue: ClusterQueue, assignment: Assignment, pl
     p = queue.preemption
     policy = f"withinClusterQueue {p.within_cluster_queue}, reclaimWithinCohort {p.reclaim_within_cohort}, borrowWithinCohort {p.borrow_within_cohort}"
     return f"needs preemption for {contested}, and no admitted workload is a candidate (its policy: {policy})"
-
-

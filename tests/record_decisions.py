@@ -18,7 +18,15 @@ from preemptd.scheduling import simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden"
-SCENARIOS = sorted([*ROOT.glob("examples/*.yaml"), *ROOT.glob("examples/kueue/*.yaml"), *ROOT.glob("examples/volcano/*.yaml"), *ROOT.glob("examples/quota/*.yaml"), *ROOT.glob("tests/scenarios/*.yaml")])
+SCENARIOS = sorted(
+    [
+        *ROOT.glob("examples/*.yaml"),
+        *ROOT.glob("examples/kueue/*.yaml"),
+        *ROOT.glob("examples/volcano/*.yaml"),
+        *ROOT.glob("examples/quota/*.yaml"),
+        *ROOT.glob("tests/scenarios/*.yaml"),
+    ]
+)
 
 
 def golden_path(scenario: Path) -> Path:

@@ -63,7 +63,9 @@ def ajv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if shutil.which("node") is None or shutil.which("npm") is None:
         pytest.skip("no node and npm on PATH: the schema's keywords are checked in tests/test_events.py")
     folder = tmp_path_factory.mktemp("ajv")
-    installed = subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(folder), "ajv@8"], capture_output=True, text=True, timeout=300)
+    installed = subprocess.run(
+        ["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(folder), "ajv@8"], capture_output=True, text=True, timeout=300
+    )
     if installed.returncode != 0:
         pytest.skip(f"npm could not install ajv: {installed.stderr.strip()[-300:]}")
     return folder
@@ -77,7 +79,8 @@ def test_the_schema_compiles_under_ajvs_default_strict_mode(ajv: Path, kind: str
         "const Ajv2020 = require('ajv/dist/2020'); const warnings = [];"
         "const ajv = new Ajv2020({logger: {log() {}, warn(m) { warnings.push(m) }, error(m) { warnings.push(m) }}});"
         f"const validate = ajv.compile(require({json.dumps(str(tmp_path / 'schema.json'))}));"
-        "const ok = validate({type: 'node.removed', id: 'a', ts: 1, node: 'n'}); const refused = validate({type: 'node.removed', id: 'a', ts: 1, node: 'n', nodeName: 'n'});"
+        "const ok = validate({type: 'node.removed', id: 'a', ts: 1, node: 'n'}); const refused = validate({type: 'node.removed', id: 'a', ts: 1, node: "
+        "'n', nodeName: 'n'});"
         "console.log(JSON.stringify({warnings, ok, refused}));"
     )
     done = subprocess.run(["node", "-e", script], capture_output=True, text=True, timeout=60, env={**os.environ, "NODE_PATH": str(ajv / "node_modules")})
@@ -92,10 +95,10 @@ def test_simulate_prints_decisions_and_the_final_state() -> None:
     result = preemptd("simulate", GENERAL, "--state")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    decisions = [json.loads(line) for line in lines if line.startswith("{\"type\"")]
+    decisions = [json.loads(line) for line in lines if line.startswith('{"type"')]
     preempted = [d for d in decisions if d["type"] == "decision.preempted"]
     assert len(preempted) == 3 and all(d["queue"] == "root.normal.queue-2" for d in preempted)
-    state = json.loads("\n".join(lines[len(decisions):]))
+    state = json.loads("\n".join(lines[len(decisions) :]))
     assert state["queues"]["root.normal.queue-1"]["allocated"] == {"vcore": 7}
     assert state["tasks"][preempted[0]["victims"][0]["task"]]["status"] == "released"
 
@@ -137,7 +140,10 @@ def test_a_log_written_by_one_process_replays_in_another(example: str, tmp_path:
     ("text", "said"),
     [
         ("name: x\nconfg: {}\nevents: []\n", "typo.yaml: not a scenario: Object contains unknown field `confg` (did you mean `config`?)"),
-        ("name: x\nconfig: {}\nevents: []\nshim: {grace_perod: 1s}\n", "Object contains unknown field `grace_perod` - at `$.shim` (did you mean `grace_period`?)"),
+        (
+            "name: x\nconfig: {}\nevents: []\nshim: {grace_perod: 1s}\n",
+            "Object contains unknown field `grace_perod` - at `$.shim` (did you mean `grace_period`?)",
+        ),
         ("name: x\nconfig: {a: [1\n", 'typo.yaml: not YAML: while parsing a flow sequence\n  in "'),
     ],
 )
@@ -150,7 +156,9 @@ def test_simulate_names_the_file_and_the_field_meant(tmp_path: Path, text: str, 
 
 def test_simulate_refuses_a_misspelt_field_inside_an_event(tmp_path: Path) -> None:
     path = tmp_path / "typo.yaml"
-    path.write_text("name: x\nconfig: {}\nevents:\n  - {type: task.submitted, task: t, app: a, queue: root.default, resources: {vcore: 1}, requried_node: n1}\n")
+    path.write_text(
+        "name: x\nconfig: {}\nevents:\n  - {type: task.submitted, task: t, app: a, queue: root.default, resources: {vcore: 1}, requried_node: n1}\n"
+    )
     result = preemptd("simulate", str(path))
     assert result.returncode == 2 and "task.submitted: unknown field `requried_node` (did you mean `required_node`?)" in result.stderr
 
@@ -308,7 +316,12 @@ def test_a_file_that_is_not_a_database_is_named_as_such(tmp_path: Path) -> None:
             {"weight": 1, "capability": {"cpu": 8}, "guarantee": None, "deserved": {"cpu": 6}, "share": 0.8333},
             r"^  eng\s+cpu 5\s+0\s+0\s+1\s+cpu 8\s+-\s+cpu 6\s+0\.83$",
         ),
-        ("general", "root.normal.queue-1", {"guaranteed": {"vcore": 5}, "max": {"vcore": 10}}, r"^    queue-1\s+vcore 7\s+0\s+0\s+vcore 5\s+vcore 10\s+7 run / 0 wait$"),
+        (
+            "general",
+            "root.normal.queue-1",
+            {"guaranteed": {"vcore": 5}, "max": {"vcore": 10}},
+            r"^    queue-1\s+vcore 7\s+0\s+0\s+vcore 5\s+vcore 10\s+7 run / 0 wait$",
+        ),
     ],
 )
 def test_state_shows_each_queue_in_its_models_terms_and_the_json_says_the_same(example: str, queue: str, said: dict, row: str, tmp_path: Path) -> None:

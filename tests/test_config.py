@@ -94,12 +94,20 @@ YUNIKORN_CONFIGMAP = {
     "apiVersion": "v1",
     "kind": "ConfigMap",
     "metadata": {"name": "yunikorn-configs", "namespace": "yunikorn"},
-    "data": {"log.level": "info", "queues.yaml": "partitions:\n- name: default\n  queues:\n  - name: root\n    queues:\n    - name: a\n      resources: {guaranteed: {vcore: 2}}\n"},
+    "data": {
+        "log.level": "info",
+        "queues.yaml": "partitions:\n- name: default\n  queues:\n  - name: root\n    queues:\n    - name: a\n      resources: {guaranteed: {vcore: 2}}\n",
+    },
 }
 
 
 def test_yunikorns_configmap_and_priority_classes_are_read_as_a_cluster_holds_them() -> None:
-    low = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "low", "annotations": {"yunikorn.apache.org/allow-preemption": "false"}}, "value": 5}
+    low = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "low", "annotations": {"yunikorn.apache.org/allow-preemption": "false"}},
+        "value": 5,
+    }
     parsed = parse_yunikorn_config({"apiVersion": "v1", "kind": "List", "items": [YUNIKORN_CONFIGMAP, low]}, "default")
     assert parsed.root.children[0].guaranteed == Resources.parse({"vcore": 2})
     assert parsed.priority_classes == {"low": PriorityClass(name="low", value=5, allow_preemption=False)}
@@ -130,10 +138,27 @@ def test_a_queue_list_without_root_gets_one() -> None:
 @pytest.mark.parametrize(
     ("config", "reason"),
     [
-        ({"queues": [{"name": "a", "resources": {"max": {"vcore": 2}}, "queues": [{"name": "b", "resources": {"guaranteed": {"vcore": 3}}}]}]}, "root.a.b: guaranteed vcore 3 is above the max of root.a (2)"),
-        ({"queues": [{"name": "a", "resources": {"max": {"vcore": 2}}, "queues": [{"name": "b", "resources": {"max": {"vcore": 3}}}]}]}, "root.a.b: max vcore 3 is above the max of root.a (2)"),
+        (
+            {"queues": [{"name": "a", "resources": {"max": {"vcore": 2}}, "queues": [{"name": "b", "resources": {"guaranteed": {"vcore": 3}}}]}]},
+            "root.a.b: guaranteed vcore 3 is above the max of root.a (2)",
+        ),
+        (
+            {"queues": [{"name": "a", "resources": {"max": {"vcore": 2}}, "queues": [{"name": "b", "resources": {"max": {"vcore": 3}}}]}]},
+            "root.a.b: max vcore 3 is above the max of root.a (2)",
+        ),
         ({"queues": [{"name": "a"}, {"name": "a"}]}, "root has two children named 'a'"),
-        ({"queues": [{"name": "a", "resources": {"guaranteed": {"vcore": 2}}, "queues": [{"name": "b", "resources": {"guaranteed": {"vcore": 2}}}, {"name": "c", "resources": {"guaranteed": {"vcore": 1}}}]}]}, "children's guarantees for vcore add up to 3, above its own guarantee 2"),
+        (
+            {
+                "queues": [
+                    {
+                        "name": "a",
+                        "resources": {"guaranteed": {"vcore": 2}},
+                        "queues": [{"name": "b", "resources": {"guaranteed": {"vcore": 2}}}, {"name": "c", "resources": {"guaranteed": {"vcore": 1}}}],
+                    }
+                ]
+            },
+            "children's guarantees for vcore add up to 3, above its own guarantee 2",
+        ),
         ({"queues": [{"name": "bad name"}]}, "queue name 'bad name'"),
         ({"queues": [{"name": "a", "resources": {"max": {"vcore": "many"}}}]}, "queue root.a: vcore: 'many' is not a quantity"),
         ({"partitions": [{"name": "gpu"}]}, "no partition named 'default' (it has: gpu)"),

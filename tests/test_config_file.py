@@ -67,7 +67,10 @@ def test_a_partition_not_configured_yet_is_applied(tmp_path: Path) -> None:
         ("model: slurm\nconfig: {}\n", "model 'slurm' is not supported by this version (supported: "),
         ("model: yunikorn\n", "with `model`, the file needs a `config`, or the yunikorn model's objects as the documents that follow"),
         ("model: yunikorn\nconfig: [a]\n", "object 1: expected a Kubernetes object (apiVersion, kind, metadata, ...), got a string"),
-        ("queues: [{name: a, resources: {guarenteed: {vcore: 1}}}]\n", "queues.yaml: queue root.a resources: unknown field guarenteed (did you mean guaranteed?)"),
+        (
+            "queues: [{name: a, resources: {guarenteed: {vcore: 1}}}]\n",
+            "queues.yaml: queue root.a resources: unknown field guarenteed (did you mean guaranteed?)",
+        ),
         ("42\n", "expected a configuration document (yunikorn's, or {model, config}; a list of objects goes in `config`), got 42"),
     ],
 )
@@ -100,17 +103,28 @@ def test_a_users_own_objects_go_in_unchanged_after_a_model_line(name: str, model
     ("text", "message"),
     [
         (
-            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {name: a}\n---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {name: b}\nspec: {clusterQueue: a}\n",
-            "these are kueue objects, and the file names no model: add a first YAML document `model: kueue` (then `---`), or wrap them as {model: kueue, config: [...]}",
+            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {name: a}\n---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: "
+            "LocalQueue\nmetadata: {name: b}\nspec: {clusterQueue: a}\n",
+            "these are kueue objects, and the file names no model: add a first YAML document `model: kueue` (then `---`), or wrap them as {model: "
+            "kueue, config: [...]}",
         ),
-        ("apiVersion: v1\nkind: List\nitems:\n- {apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {name: q}}\n", "these are volcano objects, and the file names no model: add a first YAML document `model: volcano`"),
+        (
+            "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {name: q}}\n",
+            "these are volcano objects, and the file names no model: add a first YAML document `model: volcano`",
+        ),
         ("config:\n- {apiVersion: kueue.x-k8s.io/v1beta2, kind: ClusterQueue, metadata: {name: a}}\n", "`config` needs `model` beside it (model: kueue)"),
         ("modle: kueue\nconfig: []\n", "`config` needs `model` beside it"),
         ("modle: kueue\n", "unknown field 'modle' (did you mean model?); without `model:` the file is the yunikorn model's configuration"),
         ("model: kueue\nconfg: []\n", "unknown field 'confg' (did you mean config?) beside `model`"),
-        ("model: kueue\nconfig: []\n---\n{apiVersion: kueue.x-k8s.io/v1beta2, kind: ResourceFlavor, metadata: {name: f}}\n", "the file gives `config` and 1 more YAML documents"),
-        ("model: kueue\n---\n- {apiVersion: kueue.x-k8s.io/v1beta2, kind: ClusterQueue, metadata: {name: a}, spec: {resourceGroups: [{coveredResources: [cpu], flavors: [{name: f, resources: [{name: cpu, nominalQuoat: 48}]}]}]}}\n",
-         "ClusterQueue a: unknown field spec.resourceGroups[0].flavors[0].resources[0].nominalQuoat (did you mean nominalQuota?)"),
+        (
+            "model: kueue\nconfig: []\n---\n{apiVersion: kueue.x-k8s.io/v1beta2, kind: ResourceFlavor, metadata: {name: f}}\n",
+            "the file gives `config` and 1 more YAML documents",
+        ),
+        (
+            "model: kueue\n---\n- {apiVersion: kueue.x-k8s.io/v1beta2, kind: ClusterQueue, metadata: {name: a}, spec: {resourceGroups: "
+            "[{coveredResources: [cpu], flavors: [{name: f, resources: [{name: cpu, nominalQuoat: 48}]}]}]}}\n",
+            "ClusterQueue a: unknown field spec.resourceGroups[0].flavors[0].resources[0].nominalQuoat (did you mean nominalQuota?)",
+        ),
         ("model: kueue\n---\nkind: [unclosed\n", "queues.yaml is not YAML: while parsing a flow sequence in"),
     ],
 )
@@ -131,7 +145,9 @@ def test_a_configuration_file_has_the_bounds_of_a_shims_config_applied(tmp_path:
     """A file parsed for minutes on the daemon's only thread: its configuration is held to the
     1 MiB a shim's config.applied may have, and its text to 8 MiB."""
     queues = ",".join(f"{{name: q{i:06}, resources: {{guaranteed: {{vcore: 1, memory: 1Gi, nvidia.com/gpu: 1}}}}}}" for i in range(12_000))
-    with pytest.raises(UsageError, match=r"queues.yaml: the configuration is [\d,]+ bytes as JSON; the limit is 1,048,576 bytes, as for a shim's config.applied"):
+    with pytest.raises(
+        UsageError, match=r"queues.yaml: the configuration is [\d,]+ bytes as JSON; the limit is 1,048,576 bytes, as for a shim's config.applied"
+    ):
         config_events(write(tmp_path, f"queues: [{{name: root, queues: [{queues}]}}]\n"), now=5)
     with pytest.raises(UsageError, match=r"queues.yaml: more than 8,388,608 bytes; a configuration file is at most 8,388,608 bytes"):
         config_events(write(tmp_path, "# " + "x" * (9 << 20) + "\nqueues: []\n"), now=5)

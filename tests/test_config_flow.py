@@ -89,7 +89,10 @@ def test_apply_hands_a_file_to_the_running_daemon_and_a_dry_run_says_what_it_wou
     wait_for(lambda: configs(db) and analytics_max(db) == 48, what="the file applied")
 
     published = preemptd("publish", str(second), *state)
-    assert published.returncode == 2 and f"{second} is a configuration, not events: hand it to the running daemon with `preemptd apply {second}`" in published.stderr, published.stderr
+    assert (
+        published.returncode == 2
+        and f"{second} is a configuration, not events: hand it to the running daemon with `preemptd apply {second}`" in published.stderr
+    ), published.stderr
 
     dry = preemptd("apply", str(second), "--dry-run", *state)
     assert dry.returncode == 0, dry.stderr

@@ -138,11 +138,16 @@ def test_malformed_input_becomes_dead_letters_and_the_daemon_carries_on(nats_ser
     with sqlite3.connect(db) as conn:
         reasons = [r for (r,) in conn.execute("select reason from dead_letters")]
     kinds = Counter(
-        "malformed" if r.startswith("malformed JSON")
-        else "unknown type" if r.startswith("unknown event type 'task.exploded'")
-        else "schema" if r.startswith("task.submitted: vcore: 'lots' is not a quantity")
-        else "reference" if r.startswith("unknown task 'ghost-")
-        else "duplicate" if r.startswith("duplicate id 'good-")
+        "malformed"
+        if r.startswith("malformed JSON")
+        else "unknown type"
+        if r.startswith("unknown event type 'task.exploded'")
+        else "schema"
+        if r.startswith("task.submitted: vcore: 'lots' is not a quantity")
+        else "reference"
+        if r.startswith("unknown task 'ghost-")
+        else "duplicate"
+        if r.startswith("duplicate id 'good-")
         else r
         for r in reasons
     )
@@ -156,7 +161,9 @@ def test_sigkill_while_publishing_loses_nothing_and_duplicates_nothing(nats_serv
     total = 50_000
     daemon = daemon_factory("--nats-url", nats_server.url, "--batch", "2000").start()
     messages = [event("node.upserted", f"node-{n}", node=f"n{n}", capacity={"vcore": 10_000}) for n in range(10)]
-    messages += [event("task.submitted", f"task-{i}", task=f"t{i}", app=f"a{i % 50}", queue="root.default", resources={"vcore": "100m"}) for i in range(total - 10)]
+    messages += [
+        event("task.submitted", f"task-{i}", task=f"t{i}", app=f"a{i % 50}", queue="root.default", resources={"vcore": "100m"}) for i in range(total - 10)
+    ]
     db = daemon.state_dir / "preemptd.db"
     publisher = threading.Thread(target=anyio.run, args=(publish, nats_server.url, messages))
     publisher.start()
@@ -258,7 +265,9 @@ def test_run_applies_a_config_file_when_it_changes_and_stops_cleanly_on_sigint(n
     first.process.send_signal(2)  # SIGINT, as Ctrl-C
     assert first.process.wait(30) == 0
     assert "ignored (not used by preemptd): partition default: placementrules" in first.log_text()
-    assert 'runs="yunikorn: 3 queues (2 leaves); preemption on, at most 100 victims and 10% of the cluster a cycle"' in first.log_text(), "the log says what runs"
+    assert 'runs="yunikorn: 3 queues (2 leaves); preemption on, at most 100 victims and 10% of the cluster a cycle"' in first.log_text(), (
+        "the log says what runs"
+    )
     assert "msg=stopped" in first.log_text()
     assert count(db, "log where type = 'config.applied'") == 1
     daemon_factory("--nats-url", nats_server.url, "--config", str(queues), state_dir=first.state_dir).start().stop()
@@ -386,7 +395,9 @@ def test_a_stop_signal_during_start_up_stops_cleanly(tmp_path: Path, signum: int
 
 def tasks(count_: int, prefix: str = "t") -> list[Outbound]:
     messages = [event("node.upserted", f"{prefix}-node", node=f"{prefix}-n1", capacity={"vcore": 1_000_000})]
-    return messages + [event("task.submitted", f"{prefix}-{i}", task=f"{prefix}{i}", app="a", queue="root.default", resources={"vcore": "10m"}) for i in range(count_ - 1)]
+    return messages + [
+        event("task.submitted", f"{prefix}-{i}", task=f"{prefix}{i}", app="a", queue="root.default", resources={"vcore": "10m"}) for i in range(count_ - 1)
+    ]
 
 
 def test_two_daemons_on_one_nats_each_read_every_event(nats_server: EmbeddedNats, daemon_factory, tmp_path: Path) -> None:

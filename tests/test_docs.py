@@ -23,7 +23,12 @@ PAGES = (ROOT / "README.md", ROOT / "docs" / "tutorial.md")
 FAILING = {"examples/events/mistyped.yaml": 1}
 #: A decision id as `tail` prints it, and the other things that differ from run to run.
 DECISION_ID = re.compile(r"\b[0-9a-f]{8}:\d+\.\d+\b")
-VARYING = [(re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z"), "<time>"), (re.compile(r'"ts": \d+'), '"ts": <ms>'), (DECISION_ID, "<id>"), (re.compile(r"nats://127\.0\.0\.1:\d+"), "nats://<port>")]
+VARYING = [
+    (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z"), "<time>"),
+    (re.compile(r'"ts": \d+'), '"ts": <ms>'),
+    (DECISION_ID, "<id>"),
+    (re.compile(r"nats://127\.0\.0\.1:\d+"), "nats://<port>"),
+]
 
 
 @dataclass

@@ -113,7 +113,9 @@ CLUSTER_EXAMPLES = [
     ev.TaskReleased(id="10", ts=1, task="a-1", reason="preempted"),
 ]
 DECISION_EXAMPLES = [
-    ev.Allocated(id="l:1.0", ts=1, partition="default", cycle=1, task="a-1", app="a", queue="root.a", node="n1", resources=R({"cpu": 1}), explanation=("fits",)),
+    ev.Allocated(
+        id="l:1.0", ts=1, partition="default", cycle=1, task="a-1", app="a", queue="root.a", node="n1", resources=R({"cpu": 1}), explanation=("fits",)
+    ),
     ev.Preempted(
         id="l:1.1",
         ts=1,
@@ -131,11 +133,23 @@ DECISION_EXAMPLES = [
         explanation=("law 4: root.b is under its guarantee",),
     ),
     ev.QuotaEnforced(
-        id="l:1.4", ts=1, partition="default", cycle=1, queue="root.b", max=R({"vcore": 4}), target=R({"vcore": 2}),
-        victims=(VICTIM,), short=R({"vcore": 1}), model="yunikorn", reason="quota", explanation=("root.b's max went from vcore 8 to vcore 4",),
+        id="l:1.4",
+        ts=1,
+        partition="default",
+        cycle=1,
+        queue="root.b",
+        max=R({"vcore": 4}),
+        target=R({"vcore": 2}),
+        victims=(VICTIM,),
+        short=R({"vcore": 1}),
+        model="yunikorn",
+        reason="quota",
+        explanation=("root.b's max went from vcore 8 to vcore 4",),
     ),  # fmt: skip
     ev.Admitted(id="l:1.2", ts=1, partition="default", cycle=1, app="w", queue="cq", flavors={"cpu": "spot"}),
-    ev.Evicted(id="l:1.3", ts=1, partition="default", cycle=1, app="w", queue="cq", reason="InCohortReclamation", preemptor="v", message="preempted to admit v"),
+    ev.Evicted(
+        id="l:1.3", ts=1, partition="default", cycle=1, app="w", queue="cq", reason="InCohortReclamation", preemptor="v", message="preempted to admit v"
+    ),
     ev.Unreserved(id="l:1.4", ts=1, partition="default", cycle=1, task="b-1", node="n1", reason="node removed"),
     ev.Blocked(id="l:1.5", ts=1, partition="default", cycle=1, task="c-1", app="c", queue="root.c", reasons=("law 4: root.c is at its guarantee for vcore",)),
 ]
@@ -143,7 +157,9 @@ DECISION_EXAMPLES = [
 
 def test_a_configuration_may_be_a_list_of_objects() -> None:
     """Kueue's configuration is a list of Kubernetes objects: it travels as one."""
-    event = ev.ConfigApplied(id="k", ts=1, model="kueue", config=[{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "f"}}])
+    event = ev.ConfigApplied(
+        id="k", ts=1, model="kueue", config=[{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "f"}}]
+    )
     assert decode_cluster_event(encode(event)) == event
 
 
@@ -258,8 +274,14 @@ def test_a_decode_error_names_the_event_id_when_it_can_be_read(raw: bytes, event
     [
         ('"type":"app.submitted","app":"a","queue":"q","minAvailable":4', "app.submitted: unknown field `minAvailable` (did you mean `min_available`?)"),
         ('"type":"app.submitted","app":"a","queue":"q","minMember":4', "app.submitted: unknown field `minMember` (did you mean `min_available`?)"),
-        ('"type":"app.submitted","app":"a","queue":"q","priorityClassName":"high"', "app.submitted: unknown field `priorityClassName` (did you mean `priority_class`?)"),
-        ('"type":"task.submitted","task":"t","app":"a","resources":{},"requiredNode":"n"', "task.submitted: unknown field `requiredNode` (did you mean `required_node`?)"),
+        (
+            '"type":"app.submitted","app":"a","queue":"q","priorityClassName":"high"',
+            "app.submitted: unknown field `priorityClassName` (did you mean `priority_class`?)",
+        ),
+        (
+            '"type":"task.submitted","task":"t","app":"a","resources":{},"requiredNode":"n"',
+            "task.submitted: unknown field `requiredNode` (did you mean `required_node`?)",
+        ),
         ('"type":"node.upserted","node":"n","capacity":{},"allocatable":{}', "node.upserted: unknown field `allocatable` (did you mean `capacity`?)"),
         (
             '"type":"node.removed","node":"n","uid":"8d2f"',
@@ -293,7 +315,8 @@ def test_a_log_written_when_unknown_fields_were_dropped_still_reads_as_it_did() 
 JSON_SCHEMA_2020_KEYWORDS = {
     "$schema", "$id", "$ref", "$defs", "$comment", "$anchor", "$dynamicRef", "$dynamicAnchor", "$vocabulary",
     "type", "enum", "const", "anyOf", "oneOf", "allOf", "not", "if", "then", "else",
-    "properties", "patternProperties", "additionalProperties", "propertyNames", "required", "minProperties", "maxProperties", "dependentRequired", "dependentSchemas",
+    "properties", "patternProperties", "additionalProperties", "propertyNames", "required", "minProperties", "maxProperties",
+    "dependentRequired", "dependentSchemas",
     "items", "prefixItems", "contains", "minItems", "maxItems", "uniqueItems", "minContains", "maxContains", "unevaluatedItems", "unevaluatedProperties",
     "minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
     "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly", "contentEncoding", "contentMediaType",
@@ -334,7 +357,8 @@ def test_a_decision_within_the_budget_is_encoded_whole() -> None:
 
 def test_a_decision_beyond_the_budget_is_cut_saying_what_it_left_out_and_where_the_whole_is() -> None:
     victims = tuple(
-        ev.Victim(task=f"v{i}", app="b", queue="root.b", node="n1", priority=0, resources=ev.Resources({"vcore": 1000}), why="over its guarantee " * 50) for i in range(100)
+        ev.Victim(task=f"v{i}", app="b", queue="root.b", node="n1", priority=0, resources=ev.Resources({"vcore": 1000}), why="over its guarantee " * 50)
+        for i in range(100)
     )
     big = ev.Preempted(
         id="log:7.0", ts=1, partition="default", cycle=7, preemptor="a-1", app="a", queue="root.a", node="n1",

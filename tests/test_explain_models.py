@@ -36,7 +36,10 @@ def test_kueue_a_workload_and_any_of_its_pods_find_the_same_decisions(tmp_path: 
     db = simulated(tmp_path, ROOT / "examples" / "kueue" / "within-cluster-queue.yaml")
     low = explain(db, "low-1")
     assert low.splitlines()[0] == f"workload low-1 ({POD}s low-1-1, low-1-2) in partition default: 2 decisions"
-    assert "workload low-1 is admitted to ClusterQueue team-a" in low and "workload low-1 (ClusterQueue team-a) is evicted; reason: InClusterQueue; preemptor: urgent" in low
+    assert (
+        "workload low-1 is admitted to ClusterQueue team-a" in low
+        and "workload low-1 (ClusterQueue team-a) is evicted; reason: InClusterQueue; preemptor: urgent" in low
+    )
     assert explain(db, "low-1-1") == low == explain(db, "low-1-2")
     urgent = explain(db, "urgent-1")
     assert urgent == explain(db, "urgent")
@@ -117,14 +120,20 @@ def test_an_unknown_name_is_refused_in_one_line_with_the_name_meant(tmp_path: Pa
     db = simulated(tmp_path, ROOT / "examples" / "volcano" / "task-preemption-within-a-job.yaml")
     refused = preemptd("explain", "wroker-2", "--db", str(db))
     assert refused.returncode == 2
-    assert refused.stderr.strip().splitlines() == [f"preemptd: no decision with id 'wroker-2' and no application, task or queue named 'wroker-2' in {db} (did you mean worker-2?)"]
+    assert refused.stderr.strip().splitlines() == [
+        f"preemptd: no decision with id 'wroker-2' and no application, task or queue named 'wroker-2' in {db} (did you mean worker-2?)"
+    ]
 
 
 @pytest.mark.parametrize(
     ("example", "name", "heading"),
     [
         ("kueue/reclaim-within-cohort", "team-b", "ClusterQueue team-b in partition default: 3 decisions: placed or admitted 2; taken from it 1"),
-        ("kueue/reclaim-within-cohort", "prod", "cohort prod (ClusterQueues svc-a, svc-b) in partition default: 3 decisions: placed or admitted 2; waits told 1"),
+        (
+            "kueue/reclaim-within-cohort",
+            "prod",
+            "cohort prod (ClusterQueues svc-a, svc-b) in partition default: 3 decisions: placed or admitted 2; waits told 1",
+        ),
         ("kueue/within-cluster-queue", "ml/training", "LocalQueue ml/training (ClusterQueues team-a) in partition default:"),
         ("general", "root.normal.queue-1", "queue root.normal.queue-1 in partition default: 13 decisions: placed or admitted 10; taken from it 3"),
         ("volcano/hierarchical-capacity", "eng", "queue eng (queues jobs may use eng-ci, eng-dev)"),
@@ -160,8 +169,22 @@ def test_explain_takes_a_queue_of_any_model_and_tells_its_story(example: str, na
                 "  no other queue used beyond its nominal quota while svc-b held under its own",
             ],
         ),
-        ("general", "root.normal", ["  root.normal vcore: allocated 10 at the start, at most 12 (3s after the start), 12 at the end; max 12", "  root.normal has no guaranteed: nothing of its own left unused for others"]),
-        ("volcano/hierarchical-capacity", "eng", ["  eng cpu: allocated 2 at the start, at most 5 (6s after the start), 5 at the end; deserved 6, capability 8", "  used beyond their deserved while eng held under its own: research (for 6s, at most 4 cpu beyond)"]),
+        (
+            "general",
+            "root.normal",
+            [
+                "  root.normal vcore: allocated 10 at the start, at most 12 (3s after the start), 12 at the end; max 12",
+                "  root.normal has no guaranteed: nothing of its own left unused for others",
+            ],
+        ),
+        (
+            "volcano/hierarchical-capacity",
+            "eng",
+            [
+                "  eng cpu: allocated 2 at the start, at most 5 (6s after the start), 5 at the end; deserved 6, capability 8",
+                "  used beyond their deserved while eng held under its own: research (for 6s, at most 4 cpu beyond)",
+            ],
+        ),
     ],
 )
 def test_a_queue_story_tells_its_usage_against_its_quotas_and_who_used_what_it_left(example: str, name: str, said: list[str], tmp_path: Path) -> None:

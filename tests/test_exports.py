@@ -11,15 +11,54 @@ from preemptd import events, projections, scheduling
 
 SURFACE = {
     events: {
-        "ClusterEvent", "DecisionEvent", "LogEvent", "ConfigApplied", "NodeUpserted", "TaskSubmitted", "TaskBound",
-        "TaskReleased", "Tick", "Allocated", "Preempted", "Blocked", "Unreserved", "Victim", "Resources", "Scenario",
-        "decode_cluster_event", "decode_log_event", "decode_decision", "encode", "json_schema", "parse_quantity",
-        "parse_duration", "DecodeError", "QuantityError", "ConfigError", "PreemptdError", "type_of",
+        "ClusterEvent",
+        "DecisionEvent",
+        "LogEvent",
+        "ConfigApplied",
+        "NodeUpserted",
+        "TaskSubmitted",
+        "TaskBound",
+        "TaskReleased",
+        "Tick",
+        "Allocated",
+        "Preempted",
+        "Blocked",
+        "Unreserved",
+        "Victim",
+        "Resources",
+        "Scenario",
+        "decode_cluster_event",
+        "decode_log_event",
+        "decode_decision",
+        "encode",
+        "json_schema",
+        "parse_quantity",
+        "parse_duration",
+        "DecodeError",
+        "QuantityError",
+        "ConfigError",
+        "PreemptdError",
+        "type_of",
     },
     projections: {"ClusterState", "PartitionState", "LogRecord", "Rejected", "Projection", "ModelFold", "partition_view"},
     scheduling: {
-        "apply", "fold", "snapshot", "restore", "run_cycle", "CycleRecords", "next_wakeup", "tick_record", "decision_id", "MODELS", "DEFAULT_MODEL", "Model",
-        "Pacer", "simulate", "check", "replay", "Replayer",
+        "apply",
+        "fold",
+        "snapshot",
+        "restore",
+        "run_cycle",
+        "CycleRecords",
+        "next_wakeup",
+        "tick_record",
+        "decision_id",
+        "MODELS",
+        "DEFAULT_MODEL",
+        "Model",
+        "Pacer",
+        "simulate",
+        "check",
+        "replay",
+        "Replayer",
     },
 }
 
@@ -32,7 +71,28 @@ def test_the_public_names_are_exported(module) -> None:
 #: What the pure layers may import besides msgspec, PyYAML's pure-Python loader (a nesting bomb
 #: ends in a RecursionError, not in a crash) and the layers below them: standard modules
 #: that do no I/O and read no clock, environment or randomness. Add to it knowingly.
-PURE_STDLIB = {"__future__", "abc", "bisect", "collections", "contextlib", "dataclasses", "decimal", "difflib", "enum", "fractions", "functools", "hashlib", "heapq", "itertools", "math", "operator", "re", "reprlib", "typing", "unicodedata"}
+PURE_STDLIB = {
+    "__future__",
+    "abc",
+    "bisect",
+    "collections",
+    "contextlib",
+    "dataclasses",
+    "decimal",
+    "difflib",
+    "enum",
+    "fractions",
+    "functools",
+    "hashlib",
+    "heapq",
+    "itertools",
+    "math",
+    "operator",
+    "re",
+    "reprlib",
+    "typing",
+    "unicodedata",
+}
 LAYERS = {"events": (), "projections": ("events",), "scheduling": ("events", "projections")}  # each may import those before it
 IO_BUILTINS = {"open", "print", "input", "breakpoint", "exec", "eval", "__import__"}
 
@@ -58,7 +118,11 @@ def forbidden(source: str, module: str) -> list[str]:
     layer = module.split(".")[1]
     allowed = PURE_STDLIB | {"msgspec", "yaml", "sortedcontainers", "preemptd"} | {f"preemptd.{name}" for name in (*LAYERS[layer], layer)}
     tops = {name: ".".join(name.split(".")[:2]) if name.startswith("preemptd.") else name.split(".")[0] for name in imported(source, module)}
-    calls = {f"{node.func.id}()" for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in IO_BUILTINS}
+    calls = {
+        f"{node.func.id}()"
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in IO_BUILTINS
+    }
     return sorted({name for name, top in tops.items() if top not in allowed} | calls)
 
 

@@ -47,7 +47,9 @@ def _event(kind: str, pick: int, p: PartitionState | None, n: int):
         case "finish-app" if p and p.apps:
             return ev.AppFinished(id=f"e{n}", ts=0, app=choose(sorted(p.apps)))
         case "submit":
-            return ev.TaskSubmitted(id=f"e{n}", ts=0, task=f"t{n}", app=f"app{pick % 3}-{LEAVES[pick % 3]}", queue=LEAVES[pick % 3], resources=_r(1 + pick % 3, pick % 2))
+            return ev.TaskSubmitted(
+                id=f"e{n}", ts=0, task=f"t{n}", app=f"app{pick % 3}-{LEAVES[pick % 3]}", queue=LEAVES[pick % 3], resources=_r(1 + pick % 3, pick % 2)
+            )
         case "bind" if node and task:
             return ev.TaskBound(id=f"e{n}", ts=0, task=task.id, node=node)
         case "move" if node and running:
@@ -59,7 +61,17 @@ def _event(kind: str, pick: int, p: PartitionState | None, n: int):
         case "preempt" if pending and running:
             victims = [t for t in running if t.node == running[pick % len(running)].node][: 1 + pick % 2]
             victim = lambda t: ev.Victim(task=t.id, app=t.app, queue=t.queue, node=t.node, priority=0, resources=_r(1))  # noqa: E731
-            return _decision(ev.Preempted, preemptor=choose(pending).id, app="a", queue="q", node=victims[0].node, resources=_r(1), victims=tuple(map(victim, victims)), model="yunikorn", reason="test")
+            return _decision(
+                ev.Preempted,
+                preemptor=choose(pending).id,
+                app="a",
+                queue="q",
+                node=victims[0].node,
+                resources=_r(1),
+                victims=tuple(map(victim, victims)),
+                model="yunikorn",
+                reason="test",
+            )
         case "unreserve" if task and task.reserved_node:
             return _decision(ev.Unreserved, task=task.id, node=task.reserved_node, reason="test")
     return None

@@ -27,7 +27,28 @@ INPUTS = 100_000
 SEED = int(os.environ.get("PREEMPTD_FUZZ_SEED") or random.SystemRandom().randrange(2**32))
 
 NAMES = ["n1", "n2", "t1", "t2", "t3", "a1", "a2", "root.default", "root.a", "root.a.b", "p", "", "\x1b[31mred", "\u202egnp.exe", "名前", "🚀", "a" * 300]
-QUANTITIES: list[Any] = [1, 0, -1, "500m", "2Gi", "1.5", "1e3", "1e400", "16Ei", "1Ei", MAX_QUANTITY, MAX_QUANTITY + 1, 10**30, 0.5, 1e308, "lots", None, True, [], {}]
+QUANTITIES: list[Any] = [
+    1,
+    0,
+    -1,
+    "500m",
+    "2Gi",
+    "1.5",
+    "1e3",
+    "1e400",
+    "16Ei",
+    "1Ei",
+    MAX_QUANTITY,
+    MAX_QUANTITY + 1,
+    10**30,
+    0.5,
+    1e308,
+    "lots",
+    None,
+    True,
+    [],
+    {},
+]
 INTS: list[Any] = [0, 1, -1, 2**31, -(2**31) - 1, 2**63, 10**30, MAX_TIMESTAMP, MAX_TIMESTAMP + 1, 1.5, "7", None, True]
 
 
@@ -69,7 +90,9 @@ def mutate(rng: random.Random, event: dict[str, Any]) -> dict[str, Any]:
         elif choice == 5:
             event[key] = "x" * rng.choice([10, 300, 5000])
         elif choice == 6 and isinstance(event.get("config"), dict):
-            event["config"]["queues"] = rng.choice([[{"name": "root", "queues": [{"name": "a", "resources": {"max": {"vcore": rng.choice(QUANTITIES)}}}]}], "nope", [[]]])
+            event["config"]["queues"] = rng.choice(
+                [[{"name": "root", "queues": [{"name": "a", "resources": {"max": {"vcore": rng.choice(QUANTITIES)}}}]}], "nope", [[]]]
+            )
         else:
             event["type"] = rng.choice(["task.submitted", "task.exploded", "clock.ticked", "decision.allocated", 7, None])
     return event

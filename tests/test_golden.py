@@ -24,7 +24,7 @@ def test_a_scenario_makes_the_recorded_decisions(scenario: Path) -> None:
     assert recorded.exists(), f"no recording for {scenario.name}: run tests/record_decisions.py"
     made, expected = decisions(scenario).splitlines(), recorded.read_bytes().splitlines()
     first = next((i for i, (a, b) in enumerate(zip(made, expected)) if a != b), min(len(made), len(expected)))
-    assert made == expected, f"decision {first} differs:\n  made:     {made[first:first + 1]}\n  recorded: {expected[first:first + 1]}"
+    assert made == expected, f"decision {first} differs:\n  made:     {made[first : first + 1]}\n  recorded: {expected[first : first + 1]}"
 
 
 def upgraded_fixture(tmp_path: Path) -> Path:

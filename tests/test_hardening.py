@@ -67,11 +67,19 @@ def test_absurd_quantities_are_dead_letters_and_the_daemon_stops_and_starts_clea
     daemon = daemon_factory("--nats-url", nats_server.url).start()
     absurd = {"a": {"memory": "1e30"}, "b": {"memory": "1e400"}, "c": {"vcore": "1e18"}, "d": {"memory": "16Ei"}}
     messages = [event("node.upserted", name, node=name, capacity=capacity) for name, capacity in absurd.items()]
-    messages += [event("node.upserted", "n1", node="n1", capacity={"vcore": 8}), event("task.submitted", "t1", task="t1", app="a", queue="root.default", resources={"vcore": 1})]
+    messages += [
+        event("node.upserted", "n1", node="n1", capacity={"vcore": 8}),
+        event("task.submitted", "t1", task="t1", app="a", queue="root.default", resources={"vcore": 1}),
+    ]
     anyio.run(publish, nats_server.url, messages)
     db = daemon.state_dir / "preemptd.db"
     wait_for(lambda: db.exists() and allocated(db, "t1"), what="the valid task allocated")
-    assert [r.split(" is ")[0] for r in reasons(db)] == ["node.upserted: memory: '1e30'", "node.upserted: memory: '1e400'", "node.upserted: vcore: '1e18'", "node.upserted: memory: '16Ei'"]
+    assert [r.split(" is ")[0] for r in reasons(db)] == [
+        "node.upserted: memory: '1e30'",
+        "node.upserted: memory: '1e400'",
+        "node.upserted: vcore: '1e18'",
+        "node.upserted: memory: '16Ei'",
+    ]
     assert all("the limit is 1,152,921,504,606,846,976 (2^60)" in r for r in reasons(db))
     assert daemon.stop() == 0, "the shutdown snapshot is taken"
     assert count(db, "snapshots") == 1
@@ -79,7 +87,10 @@ def test_absurd_quantities_are_dead_letters_and_the_daemon_stops_and_starts_clea
         at_stop = conn.execute("select seq from snapshots").fetchone()[0]
     restarted = daemon_factory("--nats-url", nats_server.url, "--snapshot-every", "1", state_dir=daemon.state_dir).start()
     anyio.run(publish, nats_server.url, [event("task.submitted", "t2", task="t2", app="a", queue="root.default", resources={"vcore": 1})])
-    wait_for(lambda: allocated(db, "t2") and count(db, f"snapshots where seq > {at_stop}") >= 1, what="a task allocated and a periodic snapshot taken after the restart")
+    wait_for(
+        lambda: allocated(db, "t2") and count(db, f"snapshots where seq > {at_stop}") >= 1,
+        what="a task allocated and a periodic snapshot taken after the restart",
+    )
     assert restarted.stop() == 0
 
 
@@ -112,7 +123,11 @@ def test_decisions_beyond_the_servers_max_payload_are_shortened_or_passed_over_a
             {
                 "name": "root",
                 "properties": {"preemption.delay": "1s"},
-                "queues": [{"name": "a", "resources": {"guaranteed": {"vcore": 100}}}, {"name": "c", "resources": {"guaranteed": {"vcore": 60}}}, {"name": "b"}],
+                "queues": [
+                    {"name": "a", "resources": {"guaranteed": {"vcore": 100}}},
+                    {"name": "c", "resources": {"guaranteed": {"vcore": 60}}},
+                    {"name": "b"},
+                ],
             }
         ]
     }
@@ -120,16 +135,28 @@ def test_decisions_beyond_the_servers_max_payload_are_shortened_or_passed_over_a
         daemon = daemon_factory("--nats-url", server.url).start()
         setup = [event("config.applied", "config", config=config), event("node.upserted", "n1", node="n1", capacity={"vcore": 100})]
         setup += [event("node.upserted", "n2", node="n2", capacity={"vcore": 60})]
-        setup += [event("task.bound", f"b{i}", task=f"b{i}", app=f"b{i}", queue="root.b", node="n1" if i < 100 else "n2", resources={"vcore": 1}) for i in range(160)]
+        setup += [
+            event("task.bound", f"b{i}", task=f"b{i}", app=f"b{i}", queue="root.b", node="n1" if i < 100 else "n2", resources={"vcore": 1}) for i in range(160)
+        ]
         setup += [event("task.submitted", "a-1", task="a-1", app="a", queue="root.a", resources={"vcore": 100})]
         setup += [event("task.submitted", "c-1", task="c-1", app="c", queue="root.c", resources={"vcore": 60})]
         anyio.run(publish, server.url, setup)
         db = daemon.state_dir / "preemptd.db"
         wait_for(lambda: db.exists() and count(db, "log where type = 'decision.preempted'") == 2, what="both preemptions decided")
-        anyio.run(publish, server.url, [event("node.upserted", "n3", node="n3", capacity={"vcore": 8}), event("task.submitted", "d-1", task="d-1", app="d", queue="root.b", resources={"vcore": 1})])
+        anyio.run(
+            publish,
+            server.url,
+            [
+                event("node.upserted", "n3", node="n3", capacity={"vcore": 8}),
+                event("task.submitted", "d-1", task="d-1", app="d", queue="root.b", resources={"vcore": 1}),
+            ],
+        )
         wait_for(lambda: count(db, "outbox where published_at is not null") == 1 + 1, what="the cut preemption and the later allocation published")
         published = [json.loads(data) for data, _ in anyio.run(read, server.url, DECISION_STREAM, "preemptd.decisions.>")]
-        assert [(d["type"], d.get("preemptor") or d.get("task"), len(d.get("victims", []))) for d in published] == [("decision.preempted", "c-1", 60), ("decision.allocated", "d-1", 0)]
+        assert [(d["type"], d.get("preemptor") or d.get("task"), len(d.get("victims", []))) for d in published] == [
+            ("decision.preempted", "c-1", 60),
+            ("decision.allocated", "d-1", 0),
+        ]
         assert all(len(json.dumps(d)) <= 16_384 for d in published)
         cut = published[0]
         assert all(v["why"].endswith("more characters)") for v in cut["victims"])
@@ -214,7 +241,9 @@ def test_sigterm_at_any_moment_of_the_installed_commands_start_ends_it_cleanly(t
 
     state = tmp_path / "state"
     with (tmp_path / "stderr").open("wb") as stderr:
-        process = subprocess.Popen([str(Path(sys.executable).with_name("preemptd")), "run", "--state-dir", str(state)], stdout=subprocess.DEVNULL, stderr=stderr, cwd=tmp_path)
+        process = subprocess.Popen(
+            [str(Path(sys.executable).with_name("preemptd")), "run", "--state-dir", str(state)], stdout=subprocess.DEVNULL, stderr=stderr, cwd=tmp_path
+        )
         wait_for(lambda: catches(process.pid, signal.SIGTERM), timeout=30, what="the program's own code running")
         time.sleep(delay)
         process.send_signal(signal.SIGTERM)
@@ -270,7 +299,9 @@ def test_a_damaged_log_is_named_with_how_to_check_it(tmp_path: Path, command: li
         file.write(b"\x0d" + b"\xff" * (size - size // 2 // 4096 * 4096 - 1))
     done = preemptd(*command, "--db", str(db))
     assert done.returncode != 0
-    assert done.stderr.splitlines() == [f"preemptd: the log {db} is damaged (database disk image is malformed): check it with `sqlite3 {db} 'pragma integrity_check'`"]
+    assert done.stderr.splitlines() == [
+        f"preemptd: the log {db} is damaged (database disk image is malformed): check it with `sqlite3 {db} 'pragma integrity_check'`"
+    ]
 
 
 NEW_USER_EVENTS = "\n".join(
@@ -313,11 +344,25 @@ def test_publish_wait_gives_the_daemons_verdict_on_each_event_and_tail_shows_the
         "event 3 (task.submitted: rejected: unknown queue 'root.nope' in partition default (leaf queues: root.default)",
     ], "the daemon's verdict by default: each rejection printed"
     assert published.stderr.strip() == "published 3 events: 1 accepted, 2 rejected"
-    every = preemptd("publish", "-", "--nats-url", nats_server.url, "--no-check", "--verbose", input=NEW_USER_EVENTS.replace('"n1"', '"n2"').replace('"t1"', '"t5"').replace('"t2"', '"t6"'))
-    assert [line.split(" (", 1)[0] + ":" + line.split("):", 1)[1].split(":")[0] for line in every.stdout.splitlines()] == ["event 1: accepted", "event 2: rejected", "event 3: rejected"]
+    every = preemptd(
+        "publish",
+        "-",
+        "--nats-url",
+        nats_server.url,
+        "--no-check",
+        "--verbose",
+        input=NEW_USER_EVENTS.replace('"n1"', '"n2"').replace('"t1"', '"t5"').replace('"t2"', '"t6"'),
+    )
+    assert [line.split(" (", 1)[0] + ":" + line.split("):", 1)[1].split(":")[0] for line in every.stdout.splitlines()] == [
+        "event 1: accepted",
+        "event 2: rejected",
+        "event 3: rejected",
+    ]
     rejected = preemptd("tail", "--rejected", "--from-start", "--count", "2", "--timeout", "20", "--nats-url", nats_server.url)
     assert rejected.returncode == 0
-    assert [line.split(" rejected ", 1)[1].split(" (preemptd.cluster.default.task #")[0].split()[0] for line in rejected.stdout.splitlines()] == ["task.submitted"] * 2
+    assert [line.split(" rejected ", 1)[1].split(" (preemptd.cluster.default.task #")[0].split()[0] for line in rejected.stdout.splitlines()] == [
+        "task.submitted"
+    ] * 2
     assert "did you mean `resources`?" in rejected.stdout and "unknown queue 'root.nope'" in rejected.stdout
     again = preemptd("publish", "-", "--nats-url", nats_server.url, "--wait", input=NEW_USER_EVENTS.splitlines()[0].replace('"n1"', '"n3"') + "\n")
     assert (again.returncode, again.stderr) == (0, "published 1 event: 1 accepted\n"), "--wait, the default now, still runs"
@@ -336,7 +381,9 @@ def test_publish_fills_ids_from_the_file_so_that_publishing_it_again_applies_not
     dropped by NATS (within two minutes) or refused by the daemon as already in the log."""
     daemon = daemon_factory("--nats-url", nats_server.url).start()
     events = tmp_path / "events.yaml"
-    events.write_text("- {type: node.upserted, node: n1, capacity: {vcore: 4}}\n- {type: task.submitted, task: t1, app: a, queue: root.default, resources: {vcore: 1}}\n")
+    events.write_text(
+        "- {type: node.upserted, node: n1, capacity: {vcore: 4}}\n- {type: task.submitted, task: t1, app: a, queue: root.default, resources: {vcore: 1}}\n"
+    )
     first = preemptd("publish", str(events), "--nats-url", nats_server.url)
     assert (first.returncode, first.stderr) == (0, "published 2 events: 2 accepted\n")
     again = preemptd("publish", str(events), "--nats-url", nats_server.url)
@@ -424,7 +471,18 @@ def test_publish_reads_yaml_as_json_values_and_refuses_what_json_cannot_carry(tm
 
 def test_tail_shows_a_forged_decision_as_such_and_goes_on(nats_server: EmbeddedNats) -> None:
     forged = [Outbound("preemptd.decisions.default.allocated", data) for data in (b"\xff\xfe", b'{"type": "decision.allocated"}')]
-    decision = {"type": "decision.allocated", "id": "x:1.0", "ts": 0, "partition": "default", "cycle": 1, "task": "t", "app": "a", "queue": "root.q", "node": "n1", "resources": {"vcore": 1}}
+    decision = {
+        "type": "decision.allocated",
+        "id": "x:1.0",
+        "ts": 0,
+        "partition": "default",
+        "cycle": 1,
+        "task": "t",
+        "app": "a",
+        "queue": "root.q",
+        "node": "n1",
+        "resources": {"vcore": 1},
+    }
     anyio.run(publish, nats_server.url, [*forged, Outbound("preemptd.decisions.default.allocated", json.dumps(decision).encode())])
     shown = preemptd("tail", "--from-start", "--count", "3", "--timeout", "20", "--nats-url", nats_server.url)
     assert shown.returncode == 0 and "Traceback" not in shown.stderr
@@ -433,7 +491,6 @@ def test_tail_shows_a_forged_decision_as_such_and_goes_on(nats_server: EmbeddedN
     assert "allocated" in lines[2] and " t " in lines[2]
     as_json = preemptd("tail", "--from-start", "--count", "3", "--timeout", "20", "--json", "--nats-url", nats_server.url)
     assert as_json.returncode == 0 and json.loads(as_json.stdout.splitlines()[2]) == decision
-
 
 
 def test_between_cycles_the_daemon_reads_only_what_waited_when_the_cycle_ended() -> None:
@@ -502,7 +559,10 @@ def test_a_configuration_of_sixty_thousand_unknown_fields_delays_nothing(nats_se
     daemon = daemon_factory("--nats-url", nats_server.url).start()
     queue = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "q"}, "spec": {f"f{i}": 0 for i in range(60_000)}}
     hostile = event("config.applied", "hostile", model="volcano", config=[queue])
-    probe = [event("node.upserted", "n1", node="n1", capacity={"vcore": 1}), event("task.submitted", "probe", task="probe", app="a", queue="root.default", resources={"vcore": 1})]
+    probe = [
+        event("node.upserted", "n1", node="n1", capacity={"vcore": 1}),
+        event("task.submitted", "probe", task="probe", app="a", queue="root.default", resources={"vcore": 1}),
+    ]
     started = time.monotonic()
     anyio.run(publish, nats_server.url, [hostile, *probe])
     [decision] = daemon.decisions(1)

@@ -86,8 +86,14 @@ def test_a_consumer_of_some_partitions_acknowledges_redeliveries_and_ignores_ear
     [
         (message(1, b'{"type": "node.upserted", "id": '), "malformed JSON"),
         (message(1, {"type": "task.exploded", "id": "x", "ts": 1}), "unknown event type 'task.exploded'"),
-        (message(1, {"type": "node.upserted", "id": "x", "ts": 1, "node": "n1", "capacity": {"vcore": "lots"}}), "node.upserted: vcore: 'lots' is not a quantity"),
-        (message(1, {"type": "node.upserted", "id": "x", "ts": 1, "node": "n1", "capacity": {}, "partition": "east"}), "published on preemptd.cluster.default.node but the event's partition is 'east'"),
+        (
+            message(1, {"type": "node.upserted", "id": "x", "ts": 1, "node": "n1", "capacity": {"vcore": "lots"}}),
+            "node.upserted: vcore: 'lots' is not a quantity",
+        ),
+        (
+            message(1, {"type": "node.upserted", "id": "x", "ts": 1, "node": "n1", "capacity": {}, "partition": "east"}),
+            "published on preemptd.cluster.default.node but the event's partition is 'east'",
+        ),
     ],
     ids=["malformed", "unknown type", "schema", "partition"],  # the subject's kind: below
 )
@@ -102,8 +108,14 @@ def test_a_message_that_is_not_a_valid_event_for_its_subject_is_a_dead_letter(in
     ("subject", "reason"),
     [
         ("preemptd.cluster.default.task", "published on preemptd.cluster.default.task but a node.upserted event goes on preemptd.cluster.default.node"),
-        ("preemptd.cluster.default.node.extra", "published on preemptd.cluster.default.node.extra but a node.upserted event goes on preemptd.cluster.default.node"),
-        ("preemptd.cluster.east.node", "published on preemptd.cluster.east.node but the event's partition is 'default': publish it on preemptd.cluster.default.node"),
+        (
+            "preemptd.cluster.default.node.extra",
+            "published on preemptd.cluster.default.node.extra but a node.upserted event goes on preemptd.cluster.default.node",
+        ),
+        (
+            "preemptd.cluster.east.node",
+            "published on preemptd.cluster.east.node but the event's partition is 'default': publish it on preemptd.cluster.default.node",
+        ),
     ],
 )
 def test_an_event_whose_subject_disagrees_with_it_is_a_dead_letter(subject: str, reason: str) -> None:
@@ -154,7 +166,9 @@ def test_an_event_the_fold_rejects_is_a_dead_letter_and_changes_nothing() -> Non
 
 
 def test_configuration_warnings_are_returned_with_their_partition() -> None:
-    config = message(1, {"type": "config.applied", "id": "c", "ts": 1, "partition": "east", "config": {"queues": [{"name": "a", "maxapplications": 3}]}}, partition="east")
+    config = message(
+        1, {"type": "config.applied", "id": "c", "ts": 1, "partition": "east", "config": {"queues": [{"name": "a", "maxapplications": 3}]}}, partition="east"
+    )
     ingested = fold(decode([config], received=50), known={}, state=ClusterState())
     assert ingested.touched == {"east"}
     assert ingested.warnings == [("east", "ignored (not used by preemptd): queue root.a: maxapplications")]
@@ -213,7 +227,11 @@ def test_configurations_read_before_the_fold_are_the_ones_it_applies(monkeypatch
         message(seq, {"type": "config.applied", "id": f"c{seq}", "ts": 1, "partition": "east", "config": {"queues": [{"name": f"q{seq}"}]}}, partition="east")
         for seq in range(1, 13)
     ]
-    refused = message(13, {"type": "config.applied", "id": "c13", "ts": 1, "partition": "east", "config": {"queues": [{"name": "a", "resources": {"max": {"vcore": -1}}}]}}, partition="east")
+    refused = message(
+        13,
+        {"type": "config.applied", "id": "c13", "ts": 1, "partition": "east", "config": {"queues": [{"name": "a", "resources": {"max": {"vcore": -1}}}]}},
+        partition="east",
+    )
     decoded = decode([*configs, refused], received=50)
     readings = read_configurations(decoded)
     assert sorted(readings) == list(range(13))

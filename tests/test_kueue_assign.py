@@ -20,7 +20,11 @@ def setup(queues: dict[str, dict], fungibility: dict | None = None):
                 "apiVersion": "kueue.x-k8s.io/v1beta2",
                 "kind": "ClusterQueue",
                 "metadata": {"name": name},
-                "spec": {"cohortName": spec.get("cohort"), "resourceGroups": [{"coveredResources": ["cpu"], "flavors": flavors}], **({"flavorFungibility": fungibility} if fungibility and number == 0 else {})},
+                "spec": {
+                    "cohortName": spec.get("cohort"),
+                    "resourceGroups": [{"coveredResources": ["cpu"], "flavors": flavors}],
+                    **({"flavorFungibility": fungibility} if fungibility and number == 0 else {}),
+                },
             }
         )
     config, _ = parse_objects(made)
@@ -49,7 +53,9 @@ def test_a_flavor_that_needs_preemption_is_kept_only_if_no_later_one_fits_unless
 
 @pytest.mark.parametrize(("when_can_borrow", "flavor", "borrows"), [("MayStopSearch", "on-demand", True), ("TryNextFlavor", "spot", False)])
 def test_borrowing_stops_the_search_unless_the_queue_would_rather_try_the_next_flavor(when_can_borrow: str, flavor: str, borrows: bool) -> None:
-    config, tree = setup({"a": {"cohort": "c", "on-demand": 4, "spot": 8}, "b": {"cohort": "c", "on-demand": 10, "spot": 0}}, {"whenCanBorrow": when_can_borrow})
+    config, tree = setup(
+        {"a": {"cohort": "c", "on-demand": 4, "spot": 8}, "b": {"cohort": "c", "on-demand": 10, "spot": 0}}, {"whenCanBorrow": when_can_borrow}
+    )
     taken = try_to_admit(config, tree, "a", 6)
     assert (taken.flavors, taken.mode, taken.borrows) == ({"cpu": flavor}, Mode.FIT, borrows)
 

@@ -62,12 +62,16 @@ def backlogs(draw: st.DrawFn) -> Scenario:
     and workloads finishing now and then, freeing quota."""
     objects: list[dict[str, Any]] = [{"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": "f"}}]
     if draw(st.booleans()):
-        objects.append({"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare"]}})
+        objects.append(
+            {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare"]}}
+        )
     queues = [f"cq{i}" for i in range(draw(st.integers(2, 5)))]
     for name in queues:
         spec: dict[str, Any] = {
             "cohortName": f"c{draw(st.integers(0, 1))}",
-            "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": draw(st.integers(0, 8))}]}]}],
+            "resourceGroups": [
+                {"coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": draw(st.integers(0, 8))}]}]}
+            ],
             "preemption": {"withinClusterQueue": draw(st.sampled_from(WITHIN)), "reclaimWithinCohort": draw(st.sampled_from(RECLAIM))},
         }
         if draw(st.integers(0, 3)) == 0:
@@ -80,7 +84,9 @@ def backlogs(draw: st.DrawFn) -> Scenario:
         for _ in range(draw(st.integers(1, 20))):
             name = f"w{count}"
             count += 1
-            events.append({"at": f"{at}s", "type": "task.submitted", "task": name, "app": name, "queue": queue, "priority": priority, "resources": {"cpu": size}})
+            events.append(
+                {"at": f"{at}s", "type": "task.submitted", "task": name, "app": name, "queue": queue, "priority": priority, "resources": {"cpu": size}}
+            )
             if draw(st.integers(0, 5)) == 0:
                 events.append({"at": f"{at + draw(st.integers(1, 12))}s", "type": "app.finished", "app": name})
     shim = {"grace_period": f"{draw(st.integers(0, 3))}s", "recreate_preempted": draw(st.booleans())}

@@ -67,10 +67,13 @@ def test_a_clusters_own_objects_run_unchanged_and_the_log_says_what_runs(daemon_
     """examples/cluster/kueue.yaml: `model: kueue`, then `kubectl get -o yaml` output (a kind:
     List) and Kueue's manager ConfigMap, which turns fair sharing on."""
     daemon = daemon_factory("--config", str(ROOT / "examples" / "cluster" / "kueue.yaml")).start()
-    daemon.publish("- {type: app.submitted, app: train-1, queue: vision/training, priority_class: production}\n- {type: task.submitted, task: train-1-0, app: train-1, resources: {cpu: 8, nvidia.com/gpu: 2}}\n")
+    daemon.publish(
+        "- {type: app.submitted, app: train-1, queue: vision/training, priority_class: production}\n- {type: task.submitted, task: train-1-0, app: "
+        "train-1, resources: {cpu: 8, nvidia.com/gpu: 2}}\n"
+    )
     [admitted] = daemon.decisions(1)
     assert (admitted["type"], admitted["queue"], admitted["flavors"]) == ("decision.admitted", "vision", {"cpu": "on-demand", "nvidia.com/gpu": "on-demand"})
     assert (
-        'runs="kueue: 5 ClusterQueues in 2 cohorts, 5 LocalQueues, 2 priority classes; fair sharing on (LessThanOrEqualToFinalShare, LessThanInitialShare); 3 of 5 ClusterQueues may preempt"'
-        in daemon.log_text()
+        'runs="kueue: 5 ClusterQueues in 2 cohorts, 5 LocalQueues, 2 priority classes; fair sharing on (LessThanOrEqualToFinalShare, '
+        'LessThanInitialShare); 3 of 5 ClusterQueues may preempt"' in daemon.log_text()
     )

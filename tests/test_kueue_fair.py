@@ -19,14 +19,20 @@ FLAVOR = {"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": "f"}
 
 def queue(name: str, cohort: str | None, weight: float = 1, **nominal: int) -> dict:
     resources = [{"name": r, "nominalQuota": n} for r, n in nominal.items()]
-    spec = {"cohortName": cohort, "fairSharing": {"weight": weight}, "resourceGroups": [{"coveredResources": list(nominal), "flavors": [{"name": "f", "resources": resources}]}]}
+    spec = {
+        "cohortName": cohort,
+        "fairSharing": {"weight": weight},
+        "resourceGroups": [{"coveredResources": list(nominal), "flavors": [{"name": "f", "resources": resources}]}],
+    }
     return {"apiVersion": API, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
 
 
 def cohort(name: str, parent: str | None = None, annotations: dict | None = None, **nominal: int) -> dict:
     spec: dict = {"parentName": parent}
     if nominal:
-        spec["resourceGroups"] = [{"coveredResources": list(nominal), "flavors": [{"name": "f", "resources": [{"name": r, "nominalQuota": n} for r, n in nominal.items()]}]}]
+        spec["resourceGroups"] = [
+            {"coveredResources": list(nominal), "flavors": [{"name": "f", "resources": [{"name": r, "nominalQuota": n} for r, n in nominal.items()]}]}
+        ]
     return {"apiVersion": API, "kind": "Cohort", "metadata": {"name": name, "annotations": annotations or {}}, "spec": spec}
 
 
@@ -61,7 +67,15 @@ def test_an_inner_cohort_is_lent_only_what_its_borrowing_limit_and_its_parent_al
     tree, usage = shares(
         [
             cohort("root", cpu=10),
-            {**cohort("team", "root"), "spec": {"parentName": "root", "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": 2, "borrowingLimit": 3}]}]}]}},
+            {
+                **cohort("team", "root"),
+                "spec": {
+                    "parentName": "root",
+                    "resourceGroups": [
+                        {"coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": 2, "borrowingLimit": 3}]}]}
+                    ],
+                },
+            },
             queue("x", "team", cpu=0),
             queue("y", "root", cpu=0),
         ],
@@ -75,16 +89,33 @@ def test_an_inner_cohort_is_lent_only_what_its_borrowing_limit_and_its_parent_al
 
 
 def test_two_queues_are_compared_on_the_children_of_their_lowest_common_cohort() -> None:
-    tree, _ = shares([cohort("root"), cohort("left", "root"), cohort("right", "root"), queue("a", "left", cpu=1), queue("b", "right", cpu=1), queue("c", "left", cpu=1)], {})
+    tree, _ = shares(
+        [cohort("root"), cohort("left", "root"), cohort("right", "root"), queue("a", "left", cpu=1), queue("b", "right", cpu=1), queue("c", "left", cpu=1)], {}
+    )
     q, c = tree.queues, tree.cohorts
     assert sides(q["a"], q["b"]) == (c["root"], c["left"], c["right"])
     assert sides(q["a"], q["c"]) == (c["left"], q["a"], q["c"])
 
 
 def test_an_annotation_turns_fair_sharing_on_for_one_root_cohort_only() -> None:
-    config, _ = parse_objects([FLAVOR, cohort("fair", annotations={"preemptd.io/fair-sharing": "true"}), cohort("plain"), queue("a", "fair", cpu=1), queue("b", "plain", cpu=1), queue("alone", None, cpu=1)])
+    config, _ = parse_objects(
+        [
+            FLAVOR,
+            cohort("fair", annotations={"preemptd.io/fair-sharing": "true"}),
+            cohort("plain"),
+            queue("a", "fair", cpu=1),
+            queue("b", "plain", cpu=1),
+            queue("alone", None, cpu=1),
+        ]
+    )
     assert config.fair_sharing_in("fair") and not config.fair_sharing_in("plain") and not config.fair_sharing_in("alone")
-    everywhere, _ = parse_objects([FLAVOR, {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "fairSharing": {"preemptionStrategies": ["LessThanInitialShare"]}}, cohort("plain")])
+    everywhere, _ = parse_objects(
+        [
+            FLAVOR,
+            {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "fairSharing": {"preemptionStrategies": ["LessThanInitialShare"]}},
+            cohort("plain"),
+        ]
+    )
     assert everywhere.fair_sharing_in("plain") and everywhere.fair_sharing_in("alone")
 
 
@@ -104,6 +135,14 @@ def test_what_a_cohort_lends_counts_every_flavor_of_the_tree() -> None:
     """An inner cohort's children may borrow flavors only found elsewhere in the tree: their
     share is against all of it (Kueue sums over the root's flavor-resources)."""
     two_flavors = [FLAVOR, {"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": "g"}}]
-    on_g = {"apiVersion": API, "kind": "ClusterQueue", "metadata": {"name": "z"}, "spec": {"cohortName": "root", "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "g", "resources": [{"name": "cpu", "nominalQuota": 10}]}]}]}}
+    on_g = {
+        "apiVersion": API,
+        "kind": "ClusterQueue",
+        "metadata": {"name": "z"},
+        "spec": {
+            "cohortName": "root",
+            "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "g", "resources": [{"name": "cpu", "nominalQuota": 10}]}]}],
+        },
+    }
     tree = QuotaTree(parse_objects([*two_flavors, cohort("root"), cohort("team", "root"), queue("s", "team", cpu=4), on_g])[0])
     assert tree.lendable(tree.cohorts["team"]) == {"cpu": 14_000}, "4 in f of its own, 10 in g from root"

@@ -296,7 +296,11 @@ def test_a_change_in_one_cohort_tree_plans_again_only_the_workloads_of_that_tree
     objects = [{"apiVersion": API, "kind": "ResourceFlavor", "metadata": {"name": "f"}}]
     objects += [{"apiVersion": API, "kind": "ClusterQueue", "metadata": {"name": q}, "spec": spec} for q in ("a", "b")]
     events: list[dict[str, Any]] = [{"at": "0s", "type": "node.upserted", "node": "n", "capacity": {"cpu": 100}}]
-    events += [{"at": "0s", "type": "task.submitted", "task": f"{q}-{i}", "app": f"{q}-{i}", "queue": q, "resources": {"cpu": 1}} for i in range(32) for q in ("a", "b")]
+    events += [
+        {"at": "0s", "type": "task.submitted", "task": f"{q}-{i}", "app": f"{q}-{i}", "queue": q, "resources": {"cpu": 1}}
+        for i in range(32)
+        for q in ("a", "b")
+    ]
     scenario = msgspec.convert({"name": "backlogs", "model": "kueue", "config": objects, "events": events, "until": "10s"}, Scenario)
     judged: list[str] = []
     consider = kueue_cycle._Admission._consider
@@ -305,7 +309,9 @@ def test_a_change_in_one_cohort_tree_plans_again_only_the_workloads_of_that_tree
     result = simulate(scenario)
     told = [d for d in result.decisions if isinstance(d, Blocked)]
     assert len({d.app for d in told}) == 60 and len({d.cycle for d in told}) == 6, "all 60 told why, 10 a cycle"
-    assert sorted(judged) == ["a-0", "a-1", "a-2", "a-2", "b-0", "b-1", "b-2", "b-2"], "per queue: two admitted, the third judged blocked, and once more after its tree changed"
+    assert sorted(judged) == ["a-0", "a-1", "a-2", "a-2", "b-0", "b-1", "b-2", "b-2"], (
+        "per queue: two admitted, the third judged blocked, and once more after its tree changed"
+    )
     judged.clear()
     state = result.state
     apply(state, LogRecord(state.seq + 1, 10_500, TaskReleased(id="done", ts=10_500, task="a-0")))

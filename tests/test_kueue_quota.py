@@ -33,7 +33,9 @@ def over_queues(p: PartitionState) -> dict[str, dict[tuple[str, str], int]]:
     return {node.name: over for root in tree.roots() for node, over in over_in(tree, root, usage).items()}
 
 
-def queue(name: str, nominal: int, *, delay: str | None = None, cohort: str | None = None, borrowing: int | None = None, lending: int | None = None) -> dict[str, Any]:
+def queue(
+    name: str, nominal: int, *, delay: str | None = None, cohort: str | None = None, borrowing: int | None = None, lending: int | None = None
+) -> dict[str, Any]:
     quota: dict[str, Any] = {"name": "cpu", "nominalQuota": nominal}
     if borrowing is not None:
         quota["borrowingLimit"] = borrowing
@@ -103,7 +105,16 @@ def _random_scenario(rng: random.Random) -> dict[str, Any]:
 
     events: list[dict[str, Any]] = [{"type": "node.upserted", "node": "n", "capacity": {"cpu": 1000}}]
     for i in range(rng.randint(4, 12)):
-        events.append({"type": "task.submitted", "task": f"w{i}", "app": f"w{i}", "queue": rng.choice(names), "priority": rng.randint(0, 2), "resources": {"cpu": rng.randint(1, 3)}})
+        events.append(
+            {
+                "type": "task.submitted",
+                "task": f"w{i}",
+                "app": f"w{i}",
+                "queue": rng.choice(names),
+                "priority": rng.randint(0, 2),
+                "resources": {"cpu": rng.randint(1, 3)},
+            }
+        )
     events.append({"at": "10s", "type": "config.applied", "model": "kueue", "config": [FLAVOR, *queues()]})
     return {"name": "random", "model": "kueue", "config": [FLAVOR, *queues()], "events": events, "until": "30s", "shim": {"grace_period": "1s"}}
 

@@ -71,7 +71,14 @@ def test_three_levels_of_cohorts_add_up() -> None:
 
 
 def test_cohorts_in_a_cycle_and_their_queues_are_left_out() -> None:
-    tree = QuotaTree(objects(("Cohort", "a", "b", {}), ("Cohort", "b", "a", {}), ("ClusterQueue", "q", "a", {"nominalQuota": 1}), ("ClusterQueue", "r", None, {"nominalQuota": 1})))
+    tree = QuotaTree(
+        objects(
+            ("Cohort", "a", "b", {}),
+            ("Cohort", "b", "a", {}),
+            ("ClusterQueue", "q", "a", {"nominalQuota": 1}),
+            ("ClusterQueue", "r", None, {"nominalQuota": 1}),
+        )
+    )
     assert list(tree.cohorts) == [] and list(tree.queues) == ["r"]
     assert tree.available(tree.queues["r"], CPU, tree.usage(cores(r=0))) == 1_000
 

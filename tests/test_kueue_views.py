@@ -123,7 +123,9 @@ def test_state_says_pending_of_what_waits_for_admission_and_admitted_of_the_rest
     db = _simulated(tmp_path, ADMITTED_NOT_RUNNING)
     text = preemptd("state", "--db", str(db)).stdout
     assert re.search(
-        r"^  team-a\s+cpu 4\s+0\s+0\s+-\s+1\.0\s+on-demand: cpu 4; spot: cpu 4\s+-\s+-\s+on-demand: cpu 4; spot: cpu 4\s+-\s+-\s+2\s+1 run / 1 wait$", text, re.M
+        r"^  team-a\s+cpu 4\s+0\s+0\s+-\s+1\.0\s+on-demand: cpu 4; spot: cpu 4\s+-\s+-\s+on-demand: cpu 4; spot: cpu 4\s+-\s+-\s+2\s+1 run / 1 wait$",
+        text,
+        re.M,
     ), text
     queues = json.loads(preemptd("state", "--db", str(db), "--json").stdout)["queues"]
     assert (queues["team-a"]["pending"], queues["team-b"]["pending"], queues["(cluster)"]["pending"]) == ({}, {"cpu": 6}, {"cpu": 6})
@@ -294,7 +296,15 @@ def test_state_lists_workloads_as_kueuectl_does_and_an_evicted_one_says_why_unti
     shown = preemptd("state", "--db", str(db), "--json")
     assert shown.returncode == 0, shown.stderr
     rows = {row["workload"]: row for row in json.loads(shown.stdout)["workloads"]}
-    assert rows["urgent"] == {"workload": "urgent", "local_queue": "ml/training", "cluster_queue": "team-a", "priority": 1000, "status": "admitted", "flavors": "cpu: default-flavor", "age": "15s"}
+    assert rows["urgent"] == {
+        "workload": "urgent",
+        "local_queue": "ml/training",
+        "cluster_queue": "team-a",
+        "priority": 1000,
+        "status": "admitted",
+        "flavors": "cpu: default-flavor",
+        "age": "15s",
+    }
     assert rows["low-1"]["status"] == "pending (evicted: Preempted (InClusterQueue) by urgent)"
     assert rows["low-2"]["status"] == "pending" and list(rows) == ["urgent", "low-1", "low-2"], "admitted first, then by priority and age"
     text = preemptd("state", "--db", str(db)).stdout

@@ -47,7 +47,22 @@ def node(name: str = "n1", **capacity: Any) -> bytes:
         (raw(type="app.submitted", app="a", queue="root.default", min_available=1 << 40), f"Expected `int` <= {INT32[1]} - at `$.min_available`"),
         (b'{"type": "node.upserted", "id": "e1", "ts": 1, "node": "a\x85", "capacity": {}}', "not UTF-8: byte b'\\x85' in a string"),
     ],
-    ids=["size", "depth", "quantity", "millicores", "exponent", "names", "name length", "label key", "labels", "ts", "priority", "task priority", "min available", "utf-8"],
+    ids=[
+        "size",
+        "depth",
+        "quantity",
+        "millicores",
+        "exponent",
+        "names",
+        "name length",
+        "label key",
+        "labels",
+        "ts",
+        "priority",
+        "task priority",
+        "min available",
+        "utf-8",
+    ],
 )
 def test_a_message_beyond_a_limit_is_refused_saying_which_and_by_how_much(message: bytes, reason: str) -> None:
     with pytest.raises(DecodeError) as refused:
@@ -72,7 +87,11 @@ def test_quantities_at_their_limit_are_accepted_but_not_a_total_beyond_its_own()
     nodes = [json.dumps({"type": "node.upserted", "id": f"n{i}", "ts": 1, "node": f"n{i}", "capacity": {"memory": MAX_QUANTITY}}).encode() for i in range(5)]
     state = fold(*nodes[:4])
     assert state.partitions["default"].capacity == {"memory": 4 * MAX_QUANTITY}
-    with pytest.raises(Rejected, match=r"node 'n4' would bring the capacity of partition default in memory to 5,764,607,523,034,234,880; the limit is 4,611,686,018,427,387,904 \(2\^62\)"):
+    with pytest.raises(
+        Rejected,
+        match=r"node 'n4' would bring the capacity of partition default in memory to 5,764,607,523,034,234,880; the limit is 4,611,686,018,427,387,904 "
+        r"\(2\^62\)",
+    ):
         fold(*nodes)
     assert restore(snapshot(state)) == state
 
@@ -98,7 +117,9 @@ json_values = st.recursive(
 @st.composite
 def accepted_history(draw: st.DrawFn) -> list[bytes]:
     queues = [{"name": "a", "resources": {"guaranteed": {"memory": draw(quantities)}}, "maxapplications": draw(json_values)}, {"name": "default"}]
-    events: list[dict[str, Any]] = [{"type": "config.applied", "config": {"queues": [{"name": "root", "queues": queues}], "partitions_note": draw(json_values)}}]
+    events: list[dict[str, Any]] = [
+        {"type": "config.applied", "config": {"queues": [{"name": "root", "queues": queues}], "partitions_note": draw(json_values)}}
+    ]
     for _ in range(draw(st.integers(1, 25))):
         kind = draw(st.sampled_from(["node", "task", "bound", "app", "class", "released"]))
         task, node_, app = draw(names), draw(names), draw(names)
@@ -108,7 +129,14 @@ def accepted_history(draw: st.DrawFn) -> list[bytes]:
         events += [
             {
                 "node": {"type": "node.upserted", "node": node_, "capacity": resources, "labels": draw(st.dictionaries(text, text, max_size=3))},
-                "task": {"type": "task.submitted", "task": task, "app": app, "queue": draw(st.sampled_from(["root.a", "root.default"])), "resources": resources, "priority": priority},
+                "task": {
+                    "type": "task.submitted",
+                    "task": task,
+                    "app": app,
+                    "queue": draw(st.sampled_from(["root.a", "root.default"])),
+                    "resources": resources,
+                    "priority": priority,
+                },
                 "bound": {"type": "task.bound", "task": task, "node": node_, "app": app, "queue": "root.a", "resources": resources, "task_priority": priority},
                 "app": {"type": "app.submitted", "app": app, "queue": "root.default", "priority": priority, "min_available": draw(st.integers(0, INT32[1]))},
                 "class": {"type": "priorityclass.upserted", "name": draw(names), "value": priority},
@@ -146,7 +174,11 @@ def test_a_decision_about_thousands_of_flavors_is_bounded_and_not_made_again_eac
             "apiVersion": "kueue.x-k8s.io/v1beta2",
             "kind": "ClusterQueue",
             "metadata": {"name": "q"},
-            "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": f"f{i}", "resources": [{"name": "cpu", "nominalQuota": 1}]} for i in range(flavors)]}]},
+            "spec": {
+                "resourceGroups": [
+                    {"coveredResources": ["cpu"], "flavors": [{"name": f"f{i}", "resources": [{"name": "cpu", "nominalQuota": 1}]} for i in range(flavors)]}
+                ]
+            },
         },
     ]
     events = [{"at": "0s", "type": "task.submitted", "task": f"w{i}", "app": f"w{i}", "queue": "q", "resources": {"cpu": 2}} for i in range(20)]
@@ -189,7 +221,9 @@ def test_bounded_lines_say_what_they_left_out_and_nothing_more() -> None:
     assert bounded(("short",)) == ("short",)
     (cut,) = bounded(("x" * 1500,))
     kept = cut.index(".")
-    assert len(cut) == 1000 and cut == "x" * kept + f"... ({1500 - kept} more characters)", "one long line is cut to 1,000 characters, saying how many it left out"
+    assert len(cut) == 1000 and cut == "x" * kept + f"... ({1500 - kept} more characters)", (
+        "one long line is cut to 1,000 characters, saying how many it left out"
+    )
     for length in (1001, 1030, 10_000, 1_000_000):
         cut = bounded(("x" * length,))
         assert len(cut[0]) == 1000 and bounded(cut) == cut, "a line cut is not cut again: a blocked task is told its reasons once"

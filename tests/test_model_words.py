@@ -13,7 +13,11 @@ from conftest import ROOT, partition_after, preemptd
 from preemptd.projections import Rejected
 
 KUEUE = {"type": "config.applied", "model": "kueue", "config": yaml.safe_load((ROOT / "examples" / "cluster" / "kueue.yaml").read_text().split("---\n")[1])}
-VOLCANO = {"type": "config.applied", "model": "volcano", "config": [{"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "research"}}]}
+VOLCANO = {
+    "type": "config.applied",
+    "model": "volcano",
+    "config": [{"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "research"}}],
+}
 
 
 @pytest.mark.parametrize(
@@ -27,24 +31,51 @@ VOLCANO = {"type": "config.applied", "model": "volcano", "config": [{"apiVersion
         (
             KUEUE,
             {"type": "app.submitted", "app": "w", "queue": "robotics/training"},
-            "unknown LocalQueue 'robotics/training' in partition default (no LocalQueue in namespace robotics; LocalQueues: batch/nightly, language/training, notebooks/default, serving/inference, vision/training)",
+            "unknown LocalQueue 'robotics/training' in partition default (no LocalQueue in namespace robotics; LocalQueues: batch/nightly, "
+            "language/training, notebooks/default, serving/inference, vision/training)",
         ),
         (
             KUEUE,
             {"type": "app.submitted", "app": "w", "queue": "visoin"},
-            "unknown ClusterQueue 'visoin' in partition default (ClusterQueues: batch, language, notebooks, serving, vision, or a LocalQueue as namespace/name; did you mean vision?)",
+            "unknown ClusterQueue 'visoin' in partition default (ClusterQueues: batch, language, notebooks, serving, vision, or a LocalQueue as "
+            "namespace/name; did you mean vision?)",
         ),
-        (KUEUE, {"type": "app.submitted", "app": "w", "queue": "vision/training", "priority_class": "prodution"}, "unknown WorkloadPriorityClass 'prodution' (did you mean production?)"),
+        (
+            KUEUE,
+            {"type": "app.submitted", "app": "w", "queue": "vision/training", "priority_class": "prodution"},
+            "unknown WorkloadPriorityClass 'prodution' (did you mean production?)",
+        ),
         (
             KUEUE,
             {"type": "app.submitted", "app": "w", "queue": "vision/training", "priority_class": "urgent"},
-            "unknown WorkloadPriorityClass 'urgent' (known: experiment, production; add a WorkloadPriorityClass (or PriorityClass) to the configuration, or publish priorityclass.upserted)",
+            "unknown WorkloadPriorityClass 'urgent' (known: experiment, production; add a WorkloadPriorityClass (or PriorityClass) to the "
+            "configuration, or publish priorityclass.upserted)",
         ),
-        (KUEUE, {"type": "task.submitted", "task": "p", "app": "w", "resources": {"cpu": 1}}, "unknown workload 'w': publish app.submitted first, or set `queue` on the task"),
-        (VOLCANO, {"type": "task.submitted", "task": "p", "app": "job-1", "resources": {"cpu": 1}}, "unknown job 'job-1': publish app.submitted first, or set `queue` on the task"),
-        (VOLCANO, {"type": "app.submitted", "app": "job-1", "queue": "reserch"}, "unknown queue 'reserch' in partition default (queues jobs may use: default, research; did you mean research?)"),
-        (VOLCANO, {"type": "app.submitted", "app": "job-1", "queue": "research", "priority_class": "hihg"}, "unknown PriorityClass 'hihg' (add the PriorityClass to the configuration, or publish priorityclass.upserted)"),
-        ({"type": "config.applied", "config": {}}, {"type": "app.submitted", "app": "a", "queue": "root.x"}, "unknown queue 'root.x' in partition default (leaf queues: root.default)"),
+        (
+            KUEUE,
+            {"type": "task.submitted", "task": "p", "app": "w", "resources": {"cpu": 1}},
+            "unknown workload 'w': publish app.submitted first, or set `queue` on the task",
+        ),
+        (
+            VOLCANO,
+            {"type": "task.submitted", "task": "p", "app": "job-1", "resources": {"cpu": 1}},
+            "unknown job 'job-1': publish app.submitted first, or set `queue` on the task",
+        ),
+        (
+            VOLCANO,
+            {"type": "app.submitted", "app": "job-1", "queue": "reserch"},
+            "unknown queue 'reserch' in partition default (queues jobs may use: default, research; did you mean research?)",
+        ),
+        (
+            VOLCANO,
+            {"type": "app.submitted", "app": "job-1", "queue": "research", "priority_class": "hihg"},
+            "unknown PriorityClass 'hihg' (add the PriorityClass to the configuration, or publish priorityclass.upserted)",
+        ),
+        (
+            {"type": "config.applied", "config": {}},
+            {"type": "app.submitted", "app": "a", "queue": "root.x"},
+            "unknown queue 'root.x' in partition default (leaf queues: root.default)",
+        ),
     ],
 )
 def test_a_refusal_names_things_as_the_models_users_do(config: dict, event: dict, reason: str) -> None:
@@ -87,7 +118,11 @@ def test_explain_a_pod_tells_its_workloads_admission_too(tmp_path: Path) -> None
         (["simulat", "x.yaml"], "invalid choice: 'simulat' (choose from", "usage: preemptd ["),
         (["simulat", "x.yaml"], "; did you mean simulate?", "usage: preemptd ["),
         (["state", "--jsn"], "preemptd state: error: unrecognized arguments: --jsn (did you mean --json?)", "usage: preemptd state ["),
-        (["publish", "x.yaml", "--no-wiat"], "preemptd publish: error: unrecognized arguments: --no-wiat (did you mean --no-wait?)", "usage: preemptd publish ["),
+        (
+            ["publish", "x.yaml", "--no-wiat"],
+            "preemptd publish: error: unrecognized arguments: --no-wiat (did you mean --no-wait?)",
+            "usage: preemptd publish [",
+        ),
         (["db", "upgrad"], "argument ACTION: invalid choice: 'upgrad' (choose from 'upgrade'); did you mean upgrade?", "usage: preemptd db ["),
         (["--log-level", "debg", "state"], "did you mean debug?", "usage: preemptd ["),
     ],
@@ -107,7 +142,10 @@ def test_no_explanation_shows_epoch_milliseconds() -> None:
     assert delay_text("quota.preemption.delay", QuotaTimer(start=1_795_705_085_607, delay=90_000)) == (
         "quota.preemption.delay 1m30s from 2026-11-26 14:58:05Z: enforced from 2026-11-26 14:59:35Z"
     )
-    assert delay_text("quota.preemption.delay", QuotaTimer(start=10_000, delay=30_000)) == "quota.preemption.delay 30s from 10s after the start: enforced from 40s after the start"
+    assert (
+        delay_text("quota.preemption.delay", QuotaTimer(start=10_000, delay=30_000))
+        == "quota.preemption.delay 30s from 10s after the start: enforced from 40s after the start"
+    )
     assert [format_moment(ms) for ms in (951_782_400_000, 4_102_444_799_000)] == ["2000-02-29 00:00:00Z", "2099-12-31 23:59:59Z"]
 
 

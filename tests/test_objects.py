@@ -77,8 +77,15 @@ def test_each_kind_is_the_events_a_shim_makes_of_it() -> None:
     }
     assert [e["type"] for e in object_events(batch)] == ["app.submitted", "task.submitted", "task.submitted"]
     assert object_events(batch)[0] == {"type": "app.submitted", "app": "sample", "queue": "ml/training", "namespace": "ml", "priority_class": "high"}
-    yunikorn_pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"applicationId": "app-1", "queue": "root.a"}}, "spec": {"containers": [{"resources": {"requests": {"cpu": "2"}}}]}}
-    assert object_events(yunikorn_pod) == [{"type": "task.submitted", "task": "p", "app": "app-1", "queue": "root.a", "namespace": "default", "resources": {"cpu": 2}}]
+    yunikorn_pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "labels": {"applicationId": "app-1", "queue": "root.a"}},
+        "spec": {"containers": [{"resources": {"requests": {"cpu": "2"}}}]},
+    }
+    assert object_events(yunikorn_pod) == [
+        {"type": "task.submitted", "task": "p", "app": "app-1", "queue": "root.a", "namespace": "default", "resources": {"cpu": 2}}
+    ]
     group = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": "g"}, "spec": {"minMember": 4, "queue": "research"}}
     assert object_events(group) == [{"type": "app.submitted", "app": "g", "queue": "research", "namespace": "default", "min_available": 4}]
 
@@ -86,11 +93,28 @@ def test_each_kind_is_the_events_a_shim_makes_of_it() -> None:
 @pytest.mark.parametrize(
     ("item", "said"),
     [
-        ({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "j"}, "spec": {"minAvalable": 1, "tasks": []}}, "unknown field spec.'minAvalable' (did you mean minAvailable?)"),
-        ({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": {}}, "Job j has no kueue.x-k8s.io/queue-name label: Kueue would not admit it"),
-        ({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"resources": {"requests": {"cpu": 1}}}]}}, "no model knows where it goes"),
+        (
+            {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "j"}, "spec": {"minAvalable": 1, "tasks": []}},
+            "unknown field spec.'minAvalable' (did you mean minAvailable?)",
+        ),
+        (
+            {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": {}},
+            "Job j has no kueue.x-k8s.io/queue-name label: Kueue would not admit it",
+        ),
+        (
+            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"resources": {"requests": {"cpu": 1}}}]}},
+            "no model knows where it goes",
+        ),
         ({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}}, "Deployment (apps/v1) is not an object preemptd reads as events"),
-        ({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": "w"}, "spec": {"queueName": "q", "podSets": [{"name": "m", "count": 1, "template": {"spec": {"containers": [{"name": "c"}]}}}]}}, "its containers request nothing"),
+        (
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "Workload",
+                "metadata": {"name": "w"},
+                "spec": {"queueName": "q", "podSets": [{"name": "m", "count": 1, "template": {"spec": {"containers": [{"name": "c"}]}}}]},
+            },
+            "its containers request nothing",
+        ),
     ],
 )
 def test_an_object_that_cannot_be_read_says_why(item: dict, said: str) -> None:
@@ -120,13 +144,22 @@ def test_would_this_job_start_now_is_asked_with_the_jobs_yaml(kueue_log: Path, t
 
 def test_a_list_of_objects_and_a_configuration_object_among_events(tmp_path: Path) -> None:
     listed = tmp_path / "vcjobs.yaml"
-    listed.write_text("apiVersion: v1\nkind: List\nitems:\n" + "".join("- " + line + "\n" if i == 0 else "  " + line + "\n" for i, line in enumerate(VOLCANO_JOB.splitlines())))
+    listed.write_text(
+        "apiVersion: v1\nkind: List\nitems:\n"
+        + "".join("- " + line + "\n" if i == 0 else "  " + line + "\n" for i, line in enumerate(VOLCANO_JOB.splitlines()))
+    )
     shown = preemptd("publish", str(listed), "--show-events", "--nats-url", "nats://127.0.0.1:1")
-    assert [json.loads(line)["type"] for line in shown.stdout.splitlines()] == ["app.submitted", "task.submitted", "task.submitted", "task.submitted"], shown.stderr
+    assert [json.loads(line)["type"] for line in shown.stdout.splitlines()] == ["app.submitted", "task.submitted", "task.submitted", "task.submitted"], (
+        shown.stderr
+    )
     mixed = tmp_path / "mixed.yaml"
-    mixed.write_text("- {type: node.upserted, node: n1, capacity: {cpu: 4}}\n- {apiVersion: kueue.x-k8s.io/v1beta2, kind: ClusterQueue, metadata: {name: q}, spec: {}}\n")
+    mixed.write_text(
+        "- {type: node.upserted, node: n1, capacity: {cpu: 4}}\n- {apiVersion: kueue.x-k8s.io/v1beta2, kind: ClusterQueue, metadata: {name: q}, spec: {}}\n"
+    )
     refused = preemptd("publish", str(mixed), "--nats-url", "nats://127.0.0.1:1")
-    assert refused.returncode == 2 and "item 2 is a ClusterQueue: configuration, not events: hand it to the running daemon with `preemptd apply`" in refused.stderr, refused.stderr
+    assert (
+        refused.returncode == 2 and "item 2 is a ClusterQueue: configuration, not events: hand it to the running daemon with `preemptd apply`" in refused.stderr
+    ), refused.stderr
 
 
 def test_a_scenario_takes_objects_among_its_events(tmp_path: Path) -> None:

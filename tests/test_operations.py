@@ -67,7 +67,11 @@ def test_metrics_count_events_dead_letters_and_decisions_and_show_each_queue(nat
 
     def settled(found) -> bool:  # the gauges are measured once a second, the counters at once
         allocations = found.get(("preemptd_decisions_total", (("model", "yunikorn"), ("partition", "default"), ("type", "allocated"))))
-        return allocations == 4 and found.get(("preemptd_queue_allocated", (*queue, ("resource", "vcore")))) == 4 and found.get(("preemptd_outbox_waiting", ())) == 0
+        return (
+            allocations == 4
+            and found.get(("preemptd_queue_allocated", (*queue, ("resource", "vcore")))) == 4
+            and found.get(("preemptd_outbox_waiting", ())) == 0
+        )
 
     found = eventually(f"{base}/metrics", settled)
     assert settled(found), sorted(k for k in found if k[0].startswith(("preemptd_decisions", "preemptd_queue")))
@@ -98,7 +102,14 @@ def test_idle_connections_to_the_metrics_port_starve_neither_healthz_nor_decisio
     try:
         started = time.monotonic()
         assert get(f"http://127.0.0.1:{port}/healthz") == (200, "ok\n")
-        anyio.run(publish, nats_server.url, [event("node.upserted", "n1", node="n1", capacity={"vcore": 1}), event("task.submitted", "p1", task="probe", app="a", queue="root.default", resources={"vcore": 1})])
+        anyio.run(
+            publish,
+            nats_server.url,
+            [
+                event("node.upserted", "n1", node="n1", capacity={"vcore": 1}),
+                event("task.submitted", "p1", task="probe", app="a", queue="root.default", resources={"vcore": 1}),
+            ],
+        )
         [decision] = daemon.decisions(1)
         assert decision["task"] == "probe" and time.monotonic() - started < 10
         open_files = len(list(Path(f"/proc/{daemon.process.pid}/fd").iterdir()))
@@ -209,7 +220,9 @@ def test_two_daemons_split_three_partitions_of_one_nats(nats_server: EmbeddedNat
     assert (verdict.returncode, verdict.stderr) == (0, "published 1 event: 1 accepted\n"), verdict.stdout + verdict.stderr
 
 
-@pytest.mark.parametrize(("partitions", "said"), [("a,a", "names a partition twice"), ("a,b.c", "'b.c' is not a partition name"), ("", "'' is not a partition name")])
+@pytest.mark.parametrize(
+    ("partitions", "said"), [("a,a", "names a partition twice"), ("a,b.c", "'b.c' is not a partition name"), ("", "'' is not a partition name")]
+)
 def test_a_wrong_list_of_partitions_is_refused_before_anything_starts(partitions: str, said: str, tmp_path: Path) -> None:
     refused = preemptd("run", "--partitions", partitions, "--state-dir", str(tmp_path / "state"))
     assert refused.returncode == 2 and said in refused.stderr

@@ -68,7 +68,10 @@ def test_preemptd_installs_beside_python_daemon_and_events_and_all_three_work(wh
     run(python, "-c", "import daemon; daemon.DaemonContext", cwd=tmp_path)
 
 
-@pytest.mark.parametrize("page", ["README.md", "CONTRIBUTING.md", *sorted(str(p.relative_to(ROOT)) for p in [*(ROOT / "docs").glob("*.md"), *(ROOT / "scheduling").glob("*/README.md")])])
+@pytest.mark.parametrize(
+    "page",
+    ["README.md", "CONTRIBUTING.md", *sorted(str(p.relative_to(ROOT)) for p in [*(ROOT / "docs").glob("*.md"), *(ROOT / "scheduling").glob("*/README.md")])],
+)
 def test_every_command_in_the_docs_is_written_as_the_first_session_writes_it(page: str) -> None:
     """The first session runs `.venv/bin/preemptd ...`; the model sections wrote `preemptd ...`,
     which a reader pasting them after it found missing. Every command line in the docs' code
@@ -79,5 +82,11 @@ def test_every_command_in_the_docs_is_written_as_the_first_session_writes_it(pag
     fenced = re.findall(r"```[a-z]*\n(.*?)```", text, re.S)
     indented = re.findall(r"(?m)^    (?!\s)(.*)$", text)
     lines = [line for block in fenced for line in block.splitlines()] + indented
-    bare = [line for line in lines if re.search(r"(^|[\s;&|(])preemptd (?!is |\w+\.\w)", line) and ".venv/bin/preemptd" not in line and not line.lstrip().startswith(("#", "level=", "ts=", "{", "-", "|"))]
+    bare = [
+        line
+        for line in lines
+        if re.search(r"(^|[\s;&|(])preemptd (?!is |\w+\.\w)", line)
+        and ".venv/bin/preemptd" not in line
+        and not line.lstrip().startswith(("#", "level=", "ts=", "{", "-", "|"))
+    ]
     assert not bare, bare

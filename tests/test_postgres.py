@@ -68,7 +68,9 @@ def test_the_daemon_and_every_command_work_on_a_postgresql_log(postgres_log: str
     assert upgrade.returncode == 0 and "schema up to date" in upgrade.stdout
 
 
-def test_a_standby_takes_over_from_a_killed_writer_and_nothing_is_lost_or_published_twice(postgres_log: str, nats_server: EmbeddedNats, daemon_factory, tmp_path: Path) -> None:
+def test_a_standby_takes_over_from_a_killed_writer_and_nothing_is_lost_or_published_twice(
+    postgres_log: str, nats_server: EmbeddedNats, daemon_factory, tmp_path: Path
+) -> None:
     writer = daemon_factory("--db", postgres_log, "--nats-url", nats_server.url, state_dir=tmp_path / "writer").start()
     standby = daemon_factory("--db", postgres_log, "--nats-url", nats_server.url, state_dir=tmp_path / "standby").launch()
     wait_for(lambda: "standby: another daemon writes this log" in standby.log_text(), what="the second daemon to wait")
@@ -139,7 +141,9 @@ def test_a_database_that_does_not_exist_is_one_line_saying_how_to_create_it(post
         assert 'database "preemptd_never_made" does not exist; create it first, for example `createdb preemptd_never_made`' in result.stderr, result.stderr
 
 
-def test_a_standby_ends_the_session_of_a_frozen_writer_which_then_writes_nothing(postgres_log: str, nats_server: EmbeddedNats, daemon_factory, tmp_path: Path) -> None:
+def test_a_standby_ends_the_session_of_a_frozen_writer_which_then_writes_nothing(
+    postgres_log: str, nats_server: EmbeddedNats, daemon_factory, tmp_path: Path
+) -> None:
     """A writer frozen with SIGSTOP kept its lease for ever: the standby waited and nothing was
     decided. Its lease now expires (here after 3 s): the standby ends its session and decides;
     resumed, the old writer finds its lease lost, writes nothing and stops with one line."""
@@ -185,7 +189,11 @@ def test_a_standby_says_it_is_not_the_writer_and_the_writer_answers_first(postgr
         nc = await nats.connect(nats_server.url)
         inbox, replies = nc.new_inbox(), []
         subscription = await nc.subscribe(inbox)
-        await nc.publish("preemptd.try.default", json.dumps([{"type": "task.submitted", "task": "t", "app": "a", "queue": "root.default", "resources": {"vcore": 1}}]).encode(), reply=inbox)
+        await nc.publish(
+            "preemptd.try.default",
+            json.dumps([{"type": "task.submitted", "task": "t", "app": "a", "queue": "root.default", "resources": {"vcore": 1}}]).encode(),
+            reply=inbox,
+        )
         with anyio.move_on_after(2):
             async for message in subscription.messages:
                 replies.append(json.loads(message.data))
@@ -230,7 +238,9 @@ def test_a_write_past_its_check_never_lands_after_a_standby_took_over(postgres_l
     anyio.run(publish, nats_server.url, [event("task.submitted", "waits", task="waits", app="a", queue="root.default", resources={"vcore": 1})])
     waiting = "select count(*) from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and application_name like 'preemptd%'"
     wait_for(lambda: scalar(postgres_log, waiting) >= 1, what="the writer's commit to wait, past its check")
-    assert postgres(postgres_log, f"select pg_terminate_backend(pid) from pg_locks where locktype = 'advisory' and granted and {LEASE}")  # only the lease's connection ends
+    assert postgres(
+        postgres_log, f"select pg_terminate_backend(pid) from pg_locks where locktype = 'advisory' and granted and {LEASE}"
+    )  # only the lease's connection ends
     standby.listening(timeout=60)
     release.set()
     holder.join()
@@ -293,7 +303,9 @@ def test_the_commands_find_a_postgresql_log_through_the_state_directory(postgres
     without its password."""
     with_password = postgres_log.replace("postgresql://postgres@", "postgresql://postgres:secret@")
     daemon = daemon_factory("--db", with_password).start()
-    daemon.publish("- {type: node.upserted, node: n1, capacity: {vcore: 4}}\n- {type: task.submitted, task: t, app: a, queue: root.default, resources: {vcore: 1}}\n")
+    daemon.publish(
+        "- {type: node.upserted, node: n1, capacity: {vcore: 4}}\n- {type: task.submitted, task: t, app: a, queue: root.default, resources: {vcore: 1}}\n"
+    )
     wait_for(lambda: scalar(postgres_log, "select count(*) from log where type = 'decision.allocated'") == 1, what="the task decided")
     written = (daemon.state_dir / "log.url").read_text()
     assert "secret" not in written and written.strip() == postgres_log
@@ -304,7 +316,9 @@ def test_the_commands_find_a_postgresql_log_through_the_state_directory(postgres
     assert daemon.stop() == 0
 
 
-def test_a_standby_started_with_an_older_file_keeps_the_newer_configuration(postgres_log: str, nats_server: EmbeddedNats, daemon_factory, tmp_path: Path) -> None:
+def test_a_standby_started_with_an_older_file_keeps_the_newer_configuration(
+    postgres_log: str, nats_server: EmbeddedNats, daemon_factory, tmp_path: Path
+) -> None:
     """A failover: the writer and its standby started with the same file (max 48); a newer
     configuration (max 24) came through `preemptd apply`; the writer dies and the standby
     takes over with its file, unchanged: it re-applied 48. It keeps 24 now, and says why."""

@@ -99,7 +99,10 @@ def _example_log(name: str) -> list[LogRecord]:
 
 
 @settings(max_examples=30, deadline=None)
-@given(name=st.sampled_from(["general", "allow-preemption", "priority-queues", "fence", "kueue/reclaim-within-cohort", "volcano/hierarchical-capacity"]), cut=st.floats(0, 1))
+@given(
+    name=st.sampled_from(["general", "allow-preemption", "priority-queues", "fence", "kueue/reclaim-within-cohort", "volcano/hierarchical-capacity"]),
+    cut=st.floats(0, 1),
+)
 def test_folding_in_two_halves_with_a_snapshot_equals_folding_once(name: str, cut: float) -> None:
     records = _example_log(name)
     split = int(len(records) * cut)

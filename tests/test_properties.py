@@ -71,7 +71,9 @@ def clusters(draw: st.DrawFn) -> Scenario:
     tree = draw(queue_tree())
     leaves = _leaves(tree)
     nodes = draw(st.lists(st.integers(2, 8), min_size=1, max_size=3))
-    events: list[dict[str, Any]] = [{"at": 0, "type": "node.upserted", "node": f"n{i}", "capacity": {"vcore": v, "memory": f"{4 * v}Gi"}} for i, v in enumerate(nodes)]
+    events: list[dict[str, Any]] = [
+        {"at": 0, "type": "node.upserted", "node": f"n{i}", "capacity": {"vcore": v, "memory": f"{4 * v}Gi"}} for i, v in enumerate(nodes)
+    ]
     for app in range(draw(st.integers(3, 8))):
         queue = draw(st.sampled_from(leaves))
         at = f"{draw(st.sampled_from([0, 0, 5, 10, 15, 20]))}s"
@@ -84,7 +86,9 @@ def clusters(draw: st.DrawFn) -> Scenario:
                 "queue": queue,
                 "resources": {"vcore": draw(st.integers(1, 3)), "memory": f"{draw(st.sampled_from([0, 1, 2, 4]))}Gi"},
             }
-            spec.update(draw(st.sampled_from([{"priority": 0}, {"priority": 5}, {"priority": 10}, {"priority_class": "never"}, {"priority_class": "opted-out"}])))
+            spec.update(
+                draw(st.sampled_from([{"priority": 0}, {"priority": 5}, {"priority": 10}, {"priority_class": "never"}, {"priority_class": "opted-out"}]))
+            )
             if draw(st.integers(0, 9)) == 0:
                 spec["allow_preemption"] = False
             if draw(st.integers(0, 3)) == 0:  # common: each pod its own application makes every pod one

@@ -45,7 +45,10 @@ def cuts(draw: st.DrawFn) -> dict:
 
     events: list[dict] = [{"type": "node.upserted", "node": "n1", "capacity": {"vcore": 64}}]
     for name, sizes in tasks.items():
-        events += [{"type": "task.submitted", "task": f"{name}-{i}", "app": name, "queue": f"root.team.{name}", "resources": {"vcore": size}} for i, size in enumerate(sizes)]
+        events += [
+            {"type": "task.submitted", "task": f"{name}-{i}", "app": name, "queue": f"root.team.{name}", "resources": {"vcore": size}}
+            for i, size in enumerate(sizes)
+        ]
     events.append({"at": "10s", "type": "config.applied", "config": config(lowered=True)})
     return {"name": "cut", "config": config(lowered=False), "events": events, "until": "40s"}
 

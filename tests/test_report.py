@@ -143,7 +143,11 @@ def test_an_unknown_partition_or_window_is_a_one_line_refusal(tmp_path: Path) ->
 
 @pytest.mark.parametrize(
     ("example", "bounds"),
-    [("general", ("guaranteed", "max")), ("kueue/reclaim-within-cohort", ("nominal quota", "borrowing limit")), ("volcano/hierarchical-capacity", ("deserved", "capability"))],
+    [
+        ("general", ("guaranteed", "max")),
+        ("kueue/reclaim-within-cohort", ("nominal quota", "borrowing limit")),
+        ("volcano/hierarchical-capacity", ("deserved", "capability")),
+    ],
 )
 def test_the_page_opens_in_a_headless_browser_without_a_script_error_in_its_models_words(example: str, bounds: tuple[str, str], tmp_path: Path) -> None:
     """The page draws, and names a queue's bounds as the model's users do, in its summary and legend."""
@@ -171,8 +175,23 @@ def _rendered(page: Path, *, then: str = "", size: str = "1400,900") -> dict[str
         waiting = "(function wait() { if (document.body.dataset.rendered !== 'ok') return setTimeout(wait, 20); %s })();" % then
         page.write_text(page.read_text().replace("</body>", f"<script>{waiting}</script></body>"))
     profile = page.parent / "chromium-profile"
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
-    dom = subprocess.run([BROWSER, *flags, f"--user-data-dir={profile}", f"--window-size={size}", "--virtual-time-budget=5000", "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120).stdout
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--hide-scrollbars",
+    ]
+    dom = subprocess.run(
+        [BROWSER, *flags, f"--user-data-dir={profile}", f"--window-size={size}", "--virtual-time-budget=5000", "--dump-dom", page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
     body = re.search(r"<body([^>]*)>", dom)
     assert body, dom[:500]
     found = {key: html.unescape(value) for key, value in re.findall(r'([\w-]+)="([^"]*)"', body.group(1))}
@@ -190,11 +209,17 @@ def _browser() -> None:
 #: Run in the page once drawn: the text of what is on the first screen (1400x900) in the strip
 #: and the decision table, then a click on the strip's first preemption and what the table shows.
 _FIRST_SCREEN = """
-const seen = (selector) => [...document.querySelectorAll(selector)].filter((n) => { const b = n.getBoundingClientRect(); return b.width > 0 && b.top >= 0 && b.bottom <= innerHeight; }).map((n) => n.textContent);
+const seen = (selector) => [...document.querySelectorAll(selector)]
+  .filter((n) => { const b = n.getBoundingClientRect(); return b.width > 0 && b.top >= 0 && b.bottom <= innerHeight; })
+  .map((n) => n.textContent);
 document.body.dataset.strip = JSON.stringify(seen(".strip text.who, .strip text.why"));
 document.body.dataset.rows = JSON.stringify(seen(".decisions tbody tr"));
 document.querySelector(".strip .preemption").dispatchEvent(new MouseEvent("click", { bubbles: true }));
-document.body.dataset.focused = JSON.stringify({ caption: document.querySelector(".decisions .caption").textContent, ids: [...document.querySelectorAll(".decisions tbody tr")].map((r) => r.dataset.id), open: [...document.querySelectorAll(".decisions tbody details")].every((d) => d.open) });
+document.body.dataset.focused = JSON.stringify({
+  caption: document.querySelector(".decisions .caption").textContent,
+  ids: [...document.querySelectorAll(".decisions tbody tr")].map((r) => r.dataset.id),
+  open: [...document.querySelectorAll(".decisions tbody details")].every((d) => d.open),
+});
 """
 
 
@@ -283,8 +308,14 @@ def _sampled_at_instant_ends(records: list, samples: int) -> list[float]:
 def _bursts(count: int, size: int) -> list:
     """The records of `count` bursts of `size` one-core tasks, a second apart, each allocated in one cycle."""
     events = [{"type": "node.upserted", "node": "n1", "capacity": {"vcore": count * size}}]
-    events += [{"at": f"{1 + b}s", "type": "task.submitted", "task": f"t{b}-{i}", "app": f"a{b}", "queue": "root.default", "resources": {"vcore": 1}} for b in range(count) for i in range(size)]
-    return simulate(msgspec.convert({"name": "bursts", "config": {"queues": [{"name": "default"}]}, "events": events, "until": f"{count + 2}s"}, Scenario)).records
+    events += [
+        {"at": f"{1 + b}s", "type": "task.submitted", "task": f"t{b}-{i}", "app": f"a{b}", "queue": "root.default", "resources": {"vcore": 1}}
+        for b in range(count)
+        for i in range(size)
+    ]
+    return simulate(
+        msgspec.convert({"name": "bursts", "config": {"queues": [{"name": "default"}]}, "events": events, "until": f"{count + 2}s"}, Scenario)
+    ).records
 
 
 def test_a_curve_is_sampled_between_cycles_never_within_one() -> None:
@@ -323,7 +354,10 @@ const boxes = [...document.querySelectorAll(".strip text")].map((t) => t.getBoun
 const overlapping = boxes.some((a, i) => boxes.some((b, j) => j > i && a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom));
 const clicked = document.querySelectorAll(".strip .preemption");
 clicked[clicked.length - 1].dispatchEvent(new MouseEvent("click", { bubbles: true }));
-document.body.dataset.layout = JSON.stringify({ ticks: clicked.length, overlapping, right: Math.max(...boxes.map((b) => b.right)), width: innerWidth, caption: document.querySelector(".decisions .caption").textContent });
+document.body.dataset.layout = JSON.stringify({
+  ticks: clicked.length, overlapping, right: Math.max(...boxes.map((b) => b.right)), width: innerWidth,
+  caption: document.querySelector(".decisions .caption").textContent,
+});
 """
 
 
@@ -332,8 +366,13 @@ def test_a_crowded_strip_shares_ticks_and_no_label_overlaps_another(tmp_path: Pa
     covers another or leaves the page, and a click on a tick lists all its preemptions."""
     events = [{"type": "node.upserted", "node": f"n{i}", "capacity": {"vcore": 100}} for i in range(20)]
     events += [{"type": "task.submitted", "task": f"low-{i}", "app": f"low{i % 50}", "queue": "root.low", "resources": {"vcore": 1}} for i in range(2000)]
-    events += [{"at": f"{10 + i // 5}s", "type": "task.submitted", "task": f"hi-{i}", "app": f"hi{i % 20}", "queue": "root.high", "resources": {"vcore": 1}} for i in range(600)]
-    queues = [{"name": "root", "properties": {"preemption.delay": "1s"}, "queues": [{"name": "low"}, {"name": "high", "resources": {"guaranteed": {"vcore": 1000}}}]}]
+    events += [
+        {"at": f"{10 + i // 5}s", "type": "task.submitted", "task": f"hi-{i}", "app": f"hi{i % 20}", "queue": "root.high", "resources": {"vcore": 1}}
+        for i in range(600)
+    ]
+    queues = [
+        {"name": "root", "properties": {"preemption.delay": "1s"}, "queues": [{"name": "low"}, {"name": "high", "resources": {"guaranteed": {"vcore": 1000}}}]}
+    ]
     config = {"queues": queues, "preemption": {"max_victims_per_cycle": 100000, "max_share_per_cycle": 1.0}}
     scenario = tmp_path / "crowded.yaml"
     scenario.write_text(yaml.safe_dump({"name": "crowded", "config": config, "events": events, "until": "200s"}))
@@ -354,7 +393,11 @@ def test_one_clock_across_the_page_and_a_word_when_scripts_are_off(tmp_path: Pat
     _browser()
     page = tmp_path / "log.html"
     assert re.search(r"<body><noscript>This report draws its charts and tables with JavaScript[^<]*</noscript>", page.read_text()), "said when scripts are off"
-    body = _rendered(page, then="DATA.absolute_time = true; DATA.period = {from: {t: 1764340200}, to: {t: 1764343800}}; document.body.dataset.ticks = JSON.stringify(timeTicks(null, [1764340200, 1764341100, 1764342930]));")
+    body = _rendered(
+        page,
+        then="DATA.absolute_time = true; DATA.period = {from: {t: 1764340200}, to: {t: 1764343800}}; document.body.dataset.ticks = "
+        "JSON.stringify(timeTicks(null, [1764340200, 1764341100, 1764342930]));",
+    )
     assert json.loads(body["data-ticks"]) == ["14:30", "14:45", "15:15:30"], "UTC, 24-hour, as the rest of the page"
 
 
@@ -364,7 +407,10 @@ def test_the_report_shows_the_queues_as_the_user_set_them(tmp_path: Path) -> Non
     queues in the model's terms, as `state` shows them, beside the model's own tables."""
     report_of(tmp_path, ROOT / "examples" / "volcano" / "hierarchical-capacity.yaml")
     _browser()
-    read = "const t = document.querySelector('[data-table=queues]'); document.body.dataset.queues = JSON.stringify([...t.querySelectorAll('tr')].map((r) => [...r.children].map((c) => c.textContent.trim())));"
+    read = (
+        "const t = document.querySelector('[data-table=queues]'); document.body.dataset.queues = "
+        "JSON.stringify([...t.querySelectorAll('tr')].map((r) => [...r.children].map((c) => c.textContent.trim())));"
+    )
     rows = json.loads(_rendered(tmp_path / "log.html", then=read)["data-queues"])
     assert rows[0][:4] == ["queue", "weight", "capability", "guarantee"], rows[0]
     assert ["eng", "1", "cpu 8", "-"] == rows[[r[0] for r in rows].index("eng")][:4], rows

@@ -41,7 +41,14 @@ async def _log_cut_at(target: str, tmp_path: Path, cuts: tuple[int, ...] = CUTS)
     store = await Store.open(target)
     try:
         async for page in source.rows(1, 10**9):
-            await store.commit(Batch(rows=[LogRow(seq, event_id, kind, partition, ts, received, payload, stream_seq) for seq, event_id, kind, partition, ts, received, stream_seq, payload in page]))
+            await store.commit(
+                Batch(
+                    rows=[
+                        LogRow(seq, event_id, kind, partition, ts, received, payload, stream_seq)
+                        for seq, event_id, kind, partition, ts, received, stream_seq, payload in page
+                    ]
+                )
+            )
     finally:
         await source.close()
         await store.close()
@@ -73,7 +80,14 @@ async def test_closed_segments_are_archived_whole_and_leave_the_live_log_by_size
         assert [f.name for f in files] == [f"{store.log_id}-{first:012d}-{last:012d}.jsonl.gz" for first, last in ((1, 30), (31, 60), (61, 90))]
         first, second = _lines(files[0]), _lines(files[1])
         header = second[0]
-        assert (header["preemptd"], header["first"], header["last"], header["records"], header["partitions"], header["snapshot"]) == ("segment", 31, 60, 30, ["default"], 30)
+        assert (header["preemptd"], header["first"], header["last"], header["records"], header["partitions"], header["snapshot"]) == (
+            "segment",
+            31,
+            60,
+            30,
+            ["default"],
+            30,
+        )
         assert second[1]["snapshot"] == 30 and second[1]["format"] == "msgpack", "the snapshot the segment starts from is in it"
         assert [line["seq"] for line in second[2:]] == list(range(31, 61))
         assert first[0]["snapshot"] is None and first[1]["seq"] == 1, "the first segment starts from nothing"
@@ -191,9 +205,14 @@ def test_a_running_daemon_archives_drops_and_still_replays_everything(nats_serve
     the archive, and those older than a second leave the live log; the streams are bounded by
     the same policy; replay over the archive and the live log reproduces every decision."""
     archive = tmp_path / "archive"
-    daemon = daemon_factory("--nats-url", nats_server.url, "--archive", str(archive), "--retain", "1s", "--retain-bytes", "64Mi", "--snapshot-every", "100").start()
+    daemon = daemon_factory(
+        "--nats-url", nats_server.url, "--archive", str(archive), "--retain", "1s", "--retain-bytes", "64Mi", "--snapshot-every", "100"
+    ).start()
     nodes = "".join(f"- {{type: node.upserted, node: n{n}, capacity: {{vcore: 100}}}}\n" for n in range(4))
-    tasks = lambda first, count: "".join(f"- {{type: task.submitted, id: s{i}, task: t{i}, app: a{i // 10}, queue: root.default, resources: {{vcore: 1}}}}\n" for i in range(first, first + count))  # noqa: E731
+    tasks = lambda first, count: "".join(
+        f"- {{type: task.submitted, id: s{i}, task: t{i}, app: a{i // 10}, queue: root.default, resources: {{vcore: 1}}}}\n"
+        for i in range(first, first + count)
+    )  # noqa: E731
     daemon.publish(nodes + tasks(0, 300))
     for wave in (1, 2):  # the snapshot after each wave closes a segment (it spans more than 1/8 s)
         daemon.decisions_until(lambda found: len(found) >= 200 + 100 * wave)
@@ -202,7 +221,9 @@ def test_a_running_daemon_archives_drops_and_still_replays_everything(nats_serve
     daemon.decisions_until(lambda found: len(found) >= 500)
     db = daemon.state_dir / "preemptd.db"
     wait_for(lambda: "segment dropped from the live log" in daemon.log_text(), what="a segment dropped")
-    again = [event("task.submitted", f"s{i}", msg_id=f"again-{i}", task=f"t{i}", app=f"a{i // 10}", queue="root.default", resources={"vcore": 1}) for i in range(20)]
+    again = [
+        event("task.submitted", f"s{i}", msg_id=f"again-{i}", task=f"t{i}", app=f"a{i // 10}", queue="root.default", resources={"vcore": 1}) for i in range(20)
+    ]
     anyio.run(publish, nats_server.url, again)  # sent again after NATS' de-duplication window (a new Nats-Msg-Id) and after their rows left the live log
     duplicates = "select count(*) from dead_letters where reason like 'duplicate id %'"
     wait_for(lambda: sqlite3.connect(daemon.state_dir / "preemptd.db").execute(duplicates).fetchone()[0] == 20, what="20 duplicates")
@@ -226,7 +247,10 @@ async def stream_limits(url: str) -> dict[str, tuple[float, int]]:
     nc = await nats.connect(url)
     try:
         js = nc.jetstream()
-        return {name: ((info := await js.stream_info(name)).config.max_age, info.config.max_bytes) for name in ("PREEMPTD_CLUSTER", "PREEMPTD_DECISIONS", "PREEMPTD_REJECTED")}
+        return {
+            name: ((info := await js.stream_info(name)).config.max_age, info.config.max_bytes)
+            for name in ("PREEMPTD_CLUSTER", "PREEMPTD_DECISIONS", "PREEMPTD_REJECTED")
+        }
     finally:
         await nc.close()
 

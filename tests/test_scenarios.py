@@ -12,7 +12,15 @@ from preemptd.events import Scenario
 from preemptd.scheduling import check, replay, simulate
 
 ROOT = Path(__file__).resolve().parent.parent
-FILES = sorted([*ROOT.glob("examples/*.yaml"), *ROOT.glob("examples/kueue/*.yaml"), *ROOT.glob("examples/volcano/*.yaml"), *ROOT.glob("examples/quota/*.yaml"), *ROOT.glob("tests/scenarios/*.yaml")])
+FILES = sorted(
+    [
+        *ROOT.glob("examples/*.yaml"),
+        *ROOT.glob("examples/kueue/*.yaml"),
+        *ROOT.glob("examples/volcano/*.yaml"),
+        *ROOT.glob("examples/quota/*.yaml"),
+        *ROOT.glob("tests/scenarios/*.yaml"),
+    ]
+)
 
 
 def load(path: Path) -> Scenario:

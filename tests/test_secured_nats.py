@@ -22,10 +22,7 @@ from preemptd.daemon.errors import BusError
 
 pytestmark = pytest.mark.slow
 
-EVENTS = (
-    "- {type: node.upserted, node: n1, capacity: {vcore: 4}}\n"
-    "- {type: task.submitted, task: t1, app: a1, queue: root.default, resources: {vcore: 1}}\n"
-)
+EVENTS = "- {type: node.upserted, node: n1, capacity: {vcore: 4}}\n- {type: task.submitted, task: t1, app: a1, queue: root.default, resources: {vcore: 1}}\n"
 
 
 def publish_and_tail(tmp_path: Path, url: str, *options: str, env: dict[str, str] | None = None) -> list[dict]:
@@ -59,7 +56,9 @@ def test_a_daemon_on_a_tls_server_with_a_password_decides_and_never_shows_the_pa
     server, tls = tls_server
     daemon = daemon_factory("--nats-url", f"tls://{USER}:{PASSWORD}@127.0.0.1:{server.port}", "--nats-tls-ca", str(tls.ca)).start()
     assert daemon.url == f"tls://***@127.0.0.1:{server.port}"
-    decisions = publish_and_tail(tmp_path, f"tls://127.0.0.1:{server.port}", "--nats-tls-ca", str(tls.ca), env={"PREEMPTD_NATS_USER": USER, "PREEMPTD_NATS_PASSWORD": PASSWORD})
+    decisions = publish_and_tail(
+        tmp_path, f"tls://127.0.0.1:{server.port}", "--nats-tls-ca", str(tls.ca), env={"PREEMPTD_NATS_USER": USER, "PREEMPTD_NATS_PASSWORD": PASSWORD}
+    )
     assert [(d["type"], d["task"]) for d in decisions] == [("decision.allocated", "t1")]
     assert daemon.stop() == 0
     assert PASSWORD not in daemon.log_text() and PASSWORD not in (daemon.state_dir / "nats.url").read_text()
@@ -71,7 +70,9 @@ def test_a_wrong_password_is_a_one_line_refusal_that_does_not_repeat_it(tls_serv
     tail = preemptd("tail", "--timeout", "5", "--nats-url", f"tls://127.0.0.1:{server.port}", "--nats-tls-ca", str(tls.ca), env=wrong)
     line = one_line_refusal(tail, "refused the connection: authorization violation")
     assert "not-the-password" not in line
-    run = preemptd("run", "--state-dir", str(tmp_path / "state"), "--nats-url", f"tls://{USER}:not-the-password@127.0.0.1:{server.port}", "--nats-tls-ca", str(tls.ca))
+    run = preemptd(
+        "run", "--state-dir", str(tmp_path / "state"), "--nats-url", f"tls://{USER}:not-the-password@127.0.0.1:{server.port}", "--nats-tls-ca", str(tls.ca)
+    )
     assert run.returncode == 2, run.stderr
     refusal = run.stderr.strip().splitlines()[-1]  # after the daemon's log of its start
     assert refusal.startswith(f"preemptd: NATS at tls://***@127.0.0.1:{server.port} refused the connection: authorization violation")
@@ -245,7 +246,9 @@ def test_the_readmes_permissions_let_each_role_do_its_part_and_no_more(daemon_fa
         assert daemon.stop() == 0
         with sqlite3.connect(daemon.state_dir / "preemptd.db") as db:
             records = db.execute("select type from log order by seq").fetchall() + db.execute("select reason from dead_letters").fetchall()
-        assert [kind for (kind,) in records] == ["node.upserted", "task.submitted", "clock.ticked", "decision.allocated"], "the answer aimed at the cluster's events went nowhere"
+        assert [kind for (kind,) in records] == ["node.upserted", "task.submitted", "clock.ticked", "decision.allocated"], (
+            "the answer aimed at the cluster's events went nowhere"
+        )
 
 
 class _Arrived:

@@ -213,7 +213,14 @@ async def test_a_stop_while_the_log_is_folded_at_start_keeps_what_was_folded_in_
     store = await Store.open(log_target)
     try:
         events = [NodeUpserted(id=f"n{i}", ts=1, node=f"n{i}", capacity=Resources({"vcore": 1000})) for i in range(1, 60_001)]
-        await store.commit(Batch(rows=[LogRow(seq=i, event_id=e.id, type="node.upserted", partition="default", ts=1, received=1, payload=encode(e)) for i, e in enumerate(events, 1)]))
+        await store.commit(
+            Batch(
+                rows=[
+                    LogRow(seq=i, event_id=e.id, type="node.upserted", partition="default", ts=1, received=1, payload=encode(e))
+                    for i, e in enumerate(events, 1)
+                ]
+            )
+        )
         stop = anyio.CancelScope()
         fold = history.apply
 

@@ -80,7 +80,9 @@ def test_json_output_stays_exact(hostile_log: Path) -> None:
 def test_a_dead_letter_shows_what_was_sent_escaped() -> None:
     from preemptd.daemon.records import DeadLetter
 
-    dead = DeadLetter(received=0, subject=f"preemptd.cluster.x{HOSTILE}.task", reason=f"unknown task {HOSTILE!r}", raw=HOSTILE.encode() + b"\xff", event_id=HOSTILE)
+    dead = DeadLetter(
+        received=0, subject=f"preemptd.cluster.x{HOSTILE}.task", reason=f"unknown task {HOSTILE!r}", raw=HOSTILE.encode() + b"\xff", event_id=HOSTILE
+    )
     text = render.dead_letter(dead)
     assert not any(ch in text for ch in "\x1b\x07\u202e\u2066\u200b\u2028\x9b\x7f")
     assert text.count("\\x1b]0;owned\\x07") == 4 and "\ufffd" in text, "subject, id, reason and payload; bytes not UTF-8 replaced"

@@ -69,7 +69,10 @@ def test_asking_in_a_forked_child_leaves_the_state_as_it_was() -> None:
         (b"not json", "the query is not JSON"),
         (b"[1]", "event 1 is not a JSON object"),
         (json.dumps([{"type": "task.submited", "task": "x"}]).encode(), "event 1: unknown event type 'task.submited'"),
-        (json.dumps([{"type": "task.submitted", "task": "x", "app": "a", "queue": "root.a", "resources": {"vcore": 1}}] * 1001).encode(), "a query holds at most 1,000"),
+        (
+            json.dumps([{"type": "task.submitted", "task": "x", "app": "a", "queue": "root.a", "resources": {"vcore": 1}}] * 1001).encode(),
+            "a query holds at most 1,000",
+        ),
         (b"[" * 100_000 + b"]" * 100_000, "nests objects and arrays 100,000 levels deep; the limit is 64"),  # parsed, a RecursionError
         (b"[" + b" " * (1 << 20) + b"]", "the limit is 1,048,576"),
     ],
@@ -82,7 +85,9 @@ def test_a_query_that_cannot_be_asked_is_refused_with_a_reason(body: bytes, said
 
 def test_a_query_of_an_unknown_partition_or_queue_is_refused_in_one_line() -> None:
     state = quickstart_state()
-    task = ask_events(json.dumps([{"type": "task.submitted", "task": "x", "app": "a", "queue": "root.nowhere", "resources": {"vcore": 1}}]).encode(), "default", 0)
+    task = ask_events(
+        json.dumps([{"type": "task.submitted", "task": "x", "app": "a", "queue": "root.nowhere", "resources": {"vcore": 1}}]).encode(), "default", 0
+    )
     for partition, events, said in (("gpu", task, "no partition 'gpu' here (known: default)"), ("default", task, "event 1 (try-1): ")):
         answer = json.loads(answer_json(_refusal(state, partition, events)))
         assert said in answer["refused"] and "\n" not in answer["refused"]
@@ -106,7 +111,10 @@ def test_queries_in_between_change_nothing_the_daemon_logs_or_decides(steps: lis
     def run(asking: bool) -> list:
         state, log, now = quickstart_state(), [], 4000
         for n, (tasks, ask) in enumerate(steps):
-            events = [{"type": "task.submitted", "task": f"t{n}-{i}", "app": f"app{n}-{queue}", "queue": queue, "resources": {"vcore": size}} for i, (queue, size) in enumerate(tasks)]
+            events = [
+                {"type": "task.submitted", "task": f"t{n}-{i}", "app": f"app{n}-{queue}", "queue": queue, "resources": {"vcore": size}}
+                for i, (queue, size) in enumerate(tasks)
+            ]
             if asking and ask:
                 query = [{**e, "task": f"q-{e['task']}"} for e in events]
                 anyio.run(lambda: trial_in_child(state, "default", json.dumps(query).encode(), now, tick=1000))
@@ -131,17 +139,25 @@ def test_asked_of_a_log_at_a_point_and_under_another_configuration(tmp_path: Pat
     db = tmp_path / "general.db"
     assert preemptd("simulate", str(ROOT / "examples" / "general.yaml"), "--quiet", "--db", str(db)).returncode == 0
     asked = tmp_path / "ask.yaml"
-    asked.write_text(yaml.safe_dump([{"type": "task.submitted", "task": f"late-{i}", "app": "late", "queue": "root.normal.queue-2", "resources": {"vcore": 1}} for i in range(8)]))
+    asked.write_text(
+        yaml.safe_dump(
+            [{"type": "task.submitted", "task": f"late-{i}", "app": "late", "queue": "root.normal.queue-2", "resources": {"vcore": 1}} for i in range(8)]
+        )
+    )
     here = preemptd("try", str(asked), "--db", str(db), "--at", "30", "--json")
     assert here.returncode == 0, here.stderr
     answer = json.loads(here.stdout)
     assert answer["seq"] == 30 and answer["model"] == "yunikorn"
-    what_if = preemptd("try", str(asked), "--db", str(db), "--at", "30", "--json", "--config", str(ROOT / "examples" / "what-if" / "general-bigger-guarantee.yaml"))
+    what_if = preemptd(
+        "try", str(asked), "--db", str(db), "--at", "30", "--json", "--config", str(ROOT / "examples" / "what-if" / "general-bigger-guarantee.yaml")
+    )
     assert what_if.returncode == 0, what_if.stderr
     preempting = [sum(d["type"] == "decision.preempted" for d in json.loads(out)["decisions"]) for out in (here.stdout, what_if.stdout)]
     assert preempting == [3, 5] and json.loads(what_if.stdout)["seq"] == 30, preempting
     text = preemptd("try", str(asked), "--db", str(db), "--at", "30")
-    assert "in 10 s, when a delay runs out: late-2 (root.normal.queue-2) would preempt app-1-10 (root.normal.queue-1) on node-1 [guarantee]" in text.stdout, text.stdout
+    assert "in 10 s, when a delay runs out: late-2 (root.normal.queue-2) would preempt app-1-10 (root.normal.queue-1) on node-1 [guarantee]" in text.stdout, (
+        text.stdout
+    )
     assert preemptd("state", "--db", str(db)).stdout == preemptd("state", "--db", str(db)).stdout
     past = preemptd("try", str(asked), "--db", str(db), "--at", "100000")
     assert past.returncode == 2 and "past the end of the log" in past.stderr
@@ -156,9 +172,19 @@ _GANG += [{"type": "task.submitted", "task": f"gang-{i}", "app": "gang", "queue"
     ("example", "at", "events", "expected"),
     [
         # team-a has room at seq 10: the workload is admitted, with its flavor
-        ("kueue/reclaim-within-cohort", "10", _A9, lambda ds: [(d["type"], d["app"], d.get("flavors")) for d in ds] == [("decision.admitted", "a-9", {"cpu": "default-flavor"})]),
+        (
+            "kueue/reclaim-within-cohort",
+            "10",
+            _A9,
+            lambda ds: [(d["type"], d["app"], d.get("flavors")) for d in ds] == [("decision.admitted", "a-9", {"cpu": "default-flavor"})],
+        ),
         # at seq 15 team-b borrows what team-a lent: the workload would evict b-2, reclaiming
-        ("kueue/reclaim-within-cohort", "15", _A9, lambda ds: [(d["type"], d["app"], d["preemptor"], d["reason"]) for d in ds] == [("decision.evicted", "b-2", "a-9", "InCohortReclamation")]),
+        (
+            "kueue/reclaim-within-cohort",
+            "15",
+            _A9,
+            lambda ds: [(d["type"], d["app"], d["preemptor"], d["reason"]) for d in ds] == [("decision.evicted", "b-2", "a-9", "InCohortReclamation")],
+        ),
         # a gang of two in eng-dev at the end: both tasks decided, together
         ("volcano/hierarchical-capacity", None, _GANG, lambda ds: {d.get("task") or d.get("preemptor") for d in ds} >= {"gang-0", "gang-1"}),
     ],
@@ -178,14 +204,22 @@ def test_kueue_and_volcano_answer_in_their_own_terms(example: str, at: str | Non
 def _workload(name: str, count: int, cpu: str) -> dict:
     """A Kueue Workload as `kubectl get -o yaml` prints it, for ClusterQueue team-a's LocalQueue."""
     pod = {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}}
-    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": name, "namespace": "ml"}, "spec": {"queueName": "training", "podSets": [{"name": "main", "count": count, "template": pod}]}}
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": "ml"},
+        "spec": {"queueName": "training", "podSets": [{"name": "main", "count": count, "template": pod}]},
+    }
 
 
 @pytest.mark.parametrize(
     ("workload", "said"),
     [
         (_workload("fresh", 2, "1"), "  now: workload fresh (ClusterQueue team-a) would be admitted: cpu in default-flavor"),
-        (_workload("huge", 2, "100"), "  now: workload huge (ClusterQueue team-a) would wait: flavor default-flavor: 200 cpu is more than ClusterQueue team-a can ever have (4)"),
+        (
+            _workload("huge", 2, "100"),
+            "  now: workload huge (ClusterQueue team-a) would wait: flavor default-flavor: 200 cpu is more than ClusterQueue team-a can ever have (4)",
+        ),
     ],
 )
 def test_a_kueue_answer_speaks_of_the_workload_not_its_pods(workload: dict, said: str, tmp_path: Path) -> None:
@@ -238,7 +272,8 @@ def test_a_client_in_another_language_asks_with_nats_plain_protocol(daemon_facto
     script = f"""
 exec 3<>/dev/tcp/{host}/{port}
 read -r info <&3
-printf 'CONNECT {{"verbose":false,"pedantic":false,"headers":false}}\\r\\nSUB _INBOX.bash 1\\r\\nPUB preemptd.try.default _INBOX.bash %d\\r\\n%s\\r\\nPING\\r\\n' {len(query.encode())} '{query}' >&3
+connect='CONNECT {{"verbose":false,"pedantic":false,"headers":false}}\\r\\n'
+printf "$connect"'SUB _INBOX.bash 1\\r\\nPUB preemptd.try.default _INBOX.bash %d\\r\\n%s\\r\\nPING\\r\\n' {len(query.encode())} '{query}' >&3
 while read -r -t 10 line <&3; do
   case "$line" in MSG*) read -r -t 10 body <&3; echo "$body"; exit 0;; esac
 done
@@ -248,7 +283,6 @@ exit 1
     assert answered.returncode == 0, answered.stderr
     answer = json.loads(answered.stdout)
     assert [(d["preemptor"], d["victims"][0]["task"]) for d in answer["decisions"]] == [("a-1", "b-4"), ("a-2", "b-3")]
-
 
 
 def test_the_query_and_its_answer_follow_their_json_schemas() -> None:
@@ -342,7 +376,9 @@ def test_an_answer_larger_than_nats_carries_is_refused_in_one_line() -> None:
     for nothing."""
     queries = Queries(quickstart_state, tick=1000, partitions=None, max_payload=300)
     answer = json.loads(anyio.run(lambda: queries.answer("preemptd.try.default", team_a_query(), "_INBOX.a.1")))
-    assert re.fullmatch(r"the answer is [\d,]+ bytes, more than a reply may be \(300, NATS's max_payload permitting\): ask about fewer tasks", answer["refused"])
+    assert re.fullmatch(
+        r"the answer is [\d,]+ bytes, more than a reply may be \(300, NATS's max_payload permitting\): ask about fewer tasks", answer["refused"]
+    )
 
 
 @pytest.mark.parametrize("count, size", [(6_000, 2), (64, (1 << 20) - 1024)], ids=["many small", "1 MiB ones"])
@@ -382,5 +418,7 @@ def test_a_flood_of_requests_is_read_at_most_so_many_a_second_then_answered_agai
 
     with caplog.at_level("WARNING"):
         assert anyio.run(flood) == b"answered"
-    assert len(screened) == 1 + min(REQUESTS_PER_SECOND, REQUEST_BYTES_PER_SECOND // size), "the flood read up to the limit (the rest dropped unread), then the request"
+    assert len(screened) == 1 + min(REQUESTS_PER_SECOND, REQUEST_BYTES_PER_SECOND // size), (
+        "the flood read up to the limit (the rest dropped unread), then the request"
+    )
     assert "requests paused: more than the daemon reads a second came" in caplog.text

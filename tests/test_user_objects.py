@@ -45,7 +45,8 @@ spec:
             id="misspelt-kind",
         ),
         pytest.param(
-            CLUSTER_QUEUE + "---\n{apiVersion: config.kueue.x-k8s.io/v1beta2, kind: Configuration, fairSharing: {enable: false, preemptionStrategies: [LessThanInitialShare]}}\n",
+            CLUSTER_QUEUE + "---\n{apiVersion: config.kueue.x-k8s.io/v1beta2, kind: Configuration, fairSharing: {enable: false, preemptionStrategies: "
+            "[LessThanInitialShare]}}\n",
             "Configuration: fairSharing.enable: v1beta2 has no enable",
             id="v1beta1-switch-in-v1beta2",
         ),
@@ -64,8 +65,16 @@ spec:
             "Queue q: unknown field spec.capabilty (did you mean capability?)",
             id="misspelt-queue-field",
         ),
-        pytest.param(CLUSTER_QUEUE.replace("model: kueue\n---\n", ""), "these are kueue objects, and the file names no model: add a first YAML document `model: kueue`", id="no-model-line"),
-        pytest.param("config:\n- {apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {name: q}}\n", "`config` needs `model` beside it (model: volcano)", id="config-without-model"),
+        pytest.param(
+            CLUSTER_QUEUE.replace("model: kueue\n---\n", ""),
+            "these are kueue objects, and the file names no model: add a first YAML document `model: kueue`",
+            id="no-model-line",
+        ),
+        pytest.param(
+            "config:\n- {apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {name: q}}\n",
+            "`config` needs `model` beside it (model: volcano)",
+            id="config-without-model",
+        ),
     ],
 )
 def test_run_refuses_to_start_on_what_it_would_read_as_something_else(tmp_path: Path, text: str, said: str) -> None:
@@ -79,7 +88,10 @@ def test_run_refuses_to_start_on_what_it_would_read_as_something_else(tmp_path: 
 
 def test_simulate_says_when_volcanos_default_can_preempt_nothing(tmp_path: Path) -> None:
     scenario = tmp_path / "volcano.yaml"
-    scenario.write_text("name: no scheduler conf\nmodel: volcano\nconfig:\n- {apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {name: q}}\nevents: []\nuntil: 1s\n")
+    scenario.write_text(
+        "name: no scheduler conf\nmodel: volcano\nconfig:\n- {apiVersion: scheduling.volcano.sh/v1beta1, kind: Queue, metadata: {name: q}}\nevents: "
+        "[]\nuntil: 1s\n"
+    )
     result = preemptd("simulate", str(scenario))
     assert result.returncode == 0
     assert "no preempt or reclaim action, nothing will be preempted" in result.stderr
@@ -101,8 +113,14 @@ def test_kueues_manager_configmap_turns_fair_sharing_on_as_in_kueue(tmp_path: Pa
 @pytest.mark.parametrize(
     ("event", "said"),
     [
-        ({"type": "app.submitted", "app": "resnet", "queue": "training", "minAvailable": 4}, "app.submitted: unknown field `minAvailable` (did you mean `min_available`?)"),
-        ({"type": "app.submitted", "app": "resnet", "queue": "training", "priorityClassName": "high"}, "app.submitted: unknown field `priorityClassName` (did you mean `priority_class`?)"),
+        (
+            {"type": "app.submitted", "app": "resnet", "queue": "training", "minAvailable": 4},
+            "app.submitted: unknown field `minAvailable` (did you mean `min_available`?)",
+        ),
+        (
+            {"type": "app.submitted", "app": "resnet", "queue": "training", "priorityClassName": "high"},
+            "app.submitted: unknown field `priorityClassName` (did you mean `priority_class`?)",
+        ),
     ],
 )
 def test_publish_refuses_a_podgroups_words_before_sending_anything(tmp_path: Path, event: dict, said: str) -> None:
@@ -123,14 +141,23 @@ def test_publish_refuses_a_podgroups_words_before_sending_anything(tmp_path: Pat
                     "apiVersion": "kueue.x-k8s.io/v1beta1",
                     "kind": "ClusterQueue",
                     "metadata": {"name": "a", "annotations": {"preemptd.io/quota-preemtion-delay": "30s"}},
-                    "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": 4}]}]}]},
+                    "spec": {
+                        "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": 4}]}]}]
+                    },
                 },
             ],
             "ClusterQueue a: unknown annotation 'preemptd.io/quota-preemtion-delay' (did you mean preemptd.io/quota-preemption-delay?)",
         ),
         (
             "volcano",
-            [{"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "q", "annotations": {"preemptd.io/fair-sharing": "true"}}, "spec": {"weight": 1}}],
+            [
+                {
+                    "apiVersion": "scheduling.volcano.sh/v1beta1",
+                    "kind": "Queue",
+                    "metadata": {"name": "q", "annotations": {"preemptd.io/fair-sharing": "true"}},
+                    "spec": {"weight": 1},
+                }
+            ],
             "Queue q: unknown annotation 'preemptd.io/fair-sharing' (Volcano reads preemptd.io/quota-preemption-delay)",
         ),
     ],

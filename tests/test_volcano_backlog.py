@@ -74,11 +74,25 @@ def backlogs(draw: st.DrawFn) -> Scenario:
     capacity: dict[str, Any] = {"name": sharing}
     if hierarchy:
         capacity["enableHierarchy"] = True
-    objects.append({"actions": actions, "tiers": [{"plugins": [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}]}, {"plugins": [{"name": "predicates"}, capacity]}]})
-    events: list[dict[str, Any]] = [{"at": "0s", "type": "node.upserted", "node": f"n{i}", "capacity": {"cpu": draw(st.integers(4, 12)), "pods": 20}} for i in range(draw(st.integers(1, 3)))]
+    objects.append(
+        {
+            "actions": actions,
+            "tiers": [{"plugins": [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}]}, {"plugins": [{"name": "predicates"}, capacity]}],
+        }
+    )
+    events: list[dict[str, Any]] = [
+        {"at": "0s", "type": "node.upserted", "node": f"n{i}", "capacity": {"cpu": draw(st.integers(4, 12)), "pods": 20}}
+        for i in range(draw(st.integers(1, 3)))
+    ]
     count = 0
     for _ in range(draw(st.integers(2, 6))):
-        at, queue, size, tasks, priority = draw(st.integers(0, 8)), draw(st.sampled_from(queues)), draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.integers(0, 2))
+        at, queue, size, tasks, priority = (
+            draw(st.integers(0, 8)),
+            draw(st.sampled_from(queues)),
+            draw(st.integers(1, 3)),
+            draw(st.integers(1, 3)),
+            draw(st.integers(0, 2)),
+        )
         gang = draw(st.sampled_from([1, tasks]))
         for _ in range(draw(st.integers(1, 15))):
             job = f"j{count}"

@@ -11,10 +11,11 @@ import pytest
 from preemptd.events import Allocated, Preempted, Scenario
 from preemptd.scheduling import MODELS, Budget, simulate
 
-QUEUES = [
-    {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name}, "spec": {"weight": 1}} for name in ("a", "b")
-]
-CONF = {"actions": "enqueue, allocate, preempt, reclaim", "tiers": [{"plugins": [{"name": "priority"}]}, {"plugins": [{"name": "proportion"}]}]}  # no gang: single-task jobs may be victims
+QUEUES = [{"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name}, "spec": {"weight": 1}} for name in ("a", "b")]
+CONF = {
+    "actions": "enqueue, allocate, preempt, reclaim",
+    "tiers": [{"plugins": [{"name": "priority"}]}, {"plugins": [{"name": "proportion"}]}],
+}  # no gang: single-task jobs may be victims
 
 
 def scenario(events: list[dict]) -> Scenario:
@@ -23,7 +24,10 @@ def scenario(events: list[dict]) -> Scenario:
 
 
 def jobs(queue: str, count: int, first: int = 0, cpu: int = 1) -> list[dict]:
-    return [{"type": "task.submitted", "task": f"{queue}-{i}", "app": f"{queue}-{i}", "queue": queue, "resources": {"cpu": cpu}} for i in range(first, first + count)]
+    return [
+        {"type": "task.submitted", "task": f"{queue}-{i}", "app": f"{queue}-{i}", "queue": queue, "resources": {"cpu": cpu}}
+        for i in range(first, first + count)
+    ]
 
 
 @pytest.fixture

@@ -95,11 +95,17 @@ def test_the_bare_conf_file_is_read_too_and_without_one_volcanos_default_applies
 
 def test_actions_and_plugins_volcano_has_and_preemptd_does_not_model_are_one_note() -> None:
     _, notes = parse_objects([{"actions": "enqueue, shuffle, allocate, shuffle", "tiers": [{"plugins": [{"name": "binpack"}, {"name": "nodeorder"}]}]}])
-    assert notes == ("not modelled: action shuffle: nothing is evicted to rebalance nodes", "not modelled: plugin binpack: nodes are tried by name, not scored", "not modelled: plugin nodeorder: nodes are tried by name, not scored")
+    assert notes == (
+        "not modelled: action shuffle: nothing is evicted to rebalance nodes",
+        "not modelled: plugin binpack: nodes are tried by name, not scored",
+        "not modelled: plugin nodeorder: nodes are tried by name, not scored",
+    )
 
 
 def test_priority_classes_in_the_list_define_priority_classes() -> None:
-    config, _ = parse_objects([{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"}, "value": 1000}, {"actions": "allocate"}])
+    config, _ = parse_objects(
+        [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"}, "value": 1000}, {"actions": "allocate"}]
+    )
     assert config.priority_classes["high"].value == 1000
 
 
@@ -122,24 +128,45 @@ def test_priority_classes_in_the_list_define_priority_classes() -> None:
         ({"spec": {}}, "a Volcano configuration is a list of Volcano objects"),
         # misspellings, refused with the word meant
         ([{"actions": "enqueue, allocate, reclaime"}], "the scheduler configuration: actions: unknown action 'reclaime' (did you mean reclaim?)"),
-        ([{"actions": "reclaim", "tiers": [{"plugins": [{"name": "propotion"}]}]}], "the scheduler configuration: tiers[0]: plugins[0].name: unknown plugin 'propotion' (did you mean proportion?)"),
-        ([{"tiers": [{"plugins": [{"name": "gang", "enablePreemtable": False}]}]}], "the scheduler configuration: unknown field tiers[0].plugins[0].enablePreemtable (did you mean enablePreemptable?)"),
+        (
+            [{"actions": "reclaim", "tiers": [{"plugins": [{"name": "propotion"}]}]}],
+            "the scheduler configuration: tiers[0]: plugins[0].name: unknown plugin 'propotion' (did you mean proportion?)",
+        ),
+        (
+            [{"tiers": [{"plugins": [{"name": "gang", "enablePreemtable": False}]}]}],
+            "the scheduler configuration: unknown field tiers[0].plugins[0].enablePreemtable (did you mean enablePreemptable?)",
+        ),
         ([{"actions": "reclaim", "tires": []}], "the scheduler configuration: unknown field tires (did you mean tiers?)"),
-        ([{"tiers": [{"plugins": [{"name": "capacity", "arguments": {"ancestorReclaimLvl": 1}}]}]}], "plugin capacity: unknown argument 'ancestorReclaimLvl' (did you mean ancestorReclaimLevel?)"),
+        (
+            [{"tiers": [{"plugins": [{"name": "capacity", "arguments": {"ancestorReclaimLvl": 1}}]}]}],
+            "plugin capacity: unknown argument 'ancestorReclaimLvl' (did you mean ancestorReclaimLevel?)",
+        ),
         ([queue("q", capabilty={"cpu": 4})], "Queue q: unknown field spec.capabilty (did you mean capability?)"),
         ([{**queue("q"), "spec": {}, "capability": {"cpu": 4}}], "Queue q: capability is not a field of the object: it belongs under spec"),
         ([{"apiVersion": QUEUE_API, "kind": "Queu", "metadata": {"name": "q"}}], "unknown kind 'Queu' (did you mean Queue?)"),
         ([{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}], "unknown kind 'Pod'"),
-        ([{"apiVersion": QUEUE_API, "kind": "PodGroup", "metadata": {"name": "pg"}, "spec": {"minMember": 2}}], "PodGroup pg: a PodGroup is a job: publish it as events"),
-        ([{**CONFIGMAP, "data": {"volcano-scheduler.yaml": "actions: allocate"}}], "carries the scheduler configuration as data.volcano-scheduler.conf (data.volcano-scheduler.yaml: did you mean volcano-scheduler.conf?)"),
+        (
+            [{"apiVersion": QUEUE_API, "kind": "PodGroup", "metadata": {"name": "pg"}, "spec": {"minMember": 2}}],
+            "PodGroup pg: a PodGroup is a job: publish it as events",
+        ),
+        (
+            [{**CONFIGMAP, "data": {"volcano-scheduler.yaml": "actions: allocate"}}],
+            "carries the scheduler configuration as data.volcano-scheduler.conf (data.volcano-scheduler.yaml: did you mean volcano-scheduler.conf?)",
+        ),
         ([queue("q", parent="reserch"), queue("research")], "Queue q: its parent queue reserch does not exist (did you mean research?)"),
         ([queue('q"\n')], "metadata.name 'q\"\\n' is not a Kubernetes name"),
         ([{"tiers": [{"plugins": [None]}]}], "the scheduler configuration: tiers[0].plugins[0] must be a mapping, got null"),
         ([queue(f"q{i}", parent=f"q{i - 1}" if i else None) for i in range(70)], "Queue q65: 65 levels below root; the limit is 64"),
         ([queue("a", parent="b"), queue("b", parent="a")], "Queue a: its parents make a cycle: a -> b -> a"),
         # plugins Volcano does not run together
-        ([{"tiers": [{"plugins": [{"name": "proportion"}]}, {"plugins": [{"name": "capacity"}]}]}], "the capacity and proportion plugins cannot be used together"),
-        ([{"tiers": [{"plugins": [{"name": "drf", "enableHierarchy": True}, {"name": "proportion"}]}]}], "tiers[0]: proportion and drf with enableHierarchy conflict"),
+        (
+            [{"tiers": [{"plugins": [{"name": "proportion"}]}, {"plugins": [{"name": "capacity"}]}]}],
+            "the capacity and proportion plugins cannot be used together",
+        ),
+        (
+            [{"tiers": [{"plugins": [{"name": "drf", "enableHierarchy": True}, {"name": "proportion"}]}]}],
+            "tiers[0]: proportion and drf with enableHierarchy conflict",
+        ),
     ],
 )
 def test_what_volcano_refuses_is_refused_with_its_reason(objects: object, reason: str) -> None:
@@ -162,7 +189,11 @@ def test_what_volcano_refuses_is_refused_with_its_reason(objects: object, reason
 )
 def test_a_configmap_nested_too_deep_or_expanding_without_end_is_refused(text: str) -> None:
     configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "volcano-scheduler-configmap"}, "data": {"volcano-scheduler.conf": text}}
-    with pytest.raises(ConfigError, match="ConfigMap volcano-scheduler-configmap: data.volcano-scheduler.conf (nests deeper than 64 levels|holds itself|holds more than 100,000 values|is not YAML: tag:yaml.org,2002:pairs makes no JSON value)"):
+    with pytest.raises(
+        ConfigError,
+        match="ConfigMap volcano-scheduler-configmap: data.volcano-scheduler.conf (nests deeper than 64 levels|holds itself|holds more than 100,000 "
+        "values|is not YAML: tag:yaml.org,2002:pairs makes no JSON value)",
+    ):
         parse_objects([configmap])
 
 
@@ -172,7 +203,9 @@ def test_what_preemptd_does_not_model_of_drf_and_capacity_is_said() -> None:
     Volcano: said in a note."""
     config, notes = parse_objects([{"actions": "preempt", "tiers": [{"plugins": [{"name": "drf", "enableHierarchy": True}]}]}])
     assert any("plugin drf: enableHierarchy (hierarchical DRF)" in note for note in notes)
-    partition = partition_after({"type": "config.applied", "model": "volcano", "config": [{"actions": "preempt", "tiers": [{"plugins": [{"name": "drf", "enableHierarchy": True}]}]}]})
+    partition = partition_after(
+        {"type": "config.applied", "model": "volcano", "config": [{"actions": "preempt", "tiers": [{"plugins": [{"name": "drf", "enableHierarchy": True}]}]}]}
+    )
     assert "drf's enableHierarchy (hierarchical DRF) is not modelled" in describe(partition)
     _, notes = parse_objects([{"actions": "reclaim", "tiers": [{"plugins": [{"name": "capacity", "arguments": {"ancestorReclaimLevel": 1}}]}]}])
     assert any("ancestorReclaimLevel is read only with enableHierarchy: true" in note for note in notes)

@@ -199,7 +199,13 @@ def test_the_jobs_kept_between_sessions_are_those_of_the_whole_state_after_every
         busy = {job_id: job for job_id, job in whole.items() if len(job.pending) < len(job.tasks)}
         assert [_job_fields(job) for job in started.values()] == [_job_fields(job) for job in busy.values()], record.event
         assert sorted(tasks) == sorted(task.id for job in busy.values() for task in job.tasks), record.event
-        filed = {job_id: (queue, gang, tuple(key for key, job in bucket if job == job_id), told) for queue, q in idle.queues.items() for gang, group in q.groups.items() for told, bucket in group.told.items() for _, job_id in bucket}
+        filed = {
+            job_id: (queue, gang, tuple(key for key, job in bucket if job == job_id), told)
+            for queue, q in idle.queues.items()
+            for gang, group in q.groups.items()
+            for told, bucket in group.told.items()
+            for _, job_id in bucket
+        }
         fresh = {job_id: (f.queue, f.gang, (f.key,), f.told) for job_id in whole.keys() - busy.keys() for f in [kept_jobs_filing(p, job_id)]}
         assert filed == fresh, record.event
 

@@ -81,7 +81,14 @@ CASES = {
         [],
     ),
     "5: level 0 checks the victim's queue only": (LEVEL_TREE, 0, NODE_2, [("victim", "queue-b", BIG, 0, True)], ("reclaimer", "queue-a", BIG, 0), ["victim"]),
-    "6: level 1 checks parent-b, above what it deserves": (LEVEL_TREE, 1, NODE_2, [("victim", "queue-b", BIG, 0, True)], ("reclaimer", "queue-a", BIG, 0), ["victim"]),
+    "6: level 1 checks parent-b, above what it deserves": (
+        LEVEL_TREE,
+        1,
+        NODE_2,
+        [("victim", "queue-b", BIG, 0, True)],
+        ("reclaimer", "queue-a", BIG, 0),
+        ["victim"],
+    ),
     "7: level 2 checks grand-b, within what it deserves": (LEVEL_TREE, 2, NODE_2, [("victim", "queue-b", BIG, 0, True)], ("reclaimer", "queue-a", BIG, 0), []),
     "8: no real contention under a shared parent": (
         {"parent": (None, {"cpu": 4, "memory": "4Gi"}, {"cpu": 4, "memory": "4Gi"}), "queue-a": ("parent", None, None), "queue-b": ("parent", None, None)},
@@ -151,7 +158,12 @@ def scenario(tree: dict, level: int, node: dict, running: list, waiting: tuple) 
         spec = {key: value for key, value in (("parent", parent), ("deserved", deserved), ("capability", capability)) if value is not None}
         queues.append({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": name}, "spec": spec})
     capacity = {"name": "capacity", "enableHierarchy": True, "arguments": {"ancestorReclaimLevel": level}}
-    conf = {"actions": "allocate, reclaim", "tiers": [{"plugins": [{"name": "priority"}, {"name": "gang", "enablePreemptable": False, "enableReclaimable": False}, capacity, {"name": "predicates"}]}]}
+    conf = {
+        "actions": "allocate, reclaim",
+        "tiers": [
+            {"plugins": [{"name": "priority"}, {"name": "gang", "enablePreemptable": False, "enableReclaimable": False}, capacity, {"name": "predicates"}]}
+        ],
+    }
     events: list[dict] = [{"type": "node.upserted", "node": "n1", "capacity": {**node, "pods": 110}}]
     for task, queue, resources, priority, preemptable in running:
         events.append({"type": "app.submitted", "app": task, "queue": queue, "priority": priority, "min_available": 1})

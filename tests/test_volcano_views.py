@@ -118,7 +118,14 @@ def test_state_nests_queues_under_their_parents_and_the_json_names_the_parent(tm
     names = [re.match(r"( *\S+)", line).group(1) for line in text.splitlines()[5:11]]
     assert names == ["root", "  default", "  eng", "    eng-ci", "    eng-dev", "  research"], text
     queues = json.loads(preemptd("state", "--db", str(db), "--json").stdout)["queues"]
-    assert {name: queue["parent"] for name, queue in queues.items()} == {"root": None, "default": "root", "eng": "root", "eng-ci": "eng", "eng-dev": "eng", "research": "root"}
+    assert {name: queue["parent"] for name, queue in queues.items()} == {
+        "root": None,
+        "default": "root",
+        "eng": "root",
+        "eng-ci": "eng",
+        "eng-dev": "eng",
+        "research": "root",
+    }
 
 
 def test_a_node_held_for_a_preemptor_is_pipelined_in_volcanos_words(tmp_path: Path) -> None:

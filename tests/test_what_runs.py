@@ -19,7 +19,10 @@ CLUSTER_QUEUE = {
     "apiVersion": "kueue.x-k8s.io/v1beta2",
     "kind": "ClusterQueue",
     "metadata": {"name": "team-a"},
-    "spec": {"cohortName": "all", "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": 4}]}]}]},
+    "spec": {
+        "cohortName": "all",
+        "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "f", "resources": [{"name": "cpu", "nominalQuota": 4}]}]}],
+    },
 }
 FLAVOR = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "f"}}
 FAIR = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "fairSharing": {"preemptionStrategies": ["LessThanInitialShare"]}}
@@ -34,11 +37,20 @@ def with_preemption(policy: str) -> dict:
     ("model", "config", "line"),
     [
         (None, {"queues": [{"name": "a"}]}, "yunikorn: 2 queues (1 leaf); preemption on, at most 100 victims and 10% of the cluster a cycle"),
-        (None, {"preemption": {"enabled": False}}, "yunikorn: 2 queues (1 leaf); preemption off (partition preemption.enabled: false): nothing will be preempted"),
         (
             None,
-            {"queues": [{"name": "root", "properties": {"preemption.policy": "fence"}, "queues": [{"name": "a", "properties": {"preemption.policy": "disabled"}}]}]},
-            "yunikorn: 2 queues (1 leaf); preemption on, at most 100 victims and 10% of the cluster a cycle; preemption.policy fence: root; preemption.policy disabled: root.a",
+            {"preemption": {"enabled": False}},
+            "yunikorn: 2 queues (1 leaf); preemption off (partition preemption.enabled: false): nothing will be preempted",
+        ),
+        (
+            None,
+            {
+                "queues": [
+                    {"name": "root", "properties": {"preemption.policy": "fence"}, "queues": [{"name": "a", "properties": {"preemption.policy": "disabled"}}]}
+                ]
+            },
+            "yunikorn: 2 queues (1 leaf); preemption on, at most 100 victims and 10% of the cluster a cycle; preemption.policy fence: root; "
+            "preemption.policy disabled: root.a",
         ),
         (
             "kueue",
@@ -46,7 +58,11 @@ def with_preemption(policy: str) -> dict:
             "kueue: 1 ClusterQueue in 1 cohort, 0 LocalQueues, 0 priority classes; classic preemption (fair sharing off); "
             "no ClusterQueue may preempt (withinClusterQueue and reclaimWithinCohort Never): nothing will be preempted",
         ),
-        ("kueue", [FLAVOR, with_preemption("Any"), FAIR], "kueue: 1 ClusterQueue in 1 cohort, 0 LocalQueues, 0 priority classes; fair sharing on (LessThanInitialShare); 1 of 1 ClusterQueues may preempt"),
+        (
+            "kueue",
+            [FLAVOR, with_preemption("Any"), FAIR],
+            "kueue: 1 ClusterQueue in 1 cohort, 0 LocalQueues, 0 priority classes; fair sharing on (LessThanInitialShare); 1 of 1 ClusterQueues may preempt",
+        ),
         (
             "volcano",
             [QUEUE],
@@ -75,7 +91,10 @@ def state_record(event: ev.ConfigApplied):
 def test_state_and_explain_say_what_a_configuration_runs(tmp_path: Path) -> None:
     db = tmp_path / "volcano.db"
     assert preemptd("simulate", str(ROOT / "examples" / "volcano" / "reclaimable-false.yaml"), "--quiet", "--db", str(db)).returncode == 0
-    runs = "volcano: 4 queues under root; actions enqueue, allocate, preempt, reclaim, backfill; plugins by tier [priority, gang, conformance] [drf, predicates, proportion]"
+    runs = (
+        "volcano: 4 queues under root; actions enqueue, allocate, preempt, reclaim, backfill; plugins by tier [priority, gang, conformance] [drf, "
+        "predicates, proportion]"
+    )
     state = preemptd("state", "--db", str(db))
     assert state.stdout.splitlines()[:2] == ["partition default at log seq 64", runs]
     explained = preemptd("explain", "config", "--db", str(db))

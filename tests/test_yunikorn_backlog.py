@@ -26,7 +26,9 @@ from preemptd.scheduling.yunikorn._backlog import Backlog
 from preemptd.scheduling.yunikorn._kept import backlog
 
 ROOT = Path(__file__).resolve().parent.parent
-SCENARIOS = sorted(p for p in [*ROOT.glob("examples/*.yaml"), *ROOT.glob("examples/quota/*.yaml"), *ROOT.glob("tests/scenarios/*.yaml")] if b"model: " not in p.read_bytes())
+SCENARIOS = sorted(
+    p for p in [*ROOT.glob("examples/*.yaml"), *ROOT.glob("examples/quota/*.yaml"), *ROOT.glob("tests/scenarios/*.yaml")] if b"model: " not in p.read_bytes()
+)
 
 
 def whole_scan(scenario: Scenario, monkeypatch: pytest.MonkeyPatch) -> list[bytes]:

@@ -139,7 +139,6 @@ class Session:
                 self.cycle.block(self.p.tasks[task_id], app=task.job, queue=task.queue, reasons=tuple(why), explanation=self.details.get(task_id, ()))
 
 
-
 def enqueue(s: Session) -> None:
     inqueue: dict[str, dict[str, int]] = {}
     elastic: dict[str, dict[str, int]] = {}
@@ -192,5 +191,3 @@ def schedule(cycle: Cycle) -> None:
             break  # the next session goes on from here
         ACTIONS[action](s)
     s.block()
-
-

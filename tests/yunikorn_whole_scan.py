@@ -192,7 +192,6 @@ def _plan(p: PartitionState, task: TaskState, now: int, draining: list[NodeState
     return plan_for_required_node(p, task)
 
 
-
 _Situation = tuple[str, tuple[tuple[str, int], ...], int, bool, str | None, str | None, bool]
 
 

@@ -8,4 +8,17 @@ from .embedded import EmbeddedNats, free_port, keep_running
 from .publisher import Publisher
 from .streams import Reader, ReadThrough
 
-__all__ = ["Bus", "EmbeddedNats", "NatsAccess", "Publisher", "ReadThrough", "Reader", "check_credentials", "free_port", "keep_running", "reachable", "redacted", "servers"]
+__all__ = [
+    "Bus",
+    "EmbeddedNats",
+    "NatsAccess",
+    "Publisher",
+    "ReadThrough",
+    "Reader",
+    "check_credentials",
+    "free_port",
+    "keep_running",
+    "reachable",
+    "redacted",
+    "servers",
+]

@@ -82,7 +82,10 @@ class NatsAccess:
         options: dict[str, Any] = {key: value for key, value in (("user", self.user), ("password", self.password), ("token", self.token)) if value}
         if self.inbox_prefix:
             if not _INBOX_PREFIX.fullmatch(self.inbox_prefix):
-                raise BusError(f"--nats-inbox-prefix {self.inbox_prefix!r}: a NATS subject of letters, digits, _ and -, with dots between its tokens (for example _INBOX_alice)")
+                raise BusError(
+                    f"--nats-inbox-prefix {self.inbox_prefix!r}: a NATS subject of letters, digits, _ and -, with dots between its tokens (for example "
+                    "_INBOX_alice)"
+                )
             options["inbox_prefix"] = self.inbox_prefix
         if self.creds:
             check_credentials(self.creds)

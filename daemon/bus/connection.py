@@ -50,7 +50,10 @@ def _denied_request(subject: str, said: str) -> str:
             "NATS refused these credentials the subscription their answer comes to: where each user has an inbox of its own, "
             "give its prefix (--nats-inbox-prefix or $PREEMPTD_NATS_INBOX_PREFIX; see docs/operating.md, 'Who may do what')"
         )
-    return f"NATS refused these credentials to publish on {subject}: an asker needs publish permission on preemptd.try.<partition> (see docs/operating.md, 'Who may do what')"
+    return (
+        f"NATS refused these credentials to publish on {subject}: an asker needs publish permission on preemptd.try.<partition> (see "
+        "docs/operating.md, 'Who may do what')"
+    )
 
 
 @dataclass
@@ -155,7 +158,9 @@ class Bus:
     def connected(self) -> bool:
         return self._nc.is_connected
 
-    async def serve(self, subjects: list[str], screen: Callable[[str, bytes, str | None], bytes | None | Awaitable[bytes | None]], *, others: tuple[Bus, ...] = ()) -> None:
+    async def serve(
+        self, subjects: list[str], screen: Callable[[str, bytes, str | None], bytes | None | Awaitable[bytes | None]], *, others: tuple[Bus, ...] = ()
+    ) -> None:
         """Answer the requests on `subjects` until cancelled, each as it comes: `screen` decides
         at once (a reply, None for none) or gives the awaitable of an answer, which runs in a
         task of its own. A reply lost to a disconnection is the asker's to ask again. An answer
@@ -188,7 +193,13 @@ class Bus:
                 paused = await read_a_while(subject)
                 said["pauses"] += 1
                 if time.monotonic() - said["at"] >= _PAUSES_SAID_EVERY:
-                    log("requests paused: more than the daemon reads a second came", logging.WARNING, subject=subject, per_second=REQUESTS_PER_SECOND, pauses=said["pauses"])
+                    log(
+                        "requests paused: more than the daemon reads a second came",
+                        logging.WARNING,
+                        subject=subject,
+                        per_second=REQUESTS_PER_SECOND,
+                        pauses=said["pauses"],
+                    )
                     said["at"], said["pauses"] = time.monotonic(), 0
                 await anyio.sleep(paused)
 

@@ -113,7 +113,9 @@ class Streams:
                     if limits is not None:
                         await self._js.update_stream(config)
             except nats.js.errors.ServiceUnavailableError as exc:
-                raise BusError(f"cannot create JetStream stream {config.name}: JetStream is not enabled on this NATS server (start nats-server with -js)") from exc
+                raise BusError(
+                    f"cannot create JetStream stream {config.name}: JetStream is not enabled on this NATS server (start nats-server with -js)"
+                ) from exc
             except NATS_ERRORS as exc:
                 raise BusError(f"cannot create JetStream stream {config.name}: {describe(exc)}") from exc
 

@@ -76,7 +76,9 @@ def shown_events(events: list[Any]) -> None:
         print(json.dumps(event), flush=True)
 
 
-async def publish(url: str, source: str, *, access: NatsAccess | None = None, check: bool = True, wait: float | None = 30.0, verbose: bool = False, show_events: bool = False) -> int:
+async def publish(
+    url: str, source: str, *, access: NatsAccess | None = None, check: bool = True, wait: float | None = 30.0, verbose: bool = False, show_events: bool = False
+) -> int:
     """Publish the events in `source`. With `wait` (seconds), report the daemon's verdict on
     each event of a partition a running daemon reads (exit 1 if one is rejected or not read in
     time); without, or with no daemon running, send them and return."""
@@ -150,7 +152,9 @@ def _refuse_invalid(messages: list[Outbound]) -> None:
     if problems:
         more = f"\n  ... and {len(problems) - _SHOWN_PROBLEMS} more" if len(problems) > _SHOWN_PROBLEMS else ""
         shown = "\n  ".join(problems[:_SHOWN_PROBLEMS])
-        raise UsageError(f"{render.count(len(problems), 'event')} the daemon would reject; nothing was published (--no-check sends them anyway):\n  {shown}{more}")
+        raise UsageError(
+            f"{render.count(len(problems), 'event')} the daemon would reject; nothing was published (--no-check sends them anyway):\n  {shown}{more}"
+        )
 
 
 async def _publish_all(bus: Bus, messages: list[Outbound], sent: list[Stored]) -> None:
@@ -160,7 +164,14 @@ async def _publish_all(bus: Bus, messages: list[Outbound], sent: list[Stored]) -
 
 
 async def _verdicts(
-    bus: Bus, notices: AsyncIterator[tuple[int, bytes]], before: int, events: list[Any], messages: list[Outbound], stored: list[Stored], wait: float, running: set[str]
+    bus: Bus,
+    notices: AsyncIterator[tuple[int, bytes]],
+    before: int,
+    events: list[Any],
+    messages: list[Outbound],
+    stored: list[Stored],
+    wait: float,
+    running: set[str],
 ) -> list[Verdict]:
     """Wait until a running daemon has read every new event of the partitions in `running`,
     then gather the rejection notices published since `before` (a daemon publishes them before
@@ -229,7 +240,10 @@ def _publish_summary(verdicts: list[Verdict], messages: list[Outbound], running:
         line += f": {tally}"
     idle = sorted({_partition(m) for m in messages} - running) if waited else []
     if idle:
-        line += f" (no daemon is running for partition {', '.join(idle)}: the events wait in the stream, and `preemptd tail --rejected` shows any rejection once one runs)"
+        line += (
+            f" (no daemon is running for partition {', '.join(idle)}: the events wait in the stream, and `preemptd tail --rejected` shows any "
+            "rejection once one runs)"
+        )
     if outcomes.get("duplicate"):
         line += " (a duplicate was published before: it is not applied twice)"
     return line
@@ -263,7 +277,10 @@ def _events(text: str, source: str) -> list[Any]:
     if len(events) == 1 and isinstance(events[0], dict) and "events" in events[0] and "type" not in events[0]:
         raise UsageError(f"{source} is a scenario file, not a list of events: run it with `preemptd simulate {source}`")
     if events and not any(isinstance(event, dict) and "type" in event for event in events) and _a_configuration(documents):
-        raise UsageError(f"{source} is a configuration, not events: hand it to the running daemon with `preemptd apply {source}` (or start one with `preemptd run --config {source}`)")
+        raise UsageError(
+            f"{source} is a configuration, not events: hand it to the running daemon with `preemptd apply {source}` (or start one with `preemptd run "
+            f"--config {source}`)"
+        )
     return _objects_as_events(events, source)
 
 
@@ -279,7 +296,10 @@ def _objects_as_events(items: list[Any], source: str) -> list[Any]:
         for found in flat_objects([item]):
             kind = found.get("kind") if isinstance(found, dict) else None
             if claiming(found) is not None and not runtime_object(found):
-                raise UsageError(f"{source}: item {position} is a {kind}: configuration, not events: hand it to the running daemon with `preemptd apply`, or ask with `preemptd try --db LOG --config FILE`")
+                raise UsageError(
+                    f"{source}: item {position} is a {kind}: configuration, not events: hand it to the running daemon with `preemptd apply`, or ask "
+                    "with `preemptd try --db LOG --config FILE`"
+                )
             try:
                 out += object_events(found)
             except ObjectError as exc:
@@ -401,7 +421,9 @@ def print_answer(answer: dict[str, Any], *, as_json: bool) -> int:
 # -- tail ------------------------------------------------------------------------------------
 
 
-async def tail(url: str, *, access: NatsAccess | None = None, partition: str, rejected: bool, as_json: bool, from_start: bool, count: int, timeout: float) -> int:
+async def tail(
+    url: str, *, access: NatsAccess | None = None, partition: str, rejected: bool, as_json: bool, from_start: bool, count: int, timeout: float
+) -> int:
     """Print decisions (or rejection notices) as they come, until `count` or `timeout`."""
     subject = rejected_subject(partition) if rejected else f"preemptd.decisions.{partition}.>"
     after = 0 if from_start else None

@@ -43,7 +43,9 @@ __all__ = ["GC_THRESHOLDS", "build_parser", "main"]
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="preemptd", description="An event-sourced preemption daemon for shared batch and AI clusters.")
     parser.add_argument("--version", action=Version, nargs=0, help="show the version and exit")
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"], help="before the command: `preemptd --log-level debug run`")
+    parser.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"], help="before the command: `preemptd --log-level debug run`"
+    )
     parser.add_argument("--log-format", default="logfmt", choices=["logfmt", "json"], help="daemon logs on stderr (default: logfmt)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
     for command in COMMANDS:

@@ -138,9 +138,17 @@ def port(text: str) -> int:
 def common_options(parser: argparse.ArgumentParser, *, nats: bool = False, db: bool = False, archived: bool = False) -> None:
     parser.add_argument("--state-dir", help=f"where the daemon keeps its log and NATS data (default: $PREEMPTD_STATE_DIR or ./{DEFAULT_STATE_DIR})")
     if db:
-        parser.add_argument("--db", help="the log: a SQLite file or a SQLAlchemy URL (default: STATE_DIR/preemptd.db; the commands that read a log take the one the daemon of STATE_DIR uses, from STATE_DIR/log.url, without its password: give that with $PGPASSWORD or ~/.pgpass)")
+        parser.add_argument(
+            "--db",
+            help="the log: a SQLite file or a SQLAlchemy URL (default: STATE_DIR/preemptd.db; the commands that read a log take the one the daemon of "
+            "STATE_DIR uses, from STATE_DIR/log.url, without its password: give that with $PGPASSWORD or ~/.pgpass)",
+        )
     if archived:
-        parser.add_argument("--archive", metavar="DIR|URL", help="where the log's archived segments are now, if moved since the daemon wrote them (default: where it wrote them)")
+        parser.add_argument(
+            "--archive",
+            metavar="DIR|URL",
+            help="where the log's archived segments are now, if moved since the daemon wrote them (default: where it wrote them)",
+        )
     if nats:
         parser.add_argument("--nats-url", help="NATS server (default: $PREEMPTD_NATS_URL, else the local daemon's)")
         nats_security_options(parser)
@@ -154,7 +162,9 @@ def nats_security_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nats-tls-cert", metavar="FILE", help="client certificate, for a server that verifies clients (default: $PREEMPTD_NATS_TLS_CERT)")
     parser.add_argument("--nats-tls-key", metavar="FILE", help="the client certificate's key (default: $PREEMPTD_NATS_TLS_KEY)")
     parser.add_argument(
-        "--nats-inbox-prefix", metavar="PREFIX", help="where replies come, the user's own where permissions grant each user its inbox (default: $PREEMPTD_NATS_INBOX_PREFIX, else _INBOX)"
+        "--nats-inbox-prefix",
+        metavar="PREFIX",
+        help="where replies come, the user's own where permissions grant each user its inbox (default: $PREEMPTD_NATS_INBOX_PREFIX, else _INBOX)",
     )
 
 

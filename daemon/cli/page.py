@@ -107,7 +107,8 @@ def page(data: dict[str, Any]) -> str:
         "<!doctype html>\n<html lang=en><head><meta charset=utf-8>"
         '<meta name=viewport content="width=device-width, initial-scale=1">'
         f"<title>{html.escape(data['title'])}</title><style>{asset['uPlot.min.css']}\n{asset['report.css']}</style></head>\n"
-        '<body><noscript>This report draws its charts and tables with JavaScript, inline in this file (it loads nothing from the network): allow scripts for it.</noscript><div id="report"></div>\n'
+        "<body><noscript>This report draws its charts and tables with JavaScript, inline in this file (it loads nothing from the network): allow "
+        'scripts for it.</noscript><div id="report"></div>\n'
         f'<script type="application/gzip;base64" id="report-data">{payload}</script>\n'
         f"<script>{asset['uPlot.iife.min.js']}</script>\n<script>{asset['report.js']}</script>\n</body></html>\n"
     )

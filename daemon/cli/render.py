@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # the store brings SQLAlchemy, which commands that only print
 
 __all__ = ["clock", "config_change", "count", "dead_letter", "explanation", "printable", "printable_lines", "queue_table", "replay_summary", "summary"]
 
+
 def printable_lines(text: str) -> str:
     """`text` made printable line by line: its own line breaks kept."""
     return "\n".join(map(printable, text.split("\n")))
@@ -174,7 +175,9 @@ def config_change(record: LogRecord, previous: LogRecord | None = None) -> str:
         lines.append("  the partition's first configuration")
     else:
         changes = config_changes(before, after)
-        lines.append(f"  changed from the one at log seq {previous.seq}:" if changes else f"  the same as the one at log seq {previous.seq} in what `state` shows")
+        lines.append(
+            f"  changed from the one at log seq {previous.seq}:" if changes else f"  the same as the one at log seq {previous.seq} in what `state` shows"
+        )
         lines += [f"    {change}" for change in changes]
     return printable_lines("\n".join(lines))
 
@@ -188,26 +191,42 @@ def explanation(decision: Decision, seq: int, words: Words) -> str:
     lines = [f"{decision.id}  {kind}", f"  at {clock(decision.ts)}, partition {decision.partition}, cycle {decision.cycle}, log seq {seq}"]
     match decision:
         case Allocated():
-            lines.append(f"  {task} {decision.task} ({application} {decision.app}, {queue} {decision.queue}) asks {amounts_text(decision.resources)}: allocated to {decision.node}")
+            lines.append(
+                f"  {task} {decision.task} ({application} {decision.app}, {queue} {decision.queue}) asks {amounts_text(decision.resources)}: allocated "
+                f"to {decision.node}"
+            )
         case Preempted():
-            lines.append(f"  preemptor {task} {decision.preemptor} ({application} {decision.app}, {queue} {decision.queue}) asks {amounts_text(decision.resources)}")
+            lines.append(
+                f"  preemptor {task} {decision.preemptor} ({application} {decision.app}, {queue} {decision.queue}) asks {amounts_text(decision.resources)}"
+            )
             lines.append(f"  node {decision.node} is {words.reserved} for it; reason: {decision.reason}; model {decision.model}")
             lines.append("  victims:")
             for victim in decision.victims:
-                lines.append(f"    - {task} {victim.task} ({application} {victim.app}, {queue} {victim.queue}, priority {victim.priority}, {amounts_text(victim.resources)})")
+                lines.append(
+                    f"    - {task} {victim.task} ({application} {victim.app}, {queue} {victim.queue}, priority {victim.priority}, "
+                    f"{amounts_text(victim.resources)})"
+                )
                 lines.append(f"      why: {victim.why}")
         case QuotaEnforced():
-            lines.append(f"  {queue} {decision.queue} is over its {words.limit} {amounts_text(decision.max)}: {amounts_text(decision.target)} to shed; model {decision.model}")
+            lines.append(
+                f"  {queue} {decision.queue} is over its {words.limit} {amounts_text(decision.max)}: {amounts_text(decision.target)} to shed; model "
+                f"{decision.model}"
+            )
             if decision.short:
                 lines.append(f"  {amounts_text(decision.short)} stays over the {words.limit}: nothing more may be taken (the explanation says what stopped it)")
             lines.append("  victims:" if decision.victims else "  victims: none")
             for victim in decision.victims:
-                lines.append(f"    - {task} {victim.task} ({application} {victim.app}, {queue} {victim.queue}, priority {victim.priority}, {amounts_text(victim.resources)})")
+                lines.append(
+                    f"    - {task} {victim.task} ({application} {victim.app}, {queue} {victim.queue}, priority {victim.priority}, "
+                    f"{amounts_text(victim.resources)})"
+                )
                 lines.append(f"      why: {victim.why}")
         case Admitted():
             lines.append(f"  {application} {decision.app} is admitted to {queue} {decision.queue}: {_flavors(decision.flavors)}")
         case Evicted():
-            lines.append(f"  {application} {decision.app} ({queue} {decision.queue}) is evicted; reason: {decision.reason}; preemptor: {decision.preemptor or '-'}")
+            lines.append(
+                f"  {application} {decision.app} ({queue} {decision.queue}) is evicted; reason: {decision.reason}; preemptor: {decision.preemptor or '-'}"
+            )
             if decision.message:
                 lines.append(f"  message: {decision.message}")
         case Blocked():
@@ -275,7 +294,9 @@ def tables_text(p: PartitionState, limit: int) -> dict[str, dict[str, Any]]:
     model's tables, as the text shows them, at most `limit` rows each (for the report): per
     table its headings, its rows of cells, and how many rows it has."""
     columns = [(name, values) for name, values in model_named(p.model).queue_columns(p) if name not in _USAGE]
-    queues = [{"queue": "  " * (len(queue.lineage) - 1) + queue.path, **{name: values.get(path) for name, values in columns}} for path, queue in p.queues.items()]
+    queues = [
+        {"queue": "  " * (len(queue.lineage) - 1) + queue.path, **{name: values.get(path) for name, values in columns}} for path, queue in p.queues.items()
+    ]
     out = {}
     for name, rows in [("queues", queues), *model_named(p.model).tables(p)]:
         if rows:
@@ -329,7 +350,10 @@ def _changes(changes: list[Change]) -> list[str]:
 def _what_if_total(report: ReplayReport) -> str:
     removed = sum(len(c.only_stored) for c in report.changes)
     added = sum(len(c.only_new) for c in report.changes)
-    return f"{count(len(report.changes), 'cycle differs', 'cycles differ')}: {count(removed, 'stored decision')} not made, {count(added, 'new decision')} (of {report.stored_decisions} stored)"
+    return (
+        f"{count(len(report.changes), 'cycle differs', 'cycles differ')}: {count(removed, 'stored decision')} not made, "
+        f"{count(added, 'new decision')} (of {report.stored_decisions} stored)"
+    )
 
 
 def _rejections(report: ReplayReport) -> list[str]:

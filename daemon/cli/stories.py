@@ -224,7 +224,9 @@ async def queue_stories(store: Searched, name: str, configs: list[LogRow]) -> li
             for what in _done_to(decision, queues):
                 counted[what] += 1
         described = (name,) if name in configured.queues else queues
-        story = QueueStory(partition, kind, name, queues, configured.words.queues, [r for r, _ in about], counted, len(rows) == SHOWN, described, _peers(configured, described))
+        story = QueueStory(
+            partition, kind, name, queues, configured.words.queues, [r for r, _ in about], counted, len(rows) == SHOWN, described, _peers(configured, described)
+        )
         found.append(story)
     return found
 

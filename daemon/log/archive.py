@@ -273,7 +273,12 @@ def rows_of(rows: list[_Line]) -> list[LogRow]:
 
 
 def _encoded_page(page: list[tuple]) -> bytes:
-    return _encoder.encode_lines([_Line(seq, event_id, kind, partition, ts, received, stream_seq, msgspec.Raw(payload)) for seq, event_id, kind, partition, ts, received, stream_seq, payload in page])
+    return _encoder.encode_lines(
+        [
+            _Line(seq, event_id, kind, partition, ts, received, stream_seq, msgspec.Raw(payload))
+            for seq, event_id, kind, partition, ts, received, stream_seq, payload in page
+        ]
+    )
 
 
 class Archivist:
@@ -319,7 +324,14 @@ class Archivist:
         snapshot = (await self.store.snapshot_at(start)) if start else None
         if start and snapshot is None:
             log("the snapshot a segment starts from is missing: its file starts from the previous segment's end", logging.WARNING, seq=start)
-        header = {**_FORMAT, "log_id": self.store.log_id, "first": start + 1, "last": last, **vars(summary), "snapshot": start if snapshot is not None else None}
+        header = {
+            **_FORMAT,
+            "log_id": self.store.log_id,
+            "first": start + 1,
+            "last": last,
+            **vars(summary),
+            "snapshot": start if snapshot is not None else None,
+        }
         name = f"{self.store.log_id}-{start + 1:012d}-{last:012d}.jsonl.gz"
         async with self.archive.writer(name) as out:
             zipped = gzip.GzipFile(fileobj=out, mode="wb", compresslevel=_LEVEL, mtime=0)
@@ -355,8 +367,9 @@ class Archivist:
             await self.store.drop(segment, now)
             await self.store.checkpoint()
             used = await self.store.used_bytes()
-            log("segment dropped from the live log", first=segment.first, last=segment.last, records=segment.records, used_bytes=used, archived=segment.location)
-
+            log(
+                "segment dropped from the live log", first=segment.first, last=segment.last, records=segment.records, used_bytes=used, archived=segment.location
+            )
 
     async def keep_archived_ids(self) -> None:
         """Keep the event ids of the segments that left the live log before their ids were kept
@@ -420,7 +433,9 @@ class Searched:
 
     async def submissions_naming(self, name: str, limit: int = 50) -> list[LogRow]:
         wanted = msgspec.json.encode(name)
-        older = self._archived(lambda row: row.type in ("app.submitted", "task.submitted", "task.bound") and wanted in bytes(row.payload)) if self._files else []
+        older = (
+            self._archived(lambda row: row.type in ("app.submitted", "task.submitted", "task.bound") and wanted in bytes(row.payload)) if self._files else []
+        )
         return (older + self._live(await self.store.submissions_naming(name, limit)))[:limit]
 
     async def latest_submissions(self, limit: int) -> list[LogRow]:
@@ -429,4 +444,3 @@ class Searched:
             return live
         older = self._archived(lambda row: row.type in ("app.submitted", "task.submitted", "task.bound"))
         return (live + older[::-1])[:limit]
-

@@ -78,13 +78,20 @@ def failure(exc: BaseException, target: str, doing: str) -> StoreError:
         file = shlex.quote(target.split(":///", 1)[-1])
         return StoreError(f"the log {file} is damaged ({said}): check it with `sqlite3 {file} 'pragma integrity_check'`")
     if _session_ended(cause, said):
-        return StoreError(f"{doing} {target}: the database ended the session (terminated by an administrator or a standby, or the server restarted or failed over)")
-    trouble = _DISK_TROUBLE.get("_".join(str(getattr(cause, "sqlite_errorname", "")).split("_")[:2])) or _DISK_TROUBLE.get(getattr(cause, "sqlstate", None) or "")
+        return StoreError(
+            f"{doing} {target}: the database ended the session (terminated by an administrator or a standby, or the server restarted or failed over)"
+        )
+    trouble = _DISK_TROUBLE.get("_".join(str(getattr(cause, "sqlite_errorname", "")).split("_")[:2])) or _DISK_TROUBLE.get(
+        getattr(cause, "sqlstate", None) or ""
+    )
     if trouble is not None:
         return StoreError(f"{doing} {target}: {said}: {trouble}; what was not committed is read again from NATS at the next start")
     if getattr(cause, "sqlstate", None) == "3D000":  # invalid_catalog_name: the database does not exist
         database = urllib.parse.urlsplit(target).path.lstrip("/") or "postgres"
-        return StoreError(f"{doing} {target}: {said}; create it first, for example `createdb {shlex.quote(database)}` or `psql -c 'CREATE DATABASE \"{database}\"'` on the server, and preemptd makes its tables")
+        return StoreError(
+            f"{doing} {target}: {said}; create it first, for example `createdb {shlex.quote(database)}` or `psql -c 'CREATE DATABASE \"{database}\"'` "
+            "on the server, and preemptd makes its tables"
+        )
     return StoreError(f"{doing} {target}: {said}")
 
 

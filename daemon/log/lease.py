@@ -81,7 +81,9 @@ class WriterLease:
         """`StoreError` unless the lease is still held (its connection still open)."""
         try:
             with anyio.CancelScope(shield=True), anyio.fail_after(10):
-                held = await scalar(self._connection, sa.text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted"))
+                held = await scalar(
+                    self._connection, sa.text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted")
+                )
         except (SQLAlchemyError, OSError, TimeoutError) as exc:
             raise StoreError(f"lost the writer's lease on the log at {self._target} ({failure(exc, self._target, 'its connection failed at')})") from None
         if not held:
@@ -155,8 +157,20 @@ async def _end_sessions(connection: AsyncConnection, holder: _Holder, shown: str
     """End every session of a writer that stopped renewing its lease (all its connections say
     its name): the lock goes with the lease's, and a write it began before it froze cannot
     commit after the standby takes over."""
-    log("the writer's lease expired: ending its sessions", logging.WARNING, holder=holder.name, silent_seconds=round(holder.silent, 1), expiry_seconds=expiry, db=shown)
-    query = sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = :name AND datname = current_database() AND pid <> pg_backend_pid()")
+    log(
+        "the writer's lease expired: ending its sessions",
+        logging.WARNING,
+        holder=holder.name,
+        silent_seconds=round(holder.silent, 1),
+        expiry_seconds=expiry,
+        db=shown,
+    )
+    query = sa.text(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = :name AND datname = current_database() AND pid <> pg_backend_pid()"
+    )
     ended = [row[0] for row in (await connection.execute(query, {"name": holder.name})).all()]
     if ended and not any(ended):  # none could be ended: the right is missing (a backend already gone is found again next time)
-        raise StoreError(f"the writer's lease on the log at {shown} expired ({holder.name}, silent {holder.silent:.0f} s), but its sessions could not be ended: grant this user pg_signal_backend")
+        raise StoreError(
+            f"the writer's lease on the log at {shown} expired ({holder.name}, silent {holder.silent:.0f} s), but its sessions could not be ended: "
+            "grant this user pg_signal_backend"
+        )

@@ -236,7 +236,10 @@ class Store:
                 if not locked(exc):
                     raise failure(exc, self._target, "log database error at") from exc
             if Store.stopping:  # the daemon's writes are shielded from its cancellation: the wait ends here
-                raise StoreError(f"stopping while another process holds the lock of the log at {self._target}: nothing more was written, and what was not is read again at the next start")
+                raise StoreError(
+                    f"stopping while another process holds the lock of the log at {self._target}: nothing more was written, and what was not is read "
+                    "again at the next start"
+                )
             if time.monotonic() - said >= SAY_WAITING_EVERY:
                 said = time.monotonic()
                 log("waiting for the log: another process holds its lock", logging.WARNING, db=self._target)
@@ -310,7 +313,6 @@ class Store:
     async def ids_retired_through(self) -> int:
         """Every archived event id at or before this position is kept (`retired_ids`)."""
         return int(await self._run(_first, sa.select(_meta.c.value).where(_meta.c.key == _RETIRED_THROUGH)) or 0)
-
 
     async def checkpoint(self) -> None:
         """SQLite: copy the write-ahead log into the database and cut it back to nothing, once
@@ -614,7 +616,9 @@ class Summary:
 
 async def _summary(conn: AsyncConnection, first: int, last: int) -> Summary:
     within = _log.c.seq.between(first, last)
-    counted = sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(sa.func.length(_log.c.payload)), 0), sa.func.min(_log.c.received), sa.func.max(_log.c.received)).where(within)
+    counted = sa.select(
+        sa.func.count(), sa.func.coalesce(sa.func.sum(sa.func.length(_log.c.payload)), 0), sa.func.min(_log.c.received), sa.func.max(_log.c.received)
+    ).where(within)
     records, size, first_received, last_received = (await conn.execute(counted)).one()
     partitions = [name for (name,) in await conn.execute(sa.select(_log.c.partition).where(within).distinct().order_by(_log.c.partition))]
     return Summary(records, size, first_received or 0, last_received or 0, partitions)

@@ -75,7 +75,13 @@ OTHER = "(other)"
 
 
 def reading(
-    state: ClusterState, *, lag: int | None, waiting_decisions: int | None, snapshot_age: float | None, log_bytes: int | None = None, growth: dict[str, float] | None = None
+    state: ClusterState,
+    *,
+    lag: int | None,
+    waiting_decisions: int | None,
+    snapshot_age: float | None,
+    log_bytes: int | None = None,
+    growth: dict[str, float] | None = None,
 ) -> Reading:
     """What the gauges show for `state`; called on the event loop."""
     amounts = {name: _amounts(partition) for name, partition in sorted(state.partitions.items())}
@@ -107,7 +113,9 @@ def _busiest(state: ClusterState, amounts: dict[str, Amounts], limit: int) -> se
 
         def part(queue: dict[str, dict[str, int]], names: list[str]) -> float:
             capacity = partition.capacity
-            return max((amount / capacity[unit] for n in names for r, amount in queue.get(n, {}).items() if capacity.get(unit := r.split(" in ", 1)[0])), default=0.0)
+            return max(
+                (amount / capacity[unit] for n in names for r, amount in queue.get(n, {}).items() if capacity.get(unit := r.split(" in ", 1)[0])), default=0.0
+            )
 
         for path, queue in amounts[name].items():
             ranked.append((-part(queue, held_curves), -part(queue, asked_curves), name, path))
@@ -164,7 +172,9 @@ class Metrics:
         for kind in DEAD_LETTER_KINDS:  # at 0 from the start: a rate over them needs a first sample
             self.dead_letters.labels(kind)
         self.decisions = Counter("preemptd_decisions", "Decisions committed to the log", ["partition", "type", "model"], registry=r)
-        self.cycle_seconds = Histogram("preemptd_cycle_duration_seconds", "Time a scheduling cycle takes to decide", ["partition"], buckets=_SECONDS, registry=r)
+        self.cycle_seconds = Histogram(
+            "preemptd_cycle_duration_seconds", "Time a scheduling cycle takes to decide", ["partition"], buckets=_SECONDS, registry=r
+        )
         self.cycle_decisions = Histogram("preemptd_cycle_decisions", "Decisions a scheduling cycle makes", ["partition"], buckets=_COUNTS, registry=r)
         self.latency = Histogram(
             "preemptd_decision_latency_seconds",
@@ -174,10 +184,14 @@ class Metrics:
             buckets=_SECONDS,
             registry=r,
         )
-        self.queries = Counter("preemptd_queries", "Queries (preemptd try) by what became of them: answered, or refused and why in a word", ["outcome"], registry=r)  # at 0 from the start: see `QueryCounts`
+        self.queries = Counter(
+            "preemptd_queries", "Queries (preemptd try) by what became of them: answered, or refused and why in a word", ["outcome"], registry=r
+        )  # at 0 from the start: see `QueryCounts`
         self.query_child_seconds = Counter("preemptd_query_child_seconds", "CPU seconds the children answering queries took", registry=r)
         self.config_file_refusals = Counter(
-            "preemptd_config_file_refusals", "Contents of the run --config file not applied (unreadable, or refused by the model): the configuration in force stays", registry=r
+            "preemptd_config_file_refusals",
+            "Contents of the run --config file not applied (unreadable, or refused by the model): the configuration in force stays",
+            registry=r,
         )
         self.now = Reading()
         r.register(_ReadingCollector(self))
@@ -232,7 +246,9 @@ class _ReadingCollector(Collector):
             pending.add_metric([partition], count)
         yield pending
         growth = GaugeMetricFamily(
-            "preemptd_backlog_growth_per_second", "How fast a partition's waiting tasks grew over the last minute (above 0: arrivals outrun what is placed)", labels=["partition"]
+            "preemptd_backlog_growth_per_second",
+            "How fast a partition's waiting tasks grew over the last minute (above 0: arrivals outrun what is placed)",
+            labels=["partition"],
         )
         for partition, rate in now.growth.items():
             growth.add_metric([partition], rate)
@@ -242,7 +258,9 @@ class _ReadingCollector(Collector):
         for what, partition, queue, resource, amount in now.queues:  # and the models' own: Kueue's admitted, Volcano's deserved
             if what not in queues:
                 queues[what] = _queue_family(what)
-            queues[what].add_metric([partition, printable(queue), printable(resource)], amount)  # free-form names from shims: no raw ESC or U+202E for whoever reads the page
+            queues[what].add_metric(
+                [partition, printable(queue), printable(resource)], amount
+            )  # free-form names from shims: no raw ESC or U+202E for whoever reads the page
         yield from queues.values()
         for name, value, text in (
             ("preemptd_consumer_lag", now.lag, "Cluster stream messages for this daemon not yet committed to its log"),
@@ -337,7 +355,11 @@ class MetricsServer:
                     return
                 method, path = request
                 if reserved and path not in _HEALTH:
-                    status, body, kind = "503 Service Unavailable", f"busy: {CONNECTIONS} connections are being answered; ask again in a moment\n".encode(), "text/plain; charset=utf-8"
+                    status, body, kind = (
+                        "503 Service Unavailable",
+                        f"busy: {CONNECTIONS} connections are being answered; ask again in a moment\n".encode(),
+                        "text/plain; charset=utf-8",
+                    )
                 else:
                     status, body, kind = await self._respond(path, rendering, _host_of(stream))
                 head = f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
@@ -360,7 +382,11 @@ class MetricsServer:
             return ("503 Service Unavailable" if problems else "200 OK"), ("".join(f"{p}\n" for p in problems) or "ready\n").encode(), text
         if path in ("/metrics", "/"):
             if not self._may_scrape(client, time.monotonic()):
-                return "429 Too Many Requests", f"too many scrapes from {client}: {SCRAPE_BURST} at once, then one every {EXPOSITION_EVERY:g} s\n".encode(), text
+                return (
+                    "429 Too Many Requests",
+                    f"too many scrapes from {client}: {SCRAPE_BURST} at once, then one every {EXPOSITION_EVERY:g} s\n".encode(),
+                    text,
+                )
             return "200 OK", await self._exposition(rendering), CONTENT_TYPE_LATEST
         return "404 Not Found", b"not found: /metrics, /healthz and /readyz are served\n", text
 

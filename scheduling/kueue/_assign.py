@@ -84,7 +84,9 @@ def assign(queue: ClusterQueue, node: Node, tree: QuotaTree, usage: Usage, reque
     return Assignment(flavors, mode, any(t.borrows for t in tries), tuple(fr for t in tries for fr in t.contested), tuple(passed_over))
 
 
-def _choose(queue: ClusterQueue, group: ResourceGroup, node: Node, tree: QuotaTree, usage: Usage, wanted: dict[str, int], passed_over: list[str]) -> _Try | None:
+def _choose(
+    queue: ClusterQueue, group: ResourceGroup, node: Node, tree: QuotaTree, usage: Usage, wanted: dict[str, int], passed_over: list[str]
+) -> _Try | None:
     """The best flavor of `group` the search comes to; a line in `passed_over` for each flavor
     tried and not taken, and for the one taken if it needs preemption."""
     best: _Try | None = None
@@ -121,8 +123,16 @@ def _judge(flavor: str, node: Node, tree: QuotaTree, usage: Usage, wanted: dict[
             short.append(f"{format_human(resource, amount)} {resource}")
         else:
             most = format_human(resource, tree.potential(node, fr))
-            return _Try(flavor, Mode.NO_FIT, False, (), f"flavor {flavor}: {format_human(resource, amount)} {resource} is more than ClusterQueue {node.name} can ever have ({most})")
+            return _Try(
+                flavor,
+                Mode.NO_FIT,
+                False,
+                (),
+                f"flavor {flavor}: {format_human(resource, amount)} {resource} is more than ClusterQueue {node.name} can ever have ({most})",
+            )
     if mode == Mode.PREEMPT:
-        return _Try(flavor, mode, borrows, tuple(contested), f"flavor {flavor}: {', '.join(short)} is more than ClusterQueue {node.name} has unused: needs preemption")
+        return _Try(
+            flavor, mode, borrows, tuple(contested), f"flavor {flavor}: {', '.join(short)} is more than ClusterQueue {node.name} has unused: needs preemption"
+        )
     how = "fits only by borrowing, and whenCanBorrow TryNextFlavor looks for a flavor that fits without" if borrows else "fits"
     return _Try(flavor, mode, borrows, (), f"flavor {flavor}: {how}")

@@ -36,6 +36,8 @@ def gist(reasons: Reasons | None) -> Reasons | None:
     when this changes (a quota flapping between two values changed a count in every waiting
     workload's reasons, and each was told again every second: 6,204 decisions a minute)."""
     return None if reasons is None else tuple(_AMOUNTS.sub("#", reason) for reason in reasons)
+
+
 #: The ClusterQueue, the request, the priority, the creation where the candidates depend on
 #: it (else None), and whether the workload evicted others and waits for them to go.
 GroupKey = tuple[str, tuple[tuple[str, int], ...], int, int | None, bool]

@@ -30,7 +30,25 @@ from ._config import KueueConfig
 from ._tree import FlavorResource, Node, QuotaTree
 from ._workloads import Admitted, Workload, usage_of
 
-__all__ = ["Candidate", "CycleMemo", "candidate_order", "Plan", "Reason", "Search", "allowed", "classic", "considered", "in_order", "node_name", "not_candidates", "own_queue_candidates", "queues_under", "reason_text", "refuse", "resource_names"]
+__all__ = [
+    "Candidate",
+    "CycleMemo",
+    "candidate_order",
+    "Plan",
+    "Reason",
+    "Search",
+    "allowed",
+    "classic",
+    "considered",
+    "in_order",
+    "node_name",
+    "not_candidates",
+    "own_queue_candidates",
+    "queues_under",
+    "reason_text",
+    "refuse",
+    "resource_names",
+]
 
 Reason = Literal["InClusterQueue", "InCohortReclamation", "InCohortFairSharing", "InCohortReclaimWhileBorrowing"]
 Usage = dict[Node, dict[FlavorResource, int]]
@@ -455,7 +473,9 @@ def _not_candidates(s: Search, seen: set[str], seen_in: set[str]) -> tuple[str, 
     for queue in queues_under(s.node.path()[-1]):
         # what holds for the whole queue is asked once, not per workload
         own = queue.name == s.preemptor.queue
-        field, policy = ("withinClusterQueue", s.queue.preemption.within_cluster_queue) if own else ("reclaimWithinCohort", s.queue.preemption.reclaim_within_cohort)
+        field, policy = (
+            ("withinClusterQueue", s.queue.preemption.within_cluster_queue) if own else ("reclaimWithinCohort", s.queue.preemption.reclaim_within_cohort)
+        )
         judge = _Why(s, names, policy, _refused_by(field, policy), own or s.borrows_now(queue))
         # Without candidates, a queue's count depends on the preemptor only through `key`: kept
         # for the cycle, so that a backlog of blocked workloads counts each queue once, not once each.

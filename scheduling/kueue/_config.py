@@ -51,7 +51,24 @@ from .._kubernetes import (
 )
 from .._model import counted
 
-__all__ = ["FAIR_SHARING_ANNOTATION", "QUOTA_DELAY_ANNOTATION", "ROOT", "WORDS", "claims", "ClusterQueue", "Cohort", "describe", "FairSharing", "FlavorQuotas", "KueueConfig", "parse_config", "parse_objects", "Preemption", "Quota", "ResourceGroup"]
+__all__ = [
+    "FAIR_SHARING_ANNOTATION",
+    "QUOTA_DELAY_ANNOTATION",
+    "ROOT",
+    "WORDS",
+    "claims",
+    "ClusterQueue",
+    "Cohort",
+    "describe",
+    "FairSharing",
+    "FlavorQuotas",
+    "KueueConfig",
+    "parse_config",
+    "parse_objects",
+    "Preemption",
+    "Quota",
+    "ResourceGroup",
+]
 
 _API_GROUP = "kueue.x-k8s.io"
 _CONFIG_GROUP = "config.kueue.x-k8s.io"
@@ -139,7 +156,6 @@ class KueueConfig(msgspec.Struct, frozen=True, kw_only=True):
 FAIR_SHARING_ANNOTATION = "preemptd.io/fair-sharing"
 
 
-
 def parse_objects(document: Any) -> tuple[KueueConfig, tuple[str, ...]]:
     """The configuration the objects in `document` make, and notes worth reporting once."""
     reader = _Reader()
@@ -173,7 +189,10 @@ class _Reader(ObjectReader):
             missing = sorted({f.flavor for g in owner.resource_groups for f in g.flavors} - set(self.flavors))
             if missing:
                 kind = "ClusterQueue" if isinstance(owner, ClusterQueue) else "Cohort"
-                self.notes.add(f"{kind} {owner.name}: flavor {', '.join(missing)} is not a ResourceFlavor: as in Kueue (FlavorNotFound), that quota admits nothing until it is defined")
+                self.notes.add(
+                    f"{kind} {owner.name}: flavor {', '.join(missing)} is not a ResourceFlavor: as in Kueue (FlavorNotFound), that quota admits "
+                    "nothing until it is defined"
+                )
         for queue in self.cluster_queues.values():
             if queue.cohort and queue.cohort not in self.cohorts:
                 self.cohorts[queue.cohort] = Cohort(name=queue.cohort, implicit=True)
@@ -298,7 +317,6 @@ def _cohort(parent: str, renamed: str, version: str) -> Shape:
     return object_shape(spec={parent: VALUE, renamed: Gone(f"{version} names it {parent}"), "resourceGroups": _RESOURCE_GROUPS, "fairSharing": _FAIR_SHARING})
 
 
-
 _RESOURCE_FLAVOR = object_shape(
     spec={
         "nodeLabels": ANY,  # for the shim's scheduler: admission counts quota, as Kueue's does
@@ -350,23 +368,38 @@ _KINDS = {
         _Reader.cohort,
     ),
     "ClusterQueue": Kind(
-        _API_GROUP, {"v1beta2": _cluster_queue("cohortName", "cohort", "v1beta2"), "v1beta1": _cluster_queue("cohort", "cohortName", "v1beta1")}, _Reader.cluster_queue
+        _API_GROUP,
+        {"v1beta2": _cluster_queue("cohortName", "cohort", "v1beta2"), "v1beta1": _cluster_queue("cohort", "cohortName", "v1beta1")},
+        _Reader.cluster_queue,
     ),
     "LocalQueue": Kind(_API_GROUP, {"v1beta2": _LOCAL_QUEUE, "v1beta1": _LOCAL_QUEUE}, _Reader.local_queue),
     "Configuration": Kind(
         _CONFIG_GROUP,
         {
-            "v1beta2": _configuration({"preemptionStrategies": VALUE, "enable": Gone("v1beta2 has no enable: the fairSharing block itself turns fair sharing on (leave it out to keep it off)")}),
+            "v1beta2": _configuration(
+                {
+                    "preemptionStrategies": VALUE,
+                    "enable": Gone("v1beta2 has no enable: the fairSharing block itself turns fair sharing on (leave it out to keep it off)"),
+                }
+            ),
             "v1beta1": _configuration({"enable": VALUE, "preemptionStrategies": VALUE}),
         },
         _Reader.configuration,
     ),
     "ConfigMap": CONFIG_MAP,
     "AdmissionCheck": Kind(_API_GROUP, dict.fromkeys(_VERSIONS, object_shape(spec=ANY)), meaning="admission does not wait for admission checks"),
-    "ProvisioningRequestConfig": Kind(_API_GROUP, dict.fromkeys(_VERSIONS, object_shape(spec=ANY)), meaning="admission does not wait for provisioning requests"),
-    "MultiKueueConfig": Kind(_API_GROUP, dict.fromkeys(("v1beta2", "v1beta1", "v1alpha1"), object_shape(spec=ANY)), meaning="workloads are not dispatched to worker clusters"),
-    "MultiKueueCluster": Kind(_API_GROUP, dict.fromkeys(("v1beta2", "v1beta1", "v1alpha1"), object_shape(spec=ANY)), meaning="workloads are not dispatched to worker clusters"),
-    "Topology": Kind(_API_GROUP, dict.fromkeys(("v1beta2", "v1beta1", "v1alpha1"), object_shape(spec=ANY)), meaning="topology-aware scheduling is not modelled"),
+    "ProvisioningRequestConfig": Kind(
+        _API_GROUP, dict.fromkeys(_VERSIONS, object_shape(spec=ANY)), meaning="admission does not wait for provisioning requests"
+    ),
+    "MultiKueueConfig": Kind(
+        _API_GROUP, dict.fromkeys(("v1beta2", "v1beta1", "v1alpha1"), object_shape(spec=ANY)), meaning="workloads are not dispatched to worker clusters"
+    ),
+    "MultiKueueCluster": Kind(
+        _API_GROUP, dict.fromkeys(("v1beta2", "v1beta1", "v1alpha1"), object_shape(spec=ANY)), meaning="workloads are not dispatched to worker clusters"
+    ),
+    "Topology": Kind(
+        _API_GROUP, dict.fromkeys(("v1beta2", "v1beta1", "v1alpha1"), object_shape(spec=ANY)), meaning="topology-aware scheduling is not modelled"
+    ),
     "Workload": Kind(_API_GROUP, dict.fromkeys(_VERSIONS, object_shape(spec=ANY)), refusal=_RUNTIME.format("Workload")),
 }
 _Reader.kinds = _KINDS
@@ -392,9 +425,12 @@ def _fair_sharing_annotation(item: dict[str, Any], parent: str | None, where: st
     if value is None:
         return False
     if not isinstance(value, str) or value not in ("true", "false"):
-        raise ConfigError(f"{where}: annotation {FAIR_SHARING_ANNOTATION} must be \"true\" or \"false\", got {shown(value)}")
+        raise ConfigError(f'{where}: annotation {FAIR_SHARING_ANNOTATION} must be "true" or "false", got {shown(value)}')
     if value == "true" and parent is not None:
-        raise ConfigError(f"{where}: annotation {FAIR_SHARING_ANNOTATION} turns fair sharing on for a whole cohort tree: put it on the root cohort, not on one with parent {parent}")
+        raise ConfigError(
+            f"{where}: annotation {FAIR_SHARING_ANNOTATION} turns fair sharing on for a whole cohort tree: put it on the root cohort, not on one with "
+            f"parent {parent}"
+        )
     return value == "true"
 
 
@@ -421,7 +457,9 @@ def _preemption(block: Any, where: str) -> Preemption:
     borrow = block.get("borrowWithinCohort") or {}
     threshold = borrow.get("maxPriorityThreshold")
     preemption = Preemption(
-        within_cluster_queue=choice(block.get("withinClusterQueue"), where, "spec.preemption.withinClusterQueue", ("Never", "LowerPriority", "LowerOrNewerEqualPriority")),
+        within_cluster_queue=choice(
+            block.get("withinClusterQueue"), where, "spec.preemption.withinClusterQueue", ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
+        ),
         reclaim_within_cohort=choice(block.get("reclaimWithinCohort"), where, "spec.preemption.reclaimWithinCohort", ("Never", "LowerPriority", "Any")),
         borrow_within_cohort=choice(borrow.get("policy"), where, "spec.preemption.borrowWithinCohort.policy", ("Never", "LowerPriority")),
         max_priority_threshold=None if threshold is None else integer(threshold, f"{where}: spec.preemption.borrowWithinCohort.maxPriorityThreshold"),
@@ -547,7 +585,8 @@ def describe(partition: PartitionState) -> str:
     config: KueueConfig = partition.settings
     cohorts = [c for c in config.cohorts.values() if not c.implicit or any(q.cohort == c.name for q in config.cluster_queues.values())]
     line = (
-        f"kueue: {counted(len(config.cluster_queues), 'ClusterQueue')} in {counted(len(cohorts), 'cohort')}, {counted(len(config.local_queues), 'LocalQueue')}, "
+        f"kueue: {counted(len(config.cluster_queues), 'ClusterQueue')} in {counted(len(cohorts), 'cohort')}, "
+        f"{counted(len(config.local_queues), 'LocalQueue')}, "
         f"{counted(len(config.priority_classes), 'priority class', 'priority classes')}; "
     )
     if config.fair_sharing.enabled:
@@ -562,8 +601,9 @@ def describe(partition: PartitionState) -> str:
     enforced = sum(1 for queue in config.cluster_queues.values() if queue.quota_preemption_delay > 0)
     if enforced:
         line += f"; lowered quotas enforced after a delay in {counted(enforced, 'ClusterQueue')} (preemptd's annotation {QUOTA_DELAY_ANNOTATION})"
-    may = [name for name, queue in config.cluster_queues.items() if {queue.preemption.within_cluster_queue, queue.preemption.reclaim_within_cohort} != {"Never"}]
+    may = [
+        name for name, queue in config.cluster_queues.items() if {queue.preemption.within_cluster_queue, queue.preemption.reclaim_within_cohort} != {"Never"}
+    ]
     if not may:
         return line + "; no ClusterQueue may preempt (withinClusterQueue and reclaimWithinCohort Never): nothing will be preempted"
     return line + f"; {len(may)} of {len(config.cluster_queues)} ClusterQueues may preempt"
-

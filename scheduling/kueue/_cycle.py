@@ -89,6 +89,7 @@ class _Admission:
                 break  # the rest in the next cycles
             visits.visit(*found)
         visits.finish()
+
     def _tree_of(self, queue: str) -> Node | str:
         """The root of `queue`'s cohort tree; an inactive or unknown queue is a tree of its own."""
         node = self.tree.queues.get(queue)
@@ -228,7 +229,6 @@ def next_wakeup(partition: PartitionState, now: int) -> int | None:
     return next_enforcement(partition, now)
 
 
-
 #: A ClusterQueue's waiting workloads that do not evict (False) or evict others and wait for
 #: them (True): each lane is visited in turn order; those that evict come first.
 _Lane = tuple[str, bool]
@@ -261,7 +261,9 @@ class _Visits:
         self.heap: list[tuple[_Key, int, _Lane, GroupKey, Workload]] = []
         self.tokens: dict[_Lane, int] = {}
         self.every_lane: set[_Lane] = set()
-        self.leaning: dict[Node | str, set[_Lane]] = {}  # per tree, lanes in line where they are for a judgment: passed over a group judged, or its members told
+        self.leaning: dict[
+            Node | str, set[_Lane]
+        ] = {}  # per tree, lanes in line where they are for a judgment: passed over a group judged, or its members told
         self.made = 0
         self.position: _Key | None = None  # the key of the last workload visited
         self.preempting = True  # the cycle may still preempt

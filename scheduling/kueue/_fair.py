@@ -156,7 +156,10 @@ def _not_first_to_go(s: Search, targets: list[Candidate], skipped: dict[str, str
     if exposed is None:
         return targets, ""
     side, rival = exposed
-    why = f"{node_name(side)} has weight 0 and would borrow: its infinite share is above any of {node_name(rival)}, whose workloads could take the room back at once"
+    why = (
+        f"{node_name(side)} has weight 0 and would borrow: its infinite share is above any of {node_name(rival)}, whose workloads could take the "
+        "room back at once"
+    )
     return [], refuse(targets, why, skipped)
 
 
@@ -228,7 +231,9 @@ class _Walk:
                 continue
             if preemptor.infinite and not before.infinite:
                 for candidate in waiting:
-                    self.skipped[candidate.workload.id] = f"{node_name(mine)} has an infinite share (weight 0), {node_name(theirs)} a finite one ({before}): no strategy allows it"
+                    self.skipped[candidate.workload.id] = (
+                        f"{node_name(mine)} has an infinite share (weight 0), {node_name(theirs)} a finite one ({before}): no strategy allows it"
+                    )
                 retry += waiting
                 waiting.clear()
                 continue
@@ -236,7 +241,14 @@ class _Walk:
                 candidate = waiting.popleft()
                 after = self._share_without(candidate, theirs)
                 if STRATEGIES[strategy](preemptor, before, after):
-                    if self._take(replace(candidate, strategy=strategy, why=_ordered(_compared(strategy, lca, mine, theirs, preemptor, before, after), self.ranked), ranked=self.ranked)):
+                    if self._take(
+                        replace(
+                            candidate,
+                            strategy=strategy,
+                            why=_ordered(_compared(strategy, lca, mine, theirs, preemptor, before, after), self.ranked),
+                            ranked=self.ranked,
+                        )
+                    ):
                         return True, retry
                     break
                 self.skipped[candidate.workload.id] = f"{strategy} refuses it: {_comparison(lca, mine, theirs, preemptor, before, after)}"
@@ -252,7 +264,14 @@ class _Walk:
             if passes:
                 candidate = waiting.popleft()
                 after = self._share_without(candidate, theirs)
-                if self._take(replace(candidate, strategy=strategy, why=_ordered(_compared(strategy, lca, mine, theirs, preemptor, before, after), self.ranked), ranked=self.ranked)):
+                if self._take(
+                    replace(
+                        candidate,
+                        strategy=strategy,
+                        why=_ordered(_compared(strategy, lca, mine, theirs, preemptor, before, after), self.ranked),
+                        ranked=self.ranked,
+                    )
+                ):
                     return True
             for candidate in waiting:
                 why = f"{strategy} takes at most one victim from each queue" if passes else f"{strategy} refuses it too"
@@ -315,7 +334,10 @@ class _Walk:
                 self.skipped[name] = f"{node_name(closed)} does not borrow in cohort {closed.parent.name} (share 0){then}: fair sharing takes nothing from it"
 
     def _reclaiming(self, lca: Node, mine: Node, theirs: Node, preemptor: Share, before: Share) -> str:
-        return f"{node_name(self.s.node)} stays within its nominal quota of {resource_names(self.s.contested)}: it takes back what it lent, without a share test ({_comparison(lca, mine, theirs, preemptor, before, None)})"
+        return (
+            f"{node_name(self.s.node)} stays within its nominal quota of {resource_names(self.s.contested)}: it takes back what it lent, without a "
+            f"share test ({_comparison(lca, mine, theirs, preemptor, before, None)})"
+        )
 
     def _take(self, candidate: Candidate) -> bool:
         """Evict `candidate` in the simulation; whether the preemptor fits now."""
@@ -364,7 +386,10 @@ class _Walk:
             if found is not None:
                 if not self.ranked and place + 1 < len(ranked):  # the choice nearest the victim: why its side goes before the next
                     other_share, *_, other = ranked[place + 1]
-                    self.ranked = f"{node_name(child)} (share {share_of}) goes before {node_name(other)} (share {other_share}) in cohort {cohort.name}: the highest share first"
+                    self.ranked = (
+                        f"{node_name(child)} (share {share_of}) goes before {node_name(other)} (share {other_share}) in cohort "
+                        f"{cohort.name}: the highest share first"
+                    )
                 return found
         return None
 

@@ -204,7 +204,10 @@ def _enforce(cycle: Cycle, picture: _Picture, name: str, timer: QuotaTimer) -> N
     for node, over in excess.items():
         choice.lines.append(f"ClusterQueue {node.name} holds {_frs(over)} beyond what it may use ({_limits(p.settings.cluster_queues[node.name], over)})")
     own = sorted((w for w in picture.workloads.admitted.get(name, ()) if not w.evicted), key=lambda w: candidate_order(name, w))
-    others = sorted((w for node in excess if node.name != name for w in picture.workloads.admitted.get(node.name, ()) if not w.evicted), key=lambda w: candidate_order(name, w))
+    others = sorted(
+        (w for node in excess if node.name != name for w in picture.workloads.admitted.get(node.name, ()) if not w.evicted),
+        key=lambda w: candidate_order(name, w),
+    )
     candidates = [*own, *others] if any(node.name == name for node in excess) else others
     for workload in candidates:
         _consider(p, tree, usage, root, workload, choice)
@@ -279,15 +282,15 @@ def _victims(p: PartitionState, taken: list[Workload], name: str, cut: str) -> l
         for task_id in p.apps[workload.id].tasks:
             task = p.tasks[task_id]
             assert task.node is not None  # running
-            victims.append(Victim(task=task.id, app=task.app, queue=task.queue, node=task.node, priority=task.priority, resources=Resources(task.resources), why=why))
+            victims.append(
+                Victim(task=task.id, app=task.app, queue=task.queue, node=task.node, priority=task.priority, resources=Resources(task.resources), why=why)
+            )
     return victims
 
 
 def _timeline(name: str, limit: Limit, timer: QuotaTimer) -> str:
     was = f"was {_limit_text(timer.was)}" if timer.was else "newly enforced"
-    return (
-        f"quota: ClusterQueue {name}'s quota is {_limit_text(limit.max or {})} ({was}); {delay_text(QUOTA_DELAY_ANNOTATION, timer)}"
-    )
+    return f"quota: ClusterQueue {name}'s quota is {_limit_text(limit.max or {})} ({was}); {delay_text(QUOTA_DELAY_ANNOTATION, timer)}"
 
 
 def _cut(was: dict[str, int] | None, now: dict[str, int]) -> str:

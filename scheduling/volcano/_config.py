@@ -88,7 +88,6 @@ ACTION_ARGUMENTS: dict[str, set[str]] = {}
 Resources = dict[str, int]
 
 
-
 class Queue(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     weight: int = 1
@@ -239,9 +238,7 @@ class _Reader(ObjectReader):
         differently from preemptd, a note."""
         named = {plugin.name: plugin for tier in conf.tiers for plugin in tier}
         if "capacity" in named and "proportion" in named:
-            raise ConfigError(
-                f"{where}: the capacity and proportion plugins cannot be used together (Volcano: the two plugins are in conflict): keep one"
-            )
+            raise ConfigError(f"{where}: the capacity and proportion plugins cannot be used together (Volcano: the two plugins are in conflict): keep one")
         for i, tier in enumerate(conf.tiers):
             names = {plugin.name: plugin for plugin in tier}
             if "proportion" in names and "drf" in names and names["drf"].enabled("enableHierarchy"):

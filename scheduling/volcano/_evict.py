@@ -39,6 +39,7 @@ class Eviction:
 Action = Literal["preempt", "reclaim"]
 Hook = Literal["preemptable", "reclaimable"]
 
+
 def starving_jobs(s: Session) -> list[tuple[str, list[Job]]]:
     """The queues of the jobs that starve (they may evict), in order; the waiting tasks of the
     others are told why they evict nothing."""
@@ -89,7 +90,8 @@ def for_gang(s: Session, job: Job, action: Action, running: dict[str, list[Task]
     statement.discard()
     s.note(
         (e.task for e in evictions),
-        f"{action}: gang: room was found for {plural(found, 'task')}, but job {job.id} would still have {s.placed(job) + found} of the {job.min_available} it needs to start (min_available): nothing evicted",
+        f"{action}: gang: room was found for {plural(found, 'task')}, but job {job.id} would still have {s.placed(job) + found} of the "
+        f"{job.min_available} it needs to start (min_available): nothing evicted",
     )
 
 

@@ -173,7 +173,10 @@ class Quotas:
             if not amount or r in QUEUE_EXEMPT or r not in limit:
                 continue
             if held.get(r, 0) + amount > limit[r]:
-                return f"{self.name}: queue {queue} would hold {format_human(r, held.get(r, 0) + amount)} of {r}, more than the {format_human(r, int(limit[r]))} it {what}"
+                return (
+                    f"{self.name}: queue {queue} would hold {format_human(r, held.get(r, 0) + amount)} of {r}, more than the "
+                    f"{format_human(r, int(limit[r]))} it {what}"
+                )
         return None
 
     def _lineage(self, queue: str) -> list[str]:

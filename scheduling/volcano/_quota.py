@@ -159,7 +159,8 @@ def _within_gangs(s: Session, name: str, order: list[Task], choice: _Choice) -> 
         else:
             choice.take(
                 task,
-                f"quota: {name} holds more than its capability; in victim order, job {job.id} (priority {job.priority}) keeps its gang of {job.min_available} without it; task priority {task.priority}",
+                f"quota: {name} holds more than its capability; in victim order, job {job.id} (priority {job.priority}) keeps its gang of "
+                f"{job.min_available} without it; task priority {task.priority}",
             )
 
 
@@ -187,7 +188,10 @@ def _whole_jobs(s: Session, name: str, order: list[Task], choice: _Choice) -> di
                         f"gang: job {job_id} would drop below its min_available {job.min_available}, and cannot go whole: {kept[0].id} is spared ({kept[1]})"
                     )
             continue
-        why = f"quota: {name} holds more than its capability; in victim order, job {job_id} (priority {job.priority}) goes whole: any fewer of its running tasks would leave it below its min_available {job.min_available}"
+        why = (
+            f"quota: {name} holds more than its capability; in victim order, job {job_id} (priority {job.priority}) goes whole: any fewer of its "
+            f"running tasks would leave it below its min_available {job.min_available}"
+        )
         for task in rest:
             choice.take(task, why)
         went[job_id] = None
@@ -224,6 +228,4 @@ def _leaves(p: PartitionState, name: str) -> set[str]:
 
 def _timeline(name: str, capability: dict[str, int], timer: QuotaTimer) -> str:
     was = amounts(timer.was) if timer.was else "no capability"
-    return (
-        f"quota: {name}'s capability is {amounts(capability)} (was {was}); {delay_text(QUOTA_DELAY_ANNOTATION, timer)}"
-    )
+    return f"quota: {name}'s capability is {amounts(capability)} (was {was}); {delay_text(QUOTA_DELAY_ANNOTATION, timer)}"

@@ -94,7 +94,8 @@ def make_room(
         room = Room(node, list(attempt.evicted), voted.voters if voted and attempt.evicted else ())
         for task in allowed[len(attempt.evicted) :]:  # allowed, but the preemptor fits without them
             spared[task.id] = (
-                f"not needed: allowed by {', '.join(voted.voters) if voted else 'every plugin'}, but the preemptor fits once the victims before it in victim order are gone"
+                f"not needed: allowed by {', '.join(voted.voters) if voted else 'every plugin'}, but the preemptor fits once the victims before it in "
+                "victim order are gone"
             )
         statement.absorb(attempt)
         return room, spared, seen

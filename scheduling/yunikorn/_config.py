@@ -158,7 +158,11 @@ def describe(partition: PartitionState) -> str:
             line += f"; preemption.policy {policy}: {listing(queues)}"
     delays = [f"{path} {queue.props.quota_preemption_delay / 1000:g}s" for path, queue in partition.queues.items() if queue.props.quota_preemption_delay]
     if settings.quota_preemption:
-        line += f"; quota enforcement on, quota.preemption.delay: {listing(delays)}" if delays else "; quota enforcement on, but no queue has a quota.preemption.delay"
+        line += (
+            f"; quota enforcement on, quota.preemption.delay: {listing(delays)}"
+            if delays
+            else "; quota enforcement on, but no queue has a quota.preemption.delay"
+        )
     elif delays:
         line += "; quota.preemption.delay set, but quotapreemptionenabled is off: lowered maxes are not enforced"
     return line
@@ -353,9 +357,7 @@ def _check_within(amounts: Resources, limit: Resources | None, what: str, agains
         return
     for name, amount in amounts.items():
         if name in limit and amount > limit[name]:
-            raise ConfigError(
-                f"{what} {name} {format_human(name, amount)} is above {against} ({format_human(name, limit[name])})"
-            )
+            raise ConfigError(f"{what} {name} {format_human(name, amount)} is above {against} ({format_human(name, limit[name])})")
 
 
 def _check_children_guarantees(queue: QueueConfig) -> None:

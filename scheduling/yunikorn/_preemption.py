@@ -157,7 +157,12 @@ def _scope(p: PartitionState, task: TaskState) -> _Scope | Refusal:
         return Refusal((f"law 4: neither {task.queue} nor its parents guarantee {listing(sorted(ask))}: no guarantee to restore",))
     if full == guard:
         return _law4_refusal(path[guard], ask)
-    bounds = [(full, "law 4: it is not under its guarantee"), (fence, "law 7: its preemption fence"), (at_max, "it is at its max"), (len(path) - 1, "no fence or max below it")]
+    bounds = [
+        (full, "law 4: it is not under its guarantee"),
+        (fence, "law 7: its preemption fence"),
+        (at_max, "it is at its max"),
+        (len(path) - 1, "no fence or max below it"),
+    ]
     top, why_top = min((index, why) for index, why in bounds if index is not None)
     if top <= guard:
         return _empty_scope(path, guard, top, fence, task)
@@ -175,7 +180,10 @@ def _empty_scope(path: list[QueueState], guard: int, top: int, fence: int | None
         return Refusal((f"law 7: the preemption fence of {path[fence].path} leaves no queue outside {path[guard].path} to preempt from",))
     queue = path[top]
     return Refusal(
-        (f"max: {queue.path} is at its max for {listing(_over_names(committed(queue), task.resources, queue.max))}, and only tasks inside {path[guard].path} could make room",)
+        (
+            f"max: {queue.path} is at its max for {listing(_over_names(committed(queue), task.resources, queue.max))}, and only tasks inside "
+            f"{path[guard].path} could make room",
+        )
     )
 
 
@@ -552,9 +560,14 @@ def _spared(solution: _Solution, on_node: list[Candidate]) -> list[str]:
     earlier = [c.task.id for c in spared if victim_order(c) < last]
     lines = []
     if later:
-        lines.append(f"not needed on {solution.node.name}: {listing(later)} (the victims make room and come first: opted out last, lower priority, then younger)")
+        lines.append(
+            f"not needed on {solution.node.name}: {listing(later)} (the victims make room and come first: opted out last, lower priority, then younger)"
+        )
     if earlier:
-        lines.append(f"passed over on {solution.node.name}: {listing(earlier)} (the victims make room without them, or law 2 forbids taking them together with the victims)")
+        lines.append(
+            f"passed over on {solution.node.name}: {listing(earlier)} (the victims make room without them, or law 2 forbids taking them together with "
+            "the victims)"
+        )
     return lines
 
 

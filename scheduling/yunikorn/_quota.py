@@ -101,9 +101,7 @@ def _enforce(cycle: Cycle, queue: QueueState, timer: QuotaTimer, over: dict[str,
 
 def _timeline(queue: QueueState, timer: QuotaTimer) -> str:
     was = _amounts(timer.was) if timer.was else "unlimited"
-    return (
-        f"quota: {queue.path}'s max is {_amounts(queue.max or {})} (was {was}); {delay_text('quota.preemption.delay', timer)}"
-    )
+    return f"quota: {queue.path}'s max is {_amounts(queue.max or {})} (was {was}); {delay_text('quota.preemption.delay', timer)}"
 
 
 def _target(p: PartitionState, queue: QueueState, over: dict[str, int], lines: list[str]) -> dict[str, int]:
@@ -171,13 +169,25 @@ def _choose(p: PartitionState, leaf: QueueState, target: dict[str, int], choice:
             continue
         larger = {name: task.resources[name] for name in sorted(wanted & _uses(task)) if task.resources[name] > left[name]}
         if larger:
-            choice.lines.append(f"spared {task.id}: it holds {_amounts(larger)}, more than the {_amounts({n: left[n] for n in larger})} {leaf.path} has left to shed")
+            choice.lines.append(
+                f"spared {task.id}: it holds {_amounts(larger)}, more than the {_amounts({n: left[n] for n in larger})} {leaf.path} has left to shed"
+            )
             continue
         for name in wanted:
             taken[name] = taken.get(name, 0) + task.resources.get(name, 0)
             choice.shed[name] = choice.shed.get(name, 0) + task.resources.get(name, 0)
         assert task.node is not None  # running
-        choice.victims.append(Victim(task=task.id, app=task.app, queue=task.queue, node=task.node, priority=task.priority, resources=Resources(task.resources), why=_why(task, leaf, wanted)))
+        choice.victims.append(
+            Victim(
+                task=task.id,
+                app=task.app,
+                queue=task.queue,
+                node=task.node,
+                priority=task.priority,
+                resources=Resources(task.resources),
+                why=_why(task, leaf, wanted),
+            )
+        )
 
 
 def _uses(task: TaskState) -> set[str]:
@@ -198,7 +208,10 @@ def _why(task: TaskState, leaf: QueueState, over: set[str]) -> str:
         "allows preemption" if task.allow_preemption else "opted out of preemption",
         f"uses {', '.join(sorted(_uses(task) & over))} of the resources to shed",
     ]
-    return f"quota: {leaf.path} sheds what it holds above its share of the max, and this task fits in what is left to shed; {'; '.join(traits)}; priority {task.priority}"
+    return (
+        f"quota: {leaf.path} sheds what it holds above its share of the max, and this task fits in what is left to shed; {'; '.join(traits)}; "
+        f"priority {task.priority}"
+    )
 
 
 def _amounts(values: dict[str, int]) -> str:

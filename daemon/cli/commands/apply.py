@@ -19,9 +19,13 @@ HELP = "hand a configuration file to the running daemon (as `run --config` takes
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", help="a configuration file: queues.yaml, {model, config}, or `model: NAME` then the model's objects (ConfigMaps, kubectl get -o yaml lists)")
+    p.add_argument(
+        "file", help="a configuration file: queues.yaml, {model, config}, or `model: NAME` then the model's objects (ConfigMaps, kubectl get -o yaml lists)"
+    )
     common_options(p, nats=True, db=True)
-    p.add_argument("--dry-run", action="store_true", help="print what it would change against the log's configuration, and what would be decided at once; send nothing")
+    p.add_argument(
+        "--dry-run", action="store_true", help="print what it would change against the log's configuration, and what would be decided at once; send nothing"
+    )
     p.add_argument("--timeout", type=at_least(0, float), default=30.0, help="how long to wait for the daemon's verdict, in seconds (default: 30)")
 
 
@@ -57,7 +61,12 @@ async def _apply_dry_run(args: argparse.Namespace, events: list, now: int) -> in
         except Rejected as exc:
             raise UsageError(f"{args.file} would be refused by the daemon: {exc.reason}") from None
         changes = config_changes(before, after)
-        print(render.printable(f"partition {event.partition} ({after.model}), against {shown_url(db)} at log seq {state.seq - 1}: " + ("it would change" if changes else "nothing `preemptd state` shows would change")))
+        print(
+            render.printable(
+                f"partition {event.partition} ({after.model}), against {shown_url(db)} at log seq {state.seq - 1}: "
+                + ("it would change" if changes else "nothing `preemptd state` shows would change")
+            )
+        )
         for change in changes:
             print(f"  {render.printable(change)}")
         decided = run_cycle(state, tick_record(state, now, event.partition)).decisions  # the cycle the change wakes

@@ -27,5 +27,8 @@ async def run(args: argparse.Namespace) -> int:
         counts = await store.counts()
     finally:
         await store.close()
-    print(f"{shown_url(log_target(args))}: schema up to date (log {store.log_id}, {counts['log']} records, {counts['unpublished']} decisions unpublished, {counts['passed_over']} passed over)")
+    print(
+        f"{shown_url(log_target(args))}: schema up to date (log {store.log_id}, {counts['log']} records, {counts['unpublished']} decisions "
+        f"unpublished, {counts['passed_over']} passed over)"
+    )
     return 0

@@ -24,7 +24,12 @@ HELP = "show a decision and the checks behind it, every decision about an applic
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("decision", metavar="NAME", help="a decision id, the id of a config.applied, an application or task: every decision about it (Kueue: a workload or any of its pods; Volcano: a job or a task), or a queue (Kueue: a ClusterQueue, LocalQueue or cohort): what was placed or admitted into it, taken from it and for it")
+    p.add_argument(
+        "decision",
+        metavar="NAME",
+        help="a decision id, the id of a config.applied, an application or task: every decision about it (Kueue: a workload or any of its pods; "
+        "Volcano: a job or a task), or a queue (Kueue: a ClusterQueue, LocalQueue or cohort): what was placed or admitted into it, taken from it and for it",
+    )
     p.add_argument("--task", action="store_true", help="take NAME for an application or task only, never a decision id")
     p.add_argument("--json", action="store_true", help="print the decisions as JSON lines")
     common_options(p, db=True, archived=True)
@@ -85,4 +90,8 @@ def _print_decisions(rows: list[LogRow], models: Models, as_json: bool) -> None:
     """Each decision as a JSON line, or explained in its partition's model's terms."""
     for row in rows:
         decision = decode_decision(row.payload)
-        print(json.dumps(to_builtins(decision)) if as_json else render.explanation(decision, row.seq, terms_of(model_at(models, decision.partition, row.seq)).words))
+        print(
+            json.dumps(to_builtins(decision))
+            if as_json
+            else render.explanation(decision, row.seq, terms_of(model_at(models, decision.partition, row.seq)).words)
+        )

@@ -12,8 +12,14 @@ HELP = "publish events from a file (JSON lines or YAML; - for stdin) and report 
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", help="events as JSON lines, or a YAML list or documents, or the objects a shim would translate (a Kueue Workload, a Volcano Job, ...: see the contract); - reads stdin; `id` and `ts` are filled when missing")
-    p.add_argument("--show-events", action="store_true", help="print the events the file stands for (its objects' as the contract maps them), as JSON lines, first")
+    p.add_argument(
+        "file",
+        help="events as JSON lines, or a YAML list or documents, or the objects a shim would translate (a Kueue Workload, a Volcano Job, ...: see the "
+        "contract); - reads stdin; `id` and `ts` are filled when missing",
+    )
+    p.add_argument(
+        "--show-events", action="store_true", help="print the events the file stands for (its objects' as the contract maps them), as JSON lines, first"
+    )
     common_options(p, nats=True)
     p.add_argument("--no-check", action="store_true", help="send events even if they are not valid events of the contract (the daemon will reject them)")
     p.add_argument("--no-wait", action="store_true", help="send and return, without waiting for the daemon's verdict on each event")
@@ -29,5 +35,11 @@ async def run(args: argparse.Namespace) -> int:
         raise UsageError("--wait and --no-wait say opposite things: give one (waiting is the default)")
 
     return await client.publish(
-        nats_url(args), args.file, access=nats_access(args), check=not args.no_check, wait=None if args.no_wait else args.timeout, verbose=args.verbose, show_events=args.show_events
+        nats_url(args),
+        args.file,
+        access=nats_access(args),
+        check=not args.no_check,
+        wait=None if args.no_wait else args.timeout,
+        verbose=args.verbose,
+        show_events=args.show_events,
     )

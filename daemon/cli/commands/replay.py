@@ -61,7 +61,10 @@ async def run(args: argparse.Namespace) -> int:
         await store.close()
     print(render.replay_summary(replayer.report, what_if=bool(configs)))
     if timeline is not None:
-        write_report(Path(args.report), what_if(timeline.result(f"preemptd replay of {shown_url(log_target(args))} under {args.config}"), replayer.report, f"--config {args.config}"))
+        write_report(
+            Path(args.report),
+            what_if(timeline.result(f"preemptd replay of {shown_url(log_target(args))} under {args.config}"), replayer.report, f"--config {args.config}"),
+        )
     return 1 if replayer.report.divergence is not None else 0
 
 

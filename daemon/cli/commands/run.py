@@ -28,29 +28,40 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="use this NATS server instead of starting the bundled one; several, comma-separated, for a cluster; tls:// for TLS (default: $PREEMPTD_NATS_URL)",
     )
     nats_security_options(p)
-    p.add_argument("--nats-port", type=port, default=0, help="port for the bundled nats-server; refused if in use (default: the previous one if free, else a free one)")
+    p.add_argument(
+        "--nats-port", type=port, default=0, help="port for the bundled nats-server; refused if in use (default: the previous one if free, else a free one)"
+    )
     p.add_argument("--config", help=f"a configuration file, {{model, config}} or the {DEFAULT_MODEL} model's alone, applied at start where it differs")
     p.add_argument("--tick", default="1s", help="time between scheduling cycles of a partition with pending tasks (default: 1s)")
     p.add_argument(
         "--cycle-time",
         default="5ms",
-        help="how long a cycle decides before it stops and the next goes on, events read in between, so that an arrival in a queue with room is not held behind a long one; the log records where each stopped, so replay is exact (default: 5ms)",
+        help="how long a cycle decides before it stops and the next goes on, events read in between, so that an arrival in a queue with room is not "
+        "held behind a long one; the log records where each stopped, so replay is exact (default: 5ms)",
     )
     p.add_argument(
         "--idle-tick",
         default="30s",
-        help="time between cycles while the last one decided nothing and nothing happened since; a delay running out still wakes a cycle at once (default: 30s)",
+        help="time between cycles while the last one decided nothing and nothing happened since; a delay running out still wakes a cycle at once "
+        "(default: 30s)",
     )
     p.add_argument("--batch", type=at_least(1), default=1000, help="events fetched and committed per transaction (default: 1000)")
     p.add_argument("--snapshot-every", type=at_least(1), default=100_000, help="log records between snapshots (default: 100000)")
     p.add_argument(
         "--archive",
         metavar="DIR|URL",
-        help="where segments of the log go once closed, as compressed files: a directory, or an fsspec URL such as s3://bucket/preemptd (with its library, e.g. s3fs); off keeps the whole log live (default: STATE_DIR/archive)",
+        help="where segments of the log go once closed, as compressed files: a directory, or an fsspec URL such as s3://bucket/preemptd (with its "
+        "library, e.g. s3fs); off keeps the whole log live (default: STATE_DIR/archive)",
     )
-    p.add_argument("--retain", default="7d", metavar="DURATION", help="the live log keeps at least this much history; older archived segments leave it (default: 7d)")
-    p.add_argument("--retain-bytes", default="8Gi", metavar="SIZE", help="the live log's size on disk above which its oldest archived segments leave it (default: 8Gi)")
-    p.add_argument("--sqlite-synchronous", default="FULL", choices=["FULL", "NORMAL"], help="FULL survives power loss; NORMAL only process crashes (default: FULL)")
+    p.add_argument(
+        "--retain", default="7d", metavar="DURATION", help="the live log keeps at least this much history; older archived segments leave it (default: 7d)"
+    )
+    p.add_argument(
+        "--retain-bytes", default="8Gi", metavar="SIZE", help="the live log's size on disk above which its oldest archived segments leave it (default: 8Gi)"
+    )
+    p.add_argument(
+        "--sqlite-synchronous", default="FULL", choices=["FULL", "NORMAL"], help="FULL survives power loss; NORMAL only process crashes (default: FULL)"
+    )
     p.add_argument(
         "--partitions",
         type=partitions,
@@ -65,7 +76,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--lease-expiry",
         metavar="DURATION",
-        help="a PostgreSQL log's writer renews its lease every second; a standby ends the session of one silent this long (hung, frozen) and takes over (default: 15s)",
+        help="a PostgreSQL log's writer renews its lease every second; a standby ends the session of one silent this long (hung, frozen) and takes "
+        "over (default: 15s)",
     )
     p.add_argument(
         "--metrics-addr",
@@ -99,7 +111,9 @@ async def run(args: argparse.Namespace) -> int:
     )
     secured = [option for option in ("nats_creds", "nats_tls_ca", "nats_tls_cert", "nats_tls_key") if getattr(args, option)]
     if secured and not settings.nats_url:
-        raise UsageError(f"--{secured[0].replace('_', '-')} is for a NATS server of your own (--nats-url); the bundled one is on loopback, without TLS or credentials")
+        raise UsageError(
+            f"--{secured[0].replace('_', '-')} is for a NATS server of your own (--nats-url); the bundled one is on loopback, without TLS or credentials"
+        )
     if settings.nats_access.creds:  # before anything starts
         from ...bus import check_credentials
         from ...errors import BusError

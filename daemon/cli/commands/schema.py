@@ -13,7 +13,13 @@ HELP = "print the JSON Schema of cluster events, decisions, or a query and its a
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("kind", nargs="?", default="cluster", choices=["cluster", "decisions", "try", "answer"], help="what shims send (default), what the daemon publishes, a query of preemptd.try.<partition> or its answer")
+    p.add_argument(
+        "kind",
+        nargs="?",
+        default="cluster",
+        choices=["cluster", "decisions", "try", "answer"],
+        help="what shims send (default), what the daemon publishes, a query of preemptd.try.<partition> or its answer",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

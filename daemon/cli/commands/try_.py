@@ -18,8 +18,14 @@ HELP = "ask what would be decided if these events arrived now (nothing is logged
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", help="events as publish takes them (JSON lines or YAML; - for stdin), for one partition: a job's app.submitted and task.submitted, ..., or the job's object (a Kueue Workload, a Volcano Job, ...)")
-    p.add_argument("--show-events", action="store_true", help="print the events the file stands for (its objects' as the contract maps them), as JSON lines, first")
+    p.add_argument(
+        "file",
+        help="events as publish takes them (JSON lines or YAML; - for stdin), for one partition: a job's app.submitted and task.submitted, ..., or the "
+        "job's object (a Kueue Workload, a Volcano Job, ...)",
+    )
+    p.add_argument(
+        "--show-events", action="store_true", help="print the events the file stands for (its objects' as the contract maps them), as JSON lines, first"
+    )
     p.add_argument("--json", action="store_true", help="print the answer as JSON")
     common_options(p, nats=True)
     p.add_argument("--db", help="ask a log instead of the running daemon: a SQLite file or a SQLAlchemy URL")
