@@ -10,7 +10,7 @@ from ._changes import (
     configured_before as configured_before,
 )
 from ._engine import CycleRecords as CycleRecords, is_daemon_id as is_daemon_id, next_wakeup as next_wakeup, run_cycle as run_cycle, tick_record as tick_record
-from ._explain import listing as listing
+from ._explain import counted as counted, listing as listing
 from ._kubernetes import flat_objects as flat_objects, is_object as is_object, yaml_documents as yaml_documents
 from ._model import (
     BLOCKED_PER_CYCLE as BLOCKED_PER_CYCLE,

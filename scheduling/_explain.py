@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 
 from preemptd.events import format_human
 
-__all__ = ["amounts", "listing", "plural"]
+__all__ = ["amounts", "amounts_by_name", "counted", "listing"]
 
 
 def amounts(values: Mapping[str, int], only: Iterable[str] | None = None) -> str:
@@ -15,8 +15,14 @@ def amounts(values: Mapping[str, int], only: Iterable[str] | None = None) -> str
     return ", ".join(f"{name} {format_human(name, values.get(name, 0))}" for name in names) or "nothing"
 
 
-def plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+def amounts_by_name(values: Mapping[str, int]) -> str:
+    """`amounts`, the resources in the order of their names."""
+    return amounts(values, sorted(values))
+
+
+def counted(number: int, singular: str, plural: str = "") -> str:
+    """`1 leaf`, `3 leaves`: a number and the word that goes with it."""
+    return f"{number} {singular if number == 1 else plural or singular + 's'}"
 
 
 def listing(items: list[str], limit: int = 5) -> str:

@@ -30,6 +30,8 @@ from preemptd.projections import (
     refuse_decision,
 )
 
+from ._explain import counted
+
 __all__ = [
     "BLOCKED_PER_CYCLE",
     "Budget",
@@ -41,7 +43,6 @@ __all__ = [
     "Table",
     "Model",
     "bounded",
-    "counted",
     "decision_id",
     "describe_queues",
     "one_partition",
@@ -58,11 +59,6 @@ def decision_id(log_id: str, cycle: int, index: int) -> str:
 def one_partition(document: Any) -> list[str]:
     """`Model.partitions` of a model whose configuration documents name no partitions."""
     return ["default"]
-
-
-def counted(number: int, singular: str, plural: str = "") -> str:
-    """`1 leaf`, `3 leaves`: a number and the word that goes with it."""
-    return f"{number} {singular if number == 1 else plural or singular + 's'}"
 
 
 def describe_queues(partition: PartitionState) -> str:

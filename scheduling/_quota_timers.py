@@ -16,13 +16,13 @@ to the limit, in its own victim order. The rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import msgspec
 
 from preemptd.events import format_duration, format_moment
 
-__all__ = ["Limit", "QuotaTimer", "lowered", "raised", "timers_after"]
+__all__ = ["Limit", "QuotaTimer", "QuotaTimers", "delay_text", "lowered", "raised", "timeline", "timers_after"]
 
 
 class QuotaTimer(msgspec.Struct, frozen=True, kw_only=True):
@@ -43,6 +43,45 @@ class Limit(msgspec.Struct, frozen=True, kw_only=True):
 
     max: dict[str, int] | None
     delay: int
+
+
+class QuotaTimers(msgspec.Struct, kw_only=True):
+    """A partition's quota timers, as each model keeps them in its state (snapshots keep them):
+    the configuration they were last reconciled with, the limits they were set against, the
+    timers by queue, and per queue what its last enforcement could not shed (said once)."""
+
+    document: bytes = b""
+    limits: dict[str, Limit] = {}
+    timers: dict[str, QuotaTimer] = {}
+    short: dict[str, dict[str, int]] = {}
+
+    def reconcile(self, document: bytes, limits: Mapping[str, Limit], is_over: Callable[[str], bool], received: int, *, enforced: bool = True) -> None:
+        """A configuration (`document`, its queues' `limits`) applied at `received`: the timers it
+        starts, moves or cancels (all of them when enforcement is off); nothing when it is the one
+        they were reconciled with."""
+        if document == self.document:
+            return
+        self.timers = timers_after(self.limits, self.timers, limits if enforced else {}, is_over, received)
+        self.document, self.limits = document, dict(limits)
+        self.drop(name for name in list(self.short) if name not in self.timers)
+
+    def drop(self, queues: Iterable[str]) -> None:
+        """The timers of `queues` end, and what their enforcements fell short of with them."""
+        for name in list(queues):
+            self.timers.pop(name, None)
+            self.short.pop(name, None)
+
+    def drop_fitting(self, is_over: Callable[[str], bool]) -> None:
+        """The timers of queues that fit their limit again end (folded at each tick)."""
+        self.drop([name for name in self.timers if not is_over(name)])
+
+    def fired(self, now: int) -> list[tuple[str, QuotaTimer]]:
+        """The timers that have fired by `now`, by queue name."""
+        return [(name, timer) for name, timer in sorted(self.timers.items()) if timer.fires <= now]
+
+    def next_firing(self, now: int, due: Callable[[str], bool] = lambda name: True) -> int | None:
+        """When the next timer of a queue `due` says is still to enforce fires, after `now`."""
+        return min((timer.fires for name, timer in self.timers.items() if timer.fires > now and due(name)), default=None)
 
 
 def timers_after(
@@ -77,3 +116,9 @@ def delay_text(annotation: str, timer: QuotaTimer) -> str:
     """`<annotation> 30s from <when lowered>: enforced from <when>`, in times people read (UTC, or
     from a simulation's start), as every model's timeline says it."""
     return f"{annotation} {format_duration(timer.delay)} from {format_moment(timer.start)}: enforced from {format_moment(timer.fires)}"
+
+
+def timeline(bound: str, now: str, was: str, annotation: str, timer: QuotaTimer) -> str:
+    """`quota: <bound> is <now> (<was>); <annotation> 30s from <when>: enforced from <when>`: the
+    line every model's enforcement starts its explanation with."""
+    return f"quota: {bound} is {now} ({was}); {delay_text(annotation, timer)}"

@@ -127,7 +127,7 @@ def test_a_random_lowered_quota_is_enforced_and_replays(seed: int) -> None:
     result = simulate(msgspec.convert(_random_scenario(random.Random(seed)), type=Scenario))
     p = result.state.partitions["default"]
     state = p.model_state
-    assert all(state.short.get(name) for name in state.timers), "a timer left only when its enforcement was short"
+    assert all(state.quota.short.get(name) for name in state.quota.timers), "a timer left only when its enforcement was short"
     if any(isinstance(d, QuotaEnforced) and d.short is None for d in result.decisions):
         assert over_queues(p) == {}
     report = replay(result.records, log_id="sim")

@@ -24,7 +24,7 @@ import anyio
 import msgspec
 
 from preemptd.events import PARTITION_PATTERN, ConfigError, DecodeError, ObjectError, decode_cluster_event, decode_decision, object_events, runtime_object
-from preemptd.scheduling import claiming, flat_objects, is_object, yaml_documents
+from preemptd.scheduling import claiming, counted, flat_objects, is_object, yaml_documents
 
 from ..bus import Bus, NatsAccess, Reader, ReadThrough
 from ..clock import wall_ms
@@ -152,9 +152,7 @@ def _refuse_invalid(messages: list[Outbound]) -> None:
     if problems:
         more = f"\n  ... and {len(problems) - _SHOWN_PROBLEMS} more" if len(problems) > _SHOWN_PROBLEMS else ""
         shown = "\n  ".join(problems[:_SHOWN_PROBLEMS])
-        raise UsageError(
-            f"{render.count(len(problems), 'event')} the daemon would reject; nothing was published (--no-check sends them anyway):\n  {shown}{more}"
-        )
+        raise UsageError(f"{counted(len(problems), 'event')} the daemon would reject; nothing was published (--no-check sends them anyway):\n  {shown}{more}")
 
 
 async def _publish_all(bus: Bus, messages: list[Outbound], sent: list[Stored]) -> None:
@@ -234,7 +232,7 @@ def _publish_summary(verdicts: list[Verdict], messages: list[Outbound], running:
     outcomes: dict[Outcome, int] = {}
     for verdict in verdicts:
         outcomes[verdict.outcome] = outcomes.get(verdict.outcome, 0) + 1
-    line = f"published {render.count(len(verdicts), 'event')}"
+    line = f"published {counted(len(verdicts), 'event')}"
     tally = ", ".join(f"{number} {outcome}" for outcome, number in sorted(outcomes.items(), key=lambda item: _ORDER.index(item[0])))
     if tally and (waited or outcomes.get("duplicate")):
         line += f": {tally}"
@@ -414,7 +412,7 @@ def print_answer(answer: dict[str, Any], *, as_json: bool) -> int:
         print(render.printable(f"  {name}: nothing would be decided about it (within the hour, with nothing else arriving)"))
     if answer["other_decisions"]:
         others = f"{terms.words.application}s" if terms.whole else "tasks"
-        print(f"  (and {render.count(answer['other_decisions'], 'decision')} about other {others}, due anyway)")
+        print(f"  (and {counted(answer['other_decisions'], 'decision')} about other {others}, due anyway)")
     return 0
 
 

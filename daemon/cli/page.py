@@ -17,12 +17,12 @@ from typing import Any
 from tqdm import tqdm
 
 from preemptd.events import to_builtins
-from preemptd.scheduling import ReplayReport, Timeline, Window, compare
+from preemptd.scheduling import ReplayReport, Timeline, Window, compare, counted
 
 from ..errors import UsageError
 from ..log.history import records
 from ..log.store import Store
-from .render import count, tables_text
+from .render import tables_text
 
 __all__ = ["build", "page", "page_data", "what_if", "window", "with_comparison", "write_report"]
 
@@ -127,4 +127,4 @@ def write_report(output: Path, data: dict[str, Any]) -> None:
         raise UsageError(f"cannot write {output}: {exc.strerror}") from None
     decisions = sum(len(p["decisions"]) for p in data["partitions"])
     queues = sum(len(p["queues"]) for p in data["partitions"])
-    print(f"wrote {output} ({output.stat().st_size / 1e6:.1f} MB): {count(decisions, 'decision')}, {count(queues, 'queue')}", file=sys.stderr)
+    print(f"wrote {output} ({output.stat().st_size / 1e6:.1f} MB): {counted(decisions, 'decision')}, {counted(queues, 'queue')}", file=sys.stderr)

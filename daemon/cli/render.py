@@ -31,12 +31,24 @@ from preemptd.events import (
     type_of,
 )
 from preemptd.projections import ClusterState, LogRecord, PartitionState, Rejected, Words
-from preemptd.scheduling import Change, Divergence, ReplayReport, amounts_text, apply, column_text, config_changes, configured_alone, describe, model_named
+from preemptd.scheduling import (
+    Change,
+    Divergence,
+    ReplayReport,
+    amounts_text,
+    apply,
+    column_text,
+    config_changes,
+    configured_alone,
+    counted,
+    describe,
+    model_named,
+)
 
 if TYPE_CHECKING:  # the store brings SQLAlchemy, which commands that only print need not load
     from ..records import DeadLetter
 
-__all__ = ["clock", "config_change", "count", "dead_letter", "explanation", "printable", "printable_lines", "queue_table", "replay_summary", "summary"]
+__all__ = ["clock", "config_change", "dead_letter", "explanation", "printable", "printable_lines", "queue_table", "replay_summary", "summary"]
 
 
 def printable_lines(text: str) -> str:
@@ -58,11 +70,6 @@ def _printable_decision(value: Any) -> Any:
     if isinstance(value, msgspec.Struct):
         return msgspec.structs.replace(value, **{name: _printable_decision(getattr(value, name)) for name in value.__struct_fields__})
     return value
-
-
-def count(number: int, noun: str, nouns: str | None = None) -> str:
-    """`1 event`, `2 events`."""
-    return f"{number} {noun if number == 1 else nouns or noun + 's'}"
 
 
 def clock(ms: int) -> str:
@@ -270,7 +277,7 @@ def queue_table(p: PartitionState, seq: int) -> str:
         rows.append((name, *used, *said, tasks))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     body = "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
-    nodes = f"{count(len(p.nodes), 'node')}, capacity {amounts_text(p.capacity)}; {count(len(p.tasks), 'task')} ({p.pending_count} pending)"
+    nodes = f"{counted(len(p.nodes), 'node')}, capacity {amounts_text(p.capacity)}; {counted(len(p.tasks), 'task')} ({p.pending_count} pending)"
     tables = "".join(f"\n\n{_table(rows)}" for _, rows in model_named(p.model).tables(p) if rows)
     return f"partition {printable(p.name)} at log seq {seq}\n{printable(describe(p))}\n{nodes}\n\n{body}{tables}"
 
@@ -322,12 +329,12 @@ def _column_json(value: Any) -> Any:
 
 
 def replay_summary(report: ReplayReport, *, what_if: bool) -> str:
-    head = f"replayed {count(report.events, 'event')} and {count(report.cycles, 'cycle')}"
+    head = f"replayed {counted(report.events, 'event')} and {counted(report.cycles, 'cycle')}"
     if what_if:
         return "\n".join([head, *_changes(report.changes), _what_if_total(report), *_rejections(report)])
     if report.divergence is not None:
         return "\n".join([head, *_divergence(report.divergence, report.reproduced)])
-    return f"{head}: all {count(report.reproduced, 'decision')} reproduced"
+    return f"{head}: all {counted(report.reproduced, 'decision')} reproduced"
 
 
 def _divergence(divergence: Divergence, reproduced: int) -> list[str]:
@@ -351,8 +358,8 @@ def _what_if_total(report: ReplayReport) -> str:
     removed = sum(len(c.only_stored) for c in report.changes)
     added = sum(len(c.only_new) for c in report.changes)
     return (
-        f"{count(len(report.changes), 'cycle differs', 'cycles differ')}: {count(removed, 'stored decision')} not made, "
-        f"{count(added, 'new decision')} (of {report.stored_decisions} stored)"
+        f"{counted(len(report.changes), 'cycle differs', 'cycles differ')}: {counted(removed, 'stored decision')} not made, "
+        f"{counted(added, 'new decision')} (of {report.stored_decisions} stored)"
     )
 
 

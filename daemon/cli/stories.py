@@ -28,9 +28,9 @@ from preemptd.events import (
     decode_log_event,
 )
 from preemptd.projections import PartitionState, Rejected, Words
-from preemptd.scheduling import DEFAULT_MODEL, configured_alone, listing, model_named
+from preemptd.scheduling import DEFAULT_MODEL, configured_alone, counted, listing, model_named
 
-from .render import count, printable
+from .render import printable
 
 if TYPE_CHECKING:
     from ..log.archive import Searched
@@ -102,7 +102,7 @@ class Story:
         else:
             matched = f"{app} ({words.task}s {listing([printable(task) for task in self.tasks])})" if self.tasks else f"{app} (no {words.task}s)"
         older = " (the newest; older ones left out)" if self.cut else ""
-        return f"{matched} in partition {printable(self.partition)}: {count(len(self.rows), 'decision')}{older}"
+        return f"{matched} in partition {printable(self.partition)}: {counted(len(self.rows), 'decision')}{older}"
 
 
 async def stories(store: Searched, name: str, models: Models) -> list[Story]:
@@ -197,7 +197,7 @@ class QueueStory:
         stands = f" ({self.leaves} {listing([printable(q) for q in self.queues])})" if self.queues != (self.name,) else ""
         said = "; ".join(f"{what} {number}" for what, number in self.counted.items() if number) or "nothing decided about it"
         older = " (the newest; older ones left out)" if self.cut else ""
-        return f"{self.kind} {printable(self.name)}{stands} in partition {printable(self.partition)}: {count(len(self.rows), 'decision')}{older}: {said}"
+        return f"{self.kind} {printable(self.name)}{stands} in partition {printable(self.partition)}: {counted(len(self.rows), 'decision')}{older}: {said}"
 
 
 async def queue_stories(store: Searched, name: str, configs: list[LogRow]) -> list[QueueStory]:

@@ -29,6 +29,7 @@ import msgspec
 from preemptd.events import ConfigError, QuantityError, closest, parse_quantity
 from preemptd.projections import ParsedConfig, PartitionState, PriorityClass, QueueConfig, Words
 
+from .._explain import counted
 from .._kubernetes import (
     ANY,
     CONFIG_MAP,
@@ -49,7 +50,6 @@ from .._kubernetes import (
     shown,
     unique,
 )
-from .._model import counted
 
 __all__ = [
     "FAIR_SHARING_ANNOTATION",

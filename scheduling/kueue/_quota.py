@@ -36,8 +36,9 @@ from dataclasses import dataclass, field
 from preemptd.events import LogEvent, QuotaEnforced, Resources, Tick, Victim, format_human
 from preemptd.projections import PartitionState
 
+from .._explain import amounts_by_name
 from .._model import Cycle
-from .._quota_timers import Limit, QuotaTimer, delay_text, timers_after
+from .._quota_timers import Limit, QuotaTimer, timeline
 from ._classic import candidate_order, queues_under
 from ._config import QUOTA_DELAY_ANNOTATION, ClusterQueue, KueueConfig
 from ._state import KueueState, fold_event as fold_admissions
@@ -66,14 +67,12 @@ def limit_of(queue: ClusterQueue) -> Limit:
 def fold_config(p: PartitionState, received: int) -> None:
     """A configuration applied at `received`: the timers it starts, moves or cancels."""
     state: KueueState = p.model_state
-    if p.document == state.document:
-        return
+    if p.document == state.quota.document:
+        return  # before the picture is drawn
     config: KueueConfig = p.settings
     limits = {name: limit_of(queue) for name, queue in config.cluster_queues.items()}
     picture = _Picture.of(p) if any(limit.delay > 0 for limit in limits.values()) else None
-    state.timers = timers_after(state.limits, state.timers, limits, lambda name: picture is not None and picture.tree_over(name), received)
-    state.document, state.limits = p.document, limits
-    state.short = {name: short for name, short in state.short.items() if name in state.timers}
+    state.quota.reconcile(p.document, limits, lambda name: picture is not None and picture.tree_over(name), received)
 
 
 def fold_event(p: PartitionState, event: LogEvent) -> None:
@@ -85,16 +84,11 @@ def fold_event(p: PartitionState, event: LogEvent) -> None:
     fold_admissions(p, event)
     state: KueueState = p.model_state
     if isinstance(event, QuotaEnforced) and event.short:
-        state.short[event.queue] = dict(event.short)
+        state.quota.short[event.queue] = dict(event.short)
     elif isinstance(event, QuotaEnforced):  # done: a timer left would start a later lowering's countdown early
-        for name in _fired_in_tree(p, event.queue, event.ts):
-            del state.timers[name]
-            state.short.pop(name, None)
-    elif isinstance(event, Tick) and state.timers:
-        picture = _Picture.of(p)
-        for name in [name for name in state.timers if not picture.tree_over(name)]:
-            del state.timers[name]
-            state.short.pop(name, None)
+        state.quota.drop(_fired_in_tree(p, event.queue, event.ts))
+    elif isinstance(event, Tick) and state.quota.timers:
+        state.quota.drop_fitting(_Picture.of(p).tree_over)
 
 
 def _fired_in_tree(p: PartitionState, queue: str, now: int) -> list[str]:
@@ -103,20 +97,20 @@ def _fired_in_tree(p: PartitionState, queue: str, now: int) -> list[str]:
     state: KueueState = p.model_state
     node = QuotaTree(p.settings).queues.get(queue)
     under = [n.name for n in queues_under(node.path()[-1])] if node is not None else [queue]
-    return [name for name in under if name in state.timers and state.timers[name].fires <= now]
+    return [name for name in under if name in state.quota.timers and state.quota.timers[name].fires <= now]
 
 
 def next_enforcement(p: PartitionState, now: int) -> int | None:
     """When the next timer fires, after `now` (a timer is dropped once its tree fits)."""
     state: KueueState = p.model_state
-    return min((timer.fires for timer in state.timers.values() if timer.fires > now), default=None)
+    return state.quota.next_firing(now)
 
 
 def enforce_quotas(cycle: Cycle) -> None:
     """Each cohort tree whose queue's timer has fired and which is still over sheds the rest."""
     p = cycle.partition
     state: KueueState = p.model_state
-    fired = [(name, timer) for name, timer in sorted(state.timers.items()) if timer.fires <= cycle.now]
+    fired = state.quota.fired(cycle.now)
     if not fired:
         return
     picture = _Picture.of(p)
@@ -199,8 +193,8 @@ def _enforce(cycle: Cycle, picture: _Picture, name: str, timer: QuotaTimer) -> N
     root = picture.root(name)
     assert root is not None  # tree_over found it
     excess = over_in(tree, root, usage, first=name)
-    cut = _cut(timer.was, state.limits[name].max or {})
-    choice = _Choice(lines=[_timeline(name, state.limits[name], timer)])
+    cut = _cut(timer.was, state.quota.limits[name].max or {})
+    choice = _Choice(lines=[_timeline(name, state.quota.limits[name], timer)])
     for node, over in excess.items():
         choice.lines.append(f"ClusterQueue {node.name} holds {_frs(over)} beyond what it may use ({_limits(p.settings.cluster_queues[node.name], over)})")
     own = sorted((w for w in picture.workloads.admitted.get(name, ()) if not w.evicted), key=lambda w: candidate_order(name, w))
@@ -217,9 +211,9 @@ def _enforce(cycle: Cycle, picture: _Picture, name: str, timer: QuotaTimer) -> N
     for workload in candidates:
         choice.lines.append(_line(workload, choice))
     if short:
-        choice.lines.append(f"short by {_amounts(short)}: no other admitted workload of the ClusterQueues over, not evicted, has all its pods running")
+        choice.lines.append(f"short by {amounts_by_name(short)}: no other admitted workload of the ClusterQueues over, not evicted, has all its pods running")
     victims = tuple(_victims(p, choice.taken, name, cut))
-    if not victims and short == state.short.get(name):
+    if not victims and short == state.quota.short.get(name):
         return  # said already
     queue = p.settings.cluster_queues[name]
     cycle.emit(
@@ -290,7 +284,7 @@ def _victims(p: PartitionState, taken: list[Workload], name: str, cut: str) -> l
 
 def _timeline(name: str, limit: Limit, timer: QuotaTimer) -> str:
     was = f"was {_limit_text(timer.was)}" if timer.was else "newly enforced"
-    return f"quota: ClusterQueue {name}'s quota is {_limit_text(limit.max or {})} ({was}); {delay_text(QUOTA_DELAY_ANNOTATION, timer)}"
+    return timeline(f"ClusterQueue {name}'s quota", _limit_text(limit.max or {}), was, QUOTA_DELAY_ANNOTATION, timer)
 
 
 def _cut(was: dict[str, int] | None, now: dict[str, int]) -> str:
@@ -345,7 +339,3 @@ def _per_resource(amounts: list[dict[FlavorResource, int]]) -> dict[str, int]:
 
 def _frs(amounts: dict[FlavorResource, int]) -> str:
     return ", ".join(f"{format_human(resource, amount)} {resource} in {flavor}" for (flavor, resource), amount in sorted(amounts.items()))
-
-
-def _amounts(values: dict[str, int]) -> str:
-    return ", ".join(f"{name} {format_human(name, amount)}" for name, amount in sorted(values.items())) or "nothing"

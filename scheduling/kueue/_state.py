@@ -11,7 +11,7 @@ import msgspec
 from preemptd.events import Admitted, AppFinished, Blocked, ConfigApplied, DecisionEvent, Evicted, LogEvent, QuotaEnforced, type_of
 from preemptd.projections import AppState, PartitionState, Rejected, apps_changed_by
 
-from .._quota_timers import Limit, QuotaTimer
+from .._quota_timers import QuotaTimers
 from ._kept import kept
 
 __all__ = ["Admission", "KueueState", "admission_of", "eviction_of", "fold_decision", "fold_event", "preempting"]
@@ -32,10 +32,7 @@ class KueueState(msgspec.Struct, kw_only=True):
 
     admissions: dict[str, Admission] = {}
     preempting: dict[str, int] = {}  # workload -> its incarnation that evicted others and waits for them to go
-    document: bytes = b""  # the configuration the quota timers were last reconciled with
-    limits: dict[str, Limit] = {}  # per ClusterQueue, its quotas as the timers last saw them
-    timers: dict[str, QuotaTimer] = {}  # per ClusterQueue, a lowered quota to enforce
-    short: dict[str, dict[str, int]] = {}  # per ClusterQueue, what its last enforcement could not shed (said once)
+    quota: QuotaTimers = msgspec.field(default_factory=QuotaTimers)  # per ClusterQueue, its quotas (`limit_of`)
     evictions: dict[str, str] = {}  # per workload evicted and not admitted again, why (its Evicted condition, as Kueue keeps it)
 
 

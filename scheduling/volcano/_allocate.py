@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from .._explain import plural
+from .._explain import counted
 from ._jobs import Job, Task
 from ._nodes import Nodes, Statement
 from ._session import Session
@@ -63,6 +63,6 @@ def allocate_job(
     undone = [task for task, _ in statement.placed]
     statement.discard()
     short = (
-        f"gang: job {job.id} needs {plural(job.min_available, 'task')} placed to start (min_available): {in_all - placed} placed, {placed} more could be now"
+        f"gang: job {job.id} needs {counted(job.min_available, 'task')} placed to start (min_available): {in_all - placed} placed, {placed} more could be now"
     )
     return [], {**{task.id: short for task in undone}, **unplaced}  # a task that found no place says why itself

@@ -30,6 +30,7 @@ import msgspec
 from preemptd.events import MAX_DEPTH, ConfigError, QuantityError, closest, cut_text, format_duration, parse_quantity
 from preemptd.projections import ParsedConfig, PartitionState, PriorityClass, QueueConfig, Words
 
+from .._explain import counted
 from .._kubernetes import (
     ANY,
     CONFIG_MAP,
@@ -48,7 +49,6 @@ from .._kubernetes import (
     shown,
     unique,
 )
-from .._model import counted
 
 __all__ = [
     "ACTIONS",

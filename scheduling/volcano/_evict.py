@@ -15,7 +15,7 @@ from typing import Literal
 
 from preemptd.events import Preempted, Resources, Victim
 
-from .._explain import amounts, plural
+from .._explain import amounts, counted
 from ._jobs import POD_SLOT, Job, Task
 from ._nodes import Statement
 from ._session import Session
@@ -90,7 +90,7 @@ def for_gang(s: Session, job: Job, action: Action, running: dict[str, list[Task]
     statement.discard()
     s.note(
         (e.task for e in evictions),
-        f"{action}: gang: room was found for {plural(found, 'task')}, but job {job.id} would still have {s.placed(job) + found} of the "
+        f"{action}: gang: room was found for {counted(found, 'task')}, but job {job.id} would still have {s.placed(job) + found} of the "
         f"{job.min_available} it needs to start (min_available): nothing evicted",
     )
 

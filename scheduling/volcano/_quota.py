@@ -28,7 +28,7 @@ from preemptd.events import QuotaEnforced, Resources, Victim
 from preemptd.projections import PartitionState
 
 from .._explain import amounts
-from .._quota_timers import QuotaTimer, delay_text
+from .._quota_timers import QuotaTimer, timeline
 from ._config import QUOTA_DELAY_ANNOTATION
 from ._evict import spared_lines
 from ._jobs import Task
@@ -43,13 +43,13 @@ __all__ = ["enforce_quotas", "next_enforcement", "quotas_due"]
 def quotas_due(p: PartitionState, now: int) -> list[str]:
     """The queues, by name, whose timer has run out at `now` and that hold more than their capability."""
     state: VolcanoState = p.model_state
-    return [name for name, timer in sorted(state.timers.items()) if timer.fires <= now and over_capability(p, name)]
+    return [name for name, _ in state.quota.fired(now) if over_capability(p, name)]
 
 
 def next_enforcement(p: PartitionState, now: int) -> int | None:
     """When the next timer of a queue above its capability runs out, after `now`."""
     state: VolcanoState = p.model_state
-    return min((timer.fires for name, timer in state.timers.items() if timer.fires > now and over_capability(p, name)), default=None)
+    return state.quota.next_firing(now, lambda name: bool(over_capability(p, name)))
 
 
 def enforce_quotas(s: Session, due: list[str]) -> None:
@@ -102,7 +102,7 @@ class _Choice:
 
 def _enforce(s: Session, name: str, target: dict[str, int]) -> None:
     state: VolcanoState = s.p.model_state
-    timer, capability = state.timers[name], s.config.queues[name].capability or {}
+    timer, capability = state.quota.timers[name], s.config.queues[name].capability or {}
     leaves = _leaves(s.p, name)
     order = [t for t in s.victims_in_order(job for job in s.jobs.values() if job.queue in leaves) if t.id not in s.gone]
     choice = _Choice(target)
@@ -112,7 +112,7 @@ def _enforce(s: Session, name: str, target: dict[str, int]) -> None:
     if whole:
         _give_back(name, [(task, why) for task, why in within if task.job not in whole], choice)
     short = choice.left()
-    if not choice.victims and short == state.short.get(name):
+    if not choice.victims and short == state.quota.short.get(name):
         return  # said already
     lines = [_timeline(name, capability, timer), f"target: {amounts(target)}, what {name} holds above its capability (victims in flight left out)"]
     lines += spared_lines(choice.spared)
@@ -228,4 +228,4 @@ def _leaves(p: PartitionState, name: str) -> set[str]:
 
 def _timeline(name: str, capability: dict[str, int], timer: QuotaTimer) -> str:
     was = amounts(timer.was) if timer.was else "no capability"
-    return f"quota: {name}'s capability is {amounts(capability)} (was {was}); {delay_text(QUOTA_DELAY_ANNOTATION, timer)}"
+    return timeline(f"{name}'s capability", amounts(capability), f"was {was}", QUOTA_DELAY_ANNOTATION, timer)

@@ -17,7 +17,7 @@ import msgspec
 from preemptd.events import Blocked, ConfigApplied, LogEvent, QuotaEnforced, Tick
 from preemptd.projections import PartitionState, add, apps_changed_by, subtract
 
-from .._quota_timers import Limit, QuotaTimer, timers_after
+from .._quota_timers import Limit, QuotaTimers
 from ._backlog import IdleJobs, KeptJobs
 from ._config import VolcanoConfig
 from ._jobs import Job, Task
@@ -29,10 +29,7 @@ __all__ = ["VolcanoState", "fold_config", "fold_event", "over_capability", "sess
 class VolcanoState(msgspec.Struct, kw_only=True):
     """The quota timers: what snapshots keep; what is kept besides is `_kept.VolcanoKept`."""
 
-    document: bytes = b""  # the configuration the timers were last reconciled with
-    limits: dict[str, Limit] = {}
-    timers: dict[str, QuotaTimer] = {}
-    short: dict[str, dict[str, int]] = {}  # per queue, what its last enforcement left over its capability (said once)
+    quota: QuotaTimers = msgspec.field(default_factory=QuotaTimers)
 
 
 def session_jobs(p: PartitionState) -> tuple[dict[str, Job], dict[str, Task], IdleJobs]:
@@ -47,13 +44,9 @@ def session_jobs(p: PartitionState) -> tuple[dict[str, Job], dict[str, Task], Id
 def fold_config(p: PartitionState, received: int) -> None:
     """A configuration applied at `received`: the quota timers it starts, moves or cancels."""
     state: VolcanoState = p.model_state
-    if p.document == state.document:
-        return
     config: VolcanoConfig = p.settings
     limits = {name: Limit(max=dict(q.capability) if q.capability is not None else None, delay=q.quota_preemption_delay) for name, q in config.queues.items()}
-    state.timers = timers_after(state.limits, state.timers, limits, lambda name: bool(over_capability(p, name)), received)
-    state.document, state.limits = p.document, limits
-    state.short = {name: short for name, short in state.short.items() if name in state.timers}
+    state.quota.reconcile(p.document, limits, lambda name: bool(over_capability(p, name)), received)
 
 
 def fold_event(p: PartitionState, event: LogEvent) -> None:
@@ -65,7 +58,7 @@ def fold_event(p: PartitionState, event: LogEvent) -> None:
     if isinstance(event, Tick):
         _fold_tick(p, event)
     elif isinstance(event, QuotaEnforced):
-        p.model_state.short[event.queue] = dict(event.short or {})
+        p.model_state.quota.short[event.queue] = dict(event.short or {})
     found = kept(p)
     if found.jobs is None:
         return
@@ -82,9 +75,7 @@ def _fold_tick(p: PartitionState, tick: Tick) -> None:
     """The timers without those of queues within their capability again (a timer running out
     wakes a passed-over cycle through `next_wakeup`: see `scheduling.run_cycle`)."""
     state: VolcanoState = p.model_state
-    for name in [name for name in state.timers if not over_capability(p, name)]:
-        del state.timers[name]
-        state.short.pop(name, None)
+    state.quota.drop_fitting(lambda name: bool(over_capability(p, name)))
 
 
 def over_capability(p: PartitionState, name: str) -> dict[str, int]:

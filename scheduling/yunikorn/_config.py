@@ -26,9 +26,8 @@ import msgspec
 from preemptd.events import ConfigError, DurationError, QuantityError, Resources, closest, format_human, parse_duration
 from preemptd.projections import ParsedConfig, PartitionState, PriorityClass, QueueConfig
 
-from .._explain import listing
+from .._explain import counted, listing
 from .._kubernetes import CONFIG_MAP, PRIORITY_KINDS, ObjectReader, is_object
-from .._model import counted
 
 __all__ = [
     "DEFAULT_PREEMPTION_DELAY_MS",

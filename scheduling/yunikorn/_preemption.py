@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 from preemptd.projections import NodeState, PartitionState, QueueState, TaskState, positive
 
-from .._explain import amounts, listing, plural
+from .._explain import amounts, counted, listing
 from ._ordering import effective_priority
 from ._victims import (
     OPTED_OUT,
@@ -373,7 +373,7 @@ class _GuaranteeSearch:
             if isinstance(outcome, str):
                 considered[name] = outcome
                 continue
-            considered[name] = plural(len(outcome.victims), "victim")
+            considered[name] = counted(len(outcome.victims), "victim")
             if best is None or outcome.key < best.key:
                 best = outcome
         return best, considered
@@ -415,7 +415,7 @@ class _GuaranteeSearch:
         explanation = [
             self.scope.law4,
             f"scope: victims searched under {self.scope.why_top}, outside {self.scope.path[self.scope.guard].path}",
-            f"node {solution.node.name}: {plural(len(victims), 'victim')} free {amounts(freed, self.ask)}; "
+            f"node {solution.node.name}: {counted(len(victims), 'victim')} free {amounts(freed, self.ask)}; "
             f"it had {amounts(node_available(solution.node), self.ask)} for the task",
             *self._queue_need_line(),
             *_spared(solution, on_node),

@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 from preemptd.events import QuotaEnforced, Resources, Victim, format_human
 from preemptd.projections import PartitionState, QueueState, TaskState
 
+from .._explain import amounts_by_name
 from .._model import Cycle
-from .._quota_timers import QuotaTimer, delay_text
+from .._quota_timers import QuotaTimer, timeline
 from ._config import PreemptionSettings
 from ._state import YuniKornState, held_now, over_max
 
@@ -49,9 +50,9 @@ def enforce_quotas(cycle: Cycle) -> None:
     state: YuniKornState = p.model_state
     if not settings.quota_preemption:
         return
-    for path, timer in sorted(state.timers.items()):
+    for path, timer in state.quota.fired(cycle.now):
         queue = p.queues.get(path)
-        if queue is None or timer.fires > cycle.now or not cycle.may_preempt():
+        if queue is None or not cycle.may_preempt():
             continue
         over = over_max(queue)
         if over:
@@ -64,7 +65,7 @@ def next_enforcement(p: PartitionState, now: int) -> int | None:
     settings: PreemptionSettings = p.settings
     if not settings.quota_preemption:
         return None
-    return min((t.fires for path, t in state.timers.items() if t.fires > now and path in p.queues and over_max(p.queues[path])), default=None)
+    return state.quota.next_firing(now, lambda path: path in p.queues and bool(over_max(p.queues[path])))
 
 
 @dataclass
@@ -79,13 +80,15 @@ class _Choice:
 def _enforce(cycle: Cycle, queue: QueueState, timer: QuotaTimer, over: dict[str, int]) -> None:
     p = cycle.partition
     assert queue.max is not None  # over_max found it over one
-    choice = _Choice(lines=[_timeline(queue, timer), f"over its max by {_amounts(over)} (victims in flight left out)"])
+    choice = _Choice(lines=[_timeline(queue, timer), f"over its max by {amounts_by_name(over)} (victims in flight left out)"])
     target = _target(p, queue, over, choice.lines)
     for leaf, share in _shares(p, queue, target, choice.lines):
         _choose(p, leaf, share, choice)
     short = {name: amount - choice.shed.get(name, 0) for name, amount in over.items() if choice.shed.get(name, 0) < amount}
     if short:
-        choice.lines.append(f"stays over its max by {_amounts(short)}: nothing more is shed than the target, and no other task fits in what remains of it")
+        choice.lines.append(
+            f"stays over its max by {amounts_by_name(short)}: nothing more is shed than the target, and no other task fits in what remains of it"
+        )
     cycle.emit(
         QuotaEnforced,
         queue=queue.path,
@@ -100,8 +103,8 @@ def _enforce(cycle: Cycle, queue: QueueState, timer: QuotaTimer, over: dict[str,
 
 
 def _timeline(queue: QueueState, timer: QuotaTimer) -> str:
-    was = _amounts(timer.was) if timer.was else "unlimited"
-    return f"quota: {queue.path}'s max is {_amounts(queue.max or {})} (was {was}); {delay_text('quota.preemption.delay', timer)}"
+    was = amounts_by_name(timer.was) if timer.was else "unlimited"
+    return timeline(f"{queue.path}'s max", amounts_by_name(queue.max or {}), f"was {was}", "quota.preemption.delay", timer)
 
 
 def _target(p: PartitionState, queue: QueueState, over: dict[str, int], lines: list[str]) -> dict[str, int]:
@@ -118,7 +121,7 @@ def _target(p: PartitionState, queue: QueueState, over: dict[str, int], lines: l
     target = {name: min(amount, cap[name][0]) if name in cap else amount for name, amount in over.items()}
     for name in sorted(n for n in target if target[n] < over[n]):
         lines.append(f"target capped to {name} {format_human(name, target[name])}: {cap[name][1]} holds that much above its guaranteed")
-    lines.append(f"target: {_amounts(target)}, to be shed without going past it")
+    lines.append(f"target: {amounts_by_name(target)}, to be shed without going past it")
     return target
 
 
@@ -137,7 +140,7 @@ def _shares(p: PartitionState, queue: QueueState, target: dict[str, int], lines:
     out = []
     for path, share in split.items():
         if any(share.values()):
-            lines.append(f"{path} is to shed {_amounts(share)} of it (its weight in the split: {_amounts(weights[path])})")
+            lines.append(f"{path} is to shed {amounts_by_name(share)} of it (its weight in the split: {amounts_by_name(weights[path])})")
             out += _shares(p, p.queues[path], share, lines)
     return out
 
@@ -170,7 +173,8 @@ def _choose(p: PartitionState, leaf: QueueState, target: dict[str, int], choice:
         larger = {name: task.resources[name] for name in sorted(wanted & _uses(task)) if task.resources[name] > left[name]}
         if larger:
             choice.lines.append(
-                f"spared {task.id}: it holds {_amounts(larger)}, more than the {_amounts({n: left[n] for n in larger})} {leaf.path} has left to shed"
+                f"spared {task.id}: it holds {amounts_by_name(larger)}, more than the {amounts_by_name({n: left[n] for n in larger})} {leaf.path} has "
+                "left to shed"
             )
             continue
         for name in wanted:
@@ -212,7 +216,3 @@ def _why(task: TaskState, leaf: QueueState, over: set[str]) -> str:
         f"quota: {leaf.path} sheds what it holds above its share of the max, and this task fits in what is left to shed; {'; '.join(traits)}; "
         f"priority {task.priority}"
     )
-
-
-def _amounts(values: dict[str, int]) -> str:
-    return ", ".join(f"{name} {format_human(name, amount)}" for name, amount in sorted(values.items())) or "nothing"

@@ -1,7 +1,8 @@
-"""What the YuniKorn model keeps: the timers of quota enforcement through preemption (the rules
-are `scheduling._quota_timers`'s) and the limits they were set against. A queue's timer starts when a configuration lowers its max (or gives it a
-`quota.preemption.delay` while it is above its max), with the partition's
-`quotapreemptionenabled` on, and fires `quota.preemption.delay` later (`_quota`).
+"""What the YuniKorn model keeps: the timers of quota enforcement through preemption (a
+`QuotaTimers`, whose rules are `scheduling._quota_timers`'s). A queue's timer starts when a
+configuration lowers its max (or gives it a `quota.preemption.delay` while it is above its max),
+with the partition's `quotapreemptionenabled` on, and fires `quota.preemption.delay` later
+(`_quota`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import msgspec
 from preemptd.events import ConfigApplied, LogEvent, QuotaEnforced, Tick
 from preemptd.projections import PartitionState, QueueState
 
-from .._quota_timers import Limit, QuotaTimer, timers_after
+from .._quota_timers import Limit, QuotaTimers
 from ._backlog import tasks_changed_by
 from ._config import PreemptionSettings
 from ._kept import kept
@@ -20,16 +21,15 @@ __all__ = ["YuniKornState", "fold_config", "fold_event", "held_now", "over_max"]
 
 
 class YuniKornState(msgspec.Struct, kw_only=True):
-    document: bytes = b""  # the configuration the timers were last reconciled with
-    limits: dict[str, Limit] = {}
-    timers: dict[str, QuotaTimer] = {}
+    quota: QuotaTimers = msgspec.field(default_factory=QuotaTimers)
 
 
 def fold_config(p: PartitionState, received: int) -> None:
     """A configuration applied at `received`: the timers it starts, moves or cancels."""
     state: YuniKornState = p.model_state
-    if p.document != state.document:
-        _reconcile(p, state, received)
+    settings: PreemptionSettings = p.settings
+    limits = {path: Limit(max=dict(queue.max) if queue.max is not None else None, delay=queue.props.quota_preemption_delay) for path, queue in p.queues.items()}
+    state.quota.reconcile(p.document, limits, lambda path: bool(over_max(p.queues[path])), received, enforced=settings.quota_preemption)
 
 
 def fold_event(p: PartitionState, event: LogEvent) -> None:
@@ -45,10 +45,9 @@ def fold_event(p: PartitionState, event: LogEvent) -> None:
             found.backlog.touch(p, task_id)
     state: YuniKornState = p.model_state
     if isinstance(event, Tick):
-        for path in [path for path in state.timers if path not in p.queues or not over_max(p.queues[path])]:
-            del state.timers[path]
+        state.quota.drop_fitting(lambda path: path in p.queues and bool(over_max(p.queues[path])))
     elif isinstance(event, QuotaEnforced):
-        state.timers.pop(event.queue, None)
+        state.quota.drop([event.queue])
 
 
 def over_max(queue: QueueState) -> dict[str, int]:
@@ -62,11 +61,3 @@ def over_max(queue: QueueState) -> dict[str, int]:
 def held_now(queue: QueueState) -> dict[str, int]:
     """What `queue` holds, victims in flight left out."""
     return {name: amount - queue.preempting.get(name, 0) for name, amount in queue.allocated.items()}
-
-
-def _reconcile(p: PartitionState, state: YuniKornState, now: int) -> None:
-    settings: PreemptionSettings = p.settings
-    limits = {path: Limit(max=dict(queue.max) if queue.max is not None else None, delay=queue.props.quota_preemption_delay) for path, queue in p.queues.items()}
-    enforced = limits if settings.quota_preemption else {}
-    state.timers = timers_after(state.limits, state.timers, enforced, lambda path: bool(over_max(p.queues[path])), now)
-    state.document, state.limits = p.document, limits

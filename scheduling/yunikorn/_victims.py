@@ -16,7 +16,7 @@ from typing import Literal
 
 from preemptd.projections import NodeState, QueueState, TaskState
 
-from .._explain import plural
+from .._explain import counted
 
 __all__ = [
     "OPTED_OUT",
@@ -124,4 +124,4 @@ def summed(resource_maps: Iterable[Mapping[str, int]]) -> dict[str, int]:
 
 def exclusions(excluded: Counter[str]) -> list[str]:
     """The tasks that were not candidates, counted per reason (at most ten reasons)."""
-    return [f"not victims: {plural(count, 'task')}: {reason}" for reason, count in sorted(excluded.items())][:10]
+    return [f"not victims: {counted(count, 'task')}: {reason}" for reason, count in sorted(excluded.items())][:10]

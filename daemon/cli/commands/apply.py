@@ -7,7 +7,7 @@ from pathlib import Path
 
 from preemptd.events import encode
 from preemptd.projections import LogRecord, Rejected
-from preemptd.scheduling import apply, config_changes, configured_alone, configured_before, run_cycle, tick_record
+from preemptd.scheduling import apply, config_changes, configured_alone, configured_before, counted, run_cycle, tick_record
 
 from ...errors import UsageError
 from .. import render
@@ -70,7 +70,7 @@ async def _apply_dry_run(args: argparse.Namespace, events: list, now: int) -> in
         for change in changes:
             print(f"  {render.printable(change)}")
         decided = run_cycle(state, tick_record(state, now, event.partition)).decisions  # the cycle the change wakes
-        print(f"  would decide at once: {render.count(len(decided), 'decision')}")
+        print(f"  would decide at once: {counted(len(decided), 'decision')}")
         for decision in decided:
             print("    " + render.summary(decision))
     return 0

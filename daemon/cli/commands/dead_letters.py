@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from preemptd.scheduling import counted
+
 from .. import render
 from ..options import at_least, common_options, log_target
 
@@ -33,6 +35,6 @@ async def run(args: argparse.Namespace) -> int:
             print(json.dumps({**dead.stored(), "raw": dead.raw.decode(errors="replace")}))
         else:
             print(render.dead_letter(dead))
-    passed = f"; {render.count(counts['passed_over'], 'decision')} passed over by the publisher (the daemon's log says why)" if counts["passed_over"] else ""
-    print(f"{render.count(counts['dead_letters'], 'dead letter')} in all{passed}", file=sys.stderr)
+    passed = f"; {counted(counts['passed_over'], 'decision')} passed over by the publisher (the daemon's log says why)" if counts["passed_over"] else ""
+    print(f"{counted(counts['dead_letters'], 'dead letter')} in all{passed}", file=sys.stderr)
     return 0
