@@ -73,7 +73,7 @@ class Rejected(PreemptdError):
 
 
 def fold_nothing(p: PartitionState, event: LogEvent) -> None:
-    """`ModelFold.fold_event` of a model that keeps nothing of the events it is not the author of."""
+    """`ModelFold.fold_event` (or `notice`) of a model that keeps nothing of the events it is not the author of."""
 
 
 def configured_nothing(p: PartitionState, received: int) -> None:
@@ -83,7 +83,7 @@ def configured_nothing(p: PartitionState, received: int) -> None:
 def apps_changed_by(p: PartitionState, event: LogEvent) -> list[str]:
     """The applications whose tasks (their status, node or reservation) or settings `event`
     changes, asked before the fold applies it: what a model keeping its own view of them
-    (`ModelFold.fold_event`) reads again. A configuration change is the model's to judge."""
+    (`ModelFold.notice`) reads again. A configuration change is the model's to judge."""
     match event:
         case TaskSubmitted() | TaskBound():
             task = p.tasks.get(event.task)
@@ -143,7 +143,8 @@ class Projection:
         if p is None:
             p = self.new_partition(event.partition)
         warnings: tuple[str, ...] = ()
-        self.models[p.model].fold_event(p, event)
+        model = self.models[p.model]  # the one the record arrives under (a configuration may change it)
+        model.notice(p, event)
         match event:  # the most frequent first: each case is an isinstance check
             case TaskSubmitted():
                 _task_submitted(p, event, record)
@@ -181,6 +182,8 @@ class Projection:
                 _priority_class_deleted(p, event)
             case _:
                 assert_never(event)
+        if not isinstance(event, ConfigApplied):  # accepted: the model's own fold (a configuration's is `fold_config`)
+            model.fold_event(p, event)
         if fresh:
             state.partitions[event.partition] = p
         if type(event) is not Tick:

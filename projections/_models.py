@@ -73,11 +73,14 @@ class ModelFold(Protocol):
       model; raises `Rejected` for decisions the model does not make.
     - `state_type`: a msgspec Struct holding what the model keeps per partition besides its
       configuration (made empty when a partition takes the model, kept in snapshots), or None.
-    - `fold_event(partition, event)`: the model's fold beside the generic one, for what it keeps
-      in its state: called with every record's event just before the generic fold applies it
-      (so that it still sees, say, the application of a task being released). It changes
-      nothing the generic fold could still refuse: only what it keeps of applications that are
-      there, and notes of what to read again.
+    - `notice(partition, event)`: called with every record's event just before the generic fold
+      applies it (so that it still sees, say, the application of a task being released), for
+      what the model keeps between cycles outside its state (`Kept`): notes of what to read
+      again. It changes nothing of the state: a record the generic fold then refuses leaves the
+      state as it was, whatever the model noted.
+    - `fold_event(partition, event)`: the model's fold of an event the generic fold accepted (a
+      configuration's is `fold_config`), for what it keeps in its state: it runs only once the
+      record is in, so a refusal never leaves half of it folded.
     - `fold_config(partition, received)`: the model's fold of a configuration just applied to
       the partition (received at `received`, ms), for what it keeps of configurations (YuniKorn's
       quota timers).
@@ -93,6 +96,8 @@ class ModelFold(Protocol):
     def fold_decision(self) -> Callable[[PartitionState, DecisionEvent], None]: ...
     @property
     def state_type(self) -> type[msgspec.Struct] | None: ...
+    @property
+    def notice(self) -> Callable[[PartitionState, LogEvent], None]: ...
     @property
     def fold_event(self) -> Callable[[PartitionState, LogEvent], None]: ...
     @property

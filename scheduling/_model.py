@@ -314,8 +314,11 @@ class Model:
       (`decision.admitted`, `decision.evicted`); the default refuses them.
     - `state_type`: a msgspec Struct for what the model keeps per partition besides its
       configuration, or None (see `projections.ModelFold`).
-    - `fold_event(partition, event)`: the model's own fold of each event, just before the
-      generic one, for what it keeps in `state_type` (see `projections.ModelFold`).
+    - `notice(partition, event)`: before the generic fold applies each event, the model notes
+      what it keeps between cycles must read again; it changes nothing of the state (see
+      `projections.ModelFold`).
+    - `fold_event(partition, event)`: the model's own fold of each event the generic fold
+      accepted, for what it keeps in `state_type` (see `projections.ModelFold`).
     - `fold_config(partition, received)`: the model's fold of a configuration once applied
       (YuniKorn's quota timers start then).
     - `curve_words`: the amounts the report draws of each queue and the metrics gauge, in the
@@ -354,6 +357,7 @@ class Model:
     next_wakeup: Callable[[PartitionState, int], int | None]
     partitions: Callable[[Any], list[str]] = one_partition
     fold_decision: Callable[[PartitionState, DecisionEvent], None] = refuse_decision
+    notice: Callable[[PartitionState, LogEvent], None] = fold_nothing
     fold_event: Callable[[PartitionState, LogEvent], None] = fold_nothing
     fold_config: Callable[[PartitionState, int], None] = configured_nothing
     state_type: type[msgspec.Struct] | None = None

@@ -128,6 +128,69 @@ def test_the_model_folds_its_own_decisions_and_refuses_others(stub: Model) -> No
         folded(evicted, state=state)
 
 
+def greedy_fold(p: PartitionState, event: ev.LogEvent) -> None:
+    """A model's fold that keeps a note of every event it is handed, whatever it is."""
+    p.model_state.admitted.append(f"saw {event.id}")
+
+
+@pytest.mark.parametrize("event", [ev.TaskReleased(id="r", ts=0, task="nobody"), ev.AppFinished(id="f", ts=0, app="nothing")], ids=lambda e: e.id)
+def test_a_refused_record_changes_nothing_whatever_the_models_fold_does(stub: Model, monkeypatch: pytest.MonkeyPatch, event: Any) -> None:
+    """The model's fold runs once the generic fold accepted the record: a record refused
+    leaves the state as it was, even under a model that keeps a note of everything."""
+    monkeypatch.setitem(MODELS, STUB.name, dataclasses.replace(STUB, fold_event=greedy_fold, notice=lambda p, e: None))
+    state = folded(stub_config())
+    before = snapshot(state)
+    with pytest.raises(Rejected):
+        folded(event, state=state)
+    assert snapshot(state) == before and state.partitions["default"].model_state.admitted == []
+    folded(node("n-1", vcore=4), state=state)
+    assert state.partitions["default"].model_state.admitted[-1].startswith("saw e")  # what the fold accepted, it saw
+
+
+def refused_records(p: PartitionState) -> list[ev.LogEvent]:
+    """Records the generic fold refuses, against a partition with running tasks: a decision
+    naming a victim that is not running (or not there), what names unknown tasks or applications."""
+    running = next(t for t in p.tasks.values() if t.status == "running")
+    assert running.node is not None
+    gone = ev.Victim(task="nobody", app=running.app, queue=running.queue, node=running.node, priority=0, resources=ev.Resources({}))
+    here = ev.Victim(task=running.id, app=running.app, queue=running.queue, node=running.node, priority=0, resources=ev.Resources({}))
+    common = {"ts": 0, "partition": p.name, "cycle": 999_999}
+    return [
+        ev.QuotaEnforced(
+            id="x:1", **common, queue=running.queue, max=ev.Resources({}), target=ev.Resources({}), victims=(here, gone), model=p.model, reason="quota"
+        ),
+        ev.Preempted(
+            id="x:2",
+            **common,
+            preemptor="nobody",
+            app=running.app,
+            queue=running.queue,
+            node=running.node,
+            resources=ev.Resources({}),
+            victims=(here,),
+            model=p.model,
+            reason="r",
+        ),
+        ev.TaskReleased(id="x:3", ts=0, partition=p.name, task="nobody"),
+        ev.AppFinished(id="x:4", ts=0, partition=p.name, app="nothing"),
+    ]
+
+
+@pytest.mark.parametrize("example", ["examples/quota-enforcement.yaml", "examples/kueue/quota-enforcement.yaml", "examples/volcano/quota-enforcement.yaml"])
+def test_no_wing_folds_a_record_the_fold_refuses(example: str) -> None:
+    """Each model's fold of a record the generic fold then refuses (a quota enforcement with a
+    victim gone, a preemption for a task that is not there) leaves its state as it was: its
+    timers, admissions and evictions."""
+    scenario = msgspec.yaml.decode((ROOT / example).read_bytes(), type=Scenario)
+    state = simulate(scenario).state
+    p = state.partitions[scenario.partition]
+    before = snapshot(state)
+    for record in refused_records(p):
+        with pytest.raises(Rejected):
+            apply(state, LogRecord(state.seq + 1, 0, record))
+        assert snapshot(state) == before, f"{type(record).__name__} was refused but changed the {p.model} model's state"
+
+
 def test_the_default_model_refuses_decisions_it_does_not_make() -> None:
     admitted = ev.Admitted(id="log:9.0", ts=0, partition="default", cycle=9, app="app-1", queue="root.default")
     with pytest.raises(Rejected, match="decision.admitted is not produced by the yunikorn model"):

@@ -34,7 +34,7 @@ from .._model import Budget, Curve, Model
 from ._config import WORDS, claims, describe, parse_config
 from ._cycle import next_wakeup, schedule
 from ._quota import fold_config, fold_event
-from ._state import KueueState, fold_decision
+from ._state import KueueState, fold_decision, notice
 from ._views import curves, kueue_tables, queue_columns, shares
 
 __all__ = ["MODEL"]
@@ -48,6 +48,7 @@ MODEL = Model(
     next_wakeup=next_wakeup,
     fold_decision=fold_decision,
     state_type=KueueState,
+    notice=notice,
     fold_event=fold_event,
     fold_config=fold_config,
     budget=Budget(preemptions=50),

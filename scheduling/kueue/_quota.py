@@ -76,11 +76,10 @@ def fold_config(p: PartitionState, received: int) -> None:
 
 
 def fold_event(p: PartitionState, event: LogEvent) -> None:
-    """The model's fold: the admissions' (`_state.fold_event`); then, at a tick, the timers
-    without those of cohort trees that fit again, and the cycle made to run when one fires (the
-    engine passes over a cycle after one that decided nothing: time alone changes nothing
-    else in this model); at an enforcement, its timer gone, or, when it fell short, the
-    shortfall, so that it is said once."""
+    """The model's fold, once the generic fold accepted `event`: the admissions'
+    (`_state.fold_event`); then, at a tick, the timers without those of cohort trees that fit
+    again; at an enforcement, its timer gone, or, when it fell short, the shortfall, so that it
+    is said once."""
     fold_admissions(p, event)
     state: KueueState = p.model_state
     if isinstance(event, QuotaEnforced) and event.short:

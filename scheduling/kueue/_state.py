@@ -14,7 +14,7 @@ from preemptd.projections import AppState, PartitionState, Rejected, apps_change
 from .._quota_timers import QuotaTimers
 from ._kept import kept
 
-__all__ = ["Admission", "KueueState", "admission_of", "eviction_of", "fold_decision", "fold_event", "preempting"]
+__all__ = ["Admission", "KueueState", "admission_of", "eviction_of", "fold_decision", "fold_event", "notice", "preempting"]
 
 
 class Admission(msgspec.Struct, kw_only=True):
@@ -57,10 +57,9 @@ def preempting(p: PartitionState, app: AppState) -> bool:
     return _state(p).preempting.get(app.id) == app.incarnation
 
 
-def fold_event(p: PartitionState, event: LogEvent) -> None:
+def notice(p: PartitionState, event: LogEvent) -> None:
     """Before the generic fold applies `event`: the workloads it may change are read again at
-    the next cycle, and a finished workload's admission goes with it (one of the same name
-    later starts anew)."""
+    the next cycle (a configuration change has them all read)."""
     match event:
         case ConfigApplied():
             kept(p).workloads = None  # the groups of the waiting, and what blocked them, may change with it
@@ -68,24 +67,27 @@ def fold_event(p: PartitionState, event: LogEvent) -> None:
             workloads = kept(p).workloads
             if workloads is not None:
                 workloads.retell(event.app)
-        case AppFinished() if event.app in p.apps:
+    for app in apps_changed_by(p, event):
+        _touch(p, app)
+
+
+def fold_event(p: PartitionState, event: LogEvent) -> None:
+    """Once the generic fold accepted `event`: a finished workload's admission goes with it
+    (one of the same name later starts anew); the workloads a quota enforcement evicts are
+    evicted."""
+    match event:
+        case AppFinished():
             state = _state(p)
             state.admissions.pop(event.app, None)
             state.preempting.pop(event.app, None)
             state.evictions.pop(event.app, None)
         case QuotaEnforced():
             _quota_evicted(p, event)
-    for app in apps_changed_by(p, event):
-        _touch(p, app)
 
 
 def _quota_evicted(p: PartitionState, event: QuotaEnforced) -> None:
     """The workloads whose pods a quota enforcement evicts are evicted, as by
-    `decision.evicted`: they hold their quota until their pods are gone. Nothing is marked if
-    the generic fold will refuse the decision (a victim not running)."""
-    victims = [p.tasks.get(victim.task) for victim in event.victims]
-    if any(task is None or task.status != "running" for task in victims):
-        return
+    `decision.evicted`: they hold their quota until their pods are gone."""
     for app_id in dict.fromkeys(victim.app for victim in event.victims):
         app = p.apps.get(app_id)
         admission = admission_of(p, app) if app is not None else None

@@ -37,7 +37,7 @@ from ._config import WORDS, claims, describe, parse_config
 from ._cycle import next_wakeup, schedule
 from ._jobs import job_table
 from ._queues import curves, queue_columns, shares
-from ._state import VolcanoState, fold_config, fold_event
+from ._state import VolcanoState, fold_config, fold_event, notice
 
 __all__ = ["MODEL"]
 
@@ -64,6 +64,7 @@ MODEL = Model(
     shares=shares,
     share_words="share: allocated over deserved, by which allocate and reclaim order queues",
     state_type=VolcanoState,
+    notice=notice,
     fold_event=fold_event,
     fold_config=fold_config,
 )

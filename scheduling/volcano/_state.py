@@ -23,7 +23,7 @@ from ._config import VolcanoConfig
 from ._jobs import Job, Task
 from ._kept import kept
 
-__all__ = ["VolcanoState", "fold_config", "fold_event", "over_capability", "session_jobs"]
+__all__ = ["VolcanoState", "fold_config", "fold_event", "notice", "over_capability", "session_jobs"]
 
 
 class VolcanoState(msgspec.Struct, kw_only=True):
@@ -50,15 +50,18 @@ def fold_config(p: PartitionState, received: int) -> None:
 
 
 def fold_event(p: PartitionState, event: LogEvent) -> None:
-    """Before the generic fold applies `event`: the quota timers and shortfalls it changes, and
-    the jobs whose tasks it may change, to be read again at the next session (a configuration
-    change has them all read)."""
-    if p.model_state is None:
-        return
+    """Once the generic fold accepted `event`: the quota timers and shortfalls it changes."""
     if isinstance(event, Tick):
         _fold_tick(p, event)
     elif isinstance(event, QuotaEnforced):
         p.model_state.quota.short[event.queue] = dict(event.short or {})
+
+
+def notice(p: PartitionState, event: LogEvent) -> None:
+    """Before the generic fold applies `event`: the jobs whose tasks it may change, to be read
+    again at the next session (a configuration change has them all read)."""
+    if p.model_state is None:
+        return
     found = kept(p)
     if found.jobs is None:
         return

@@ -23,7 +23,7 @@ README.md beside this file describes the model for users, and where it departs f
 from .._model import Model
 from ._config import claims, configured_partitions, describe, parse_config
 from ._cycle import next_wakeup, schedule
-from ._state import YuniKornState, fold_config, fold_event
+from ._state import YuniKornState, fold_config, fold_event, notice
 
 __all__ = ["MODEL"]
 
@@ -36,6 +36,7 @@ MODEL = Model(
     claims=claims,
     describe=describe,
     state_type=YuniKornState,
+    notice=notice,
     fold_event=fold_event,
     fold_config=fold_config,
 )

@@ -17,7 +17,7 @@ from ._backlog import tasks_changed_by
 from ._config import PreemptionSettings
 from ._kept import kept
 
-__all__ = ["YuniKornState", "fold_config", "fold_event", "held_now", "over_max"]
+__all__ = ["YuniKornState", "fold_config", "fold_event", "held_now", "notice", "over_max"]
 
 
 class YuniKornState(msgspec.Struct, kw_only=True):
@@ -32,17 +32,21 @@ def fold_config(p: PartitionState, received: int) -> None:
     state.quota.reconcile(p.document, limits, lambda path: bool(over_max(p.queues[path])), received, enforced=settings.quota_preemption)
 
 
-def fold_event(p: PartitionState, event: LogEvent) -> None:
+def notice(p: PartitionState, event: LogEvent) -> None:
     """Before the generic fold applies `event`: the tasks it may change are filed again in the
-    backlog at the next cycle (a configuration change has it built whole); at each tick, the
-    timers without those of queues that fit their max again; at a quota enforcement, its timer:
-    YuniKorn enforces a cut once (left, a timer would also start a later cut's countdown early)."""
+    backlog at the next cycle (a configuration change has it built whole)."""
     found = kept(p)
     if isinstance(event, ConfigApplied):
         found.backlog = None
     elif found.backlog is not None:
         for task_id in tasks_changed_by(p, event):
             found.backlog.touch(p, task_id)
+
+
+def fold_event(p: PartitionState, event: LogEvent) -> None:
+    """Once the generic fold accepted `event`: at each tick, the timers without those of queues
+    that fit their max again; at a quota enforcement, its timer: YuniKorn enforces a cut once
+    (left, a timer would also start a later cut's countdown early)."""
     state: YuniKornState = p.model_state
     if isinstance(event, Tick):
         state.quota.drop_fitting(lambda path: path in p.queues and bool(over_max(p.queues[path])))
