@@ -8,6 +8,7 @@ classes, reservations and victims in flight. No I/O, no clock.
 
 from ._apply import (
     ConfigReading as ConfigReading,
+    Folds as Folds,
     Projection as Projection,
     Rejected as Rejected,
     apps_changed_by as apps_changed_by,

@@ -61,7 +61,7 @@ from ._state import (
     TaskState,
 )
 
-__all__ = ["Projection", "Rejected", "build_queues", "configured_nothing", "fold_nothing", "refuse_decision", "reservation_claim"]
+__all__ = ["Folds", "Projection", "Rejected", "build_queues", "configured_nothing", "fold_nothing", "refuse_decision", "reservation_claim"]
 
 
 class Rejected(PreemptdError):
@@ -73,17 +73,17 @@ class Rejected(PreemptdError):
 
 
 def fold_nothing(p: PartitionState, event: LogEvent) -> None:
-    """`ModelFold.fold_event` (or `notice`) of a model that keeps nothing of the events it is not the author of."""
+    """`Folds.event` (or `notice`) of a model that keeps nothing of the events it is not the author of."""
 
 
 def configured_nothing(p: PartitionState, received: int) -> None:
-    """`ModelFold.fold_config` of a model that keeps nothing of its configurations."""
+    """`Folds.config` of a model that keeps nothing of its configurations."""
 
 
 def apps_changed_by(p: PartitionState, event: LogEvent) -> list[str]:
     """The applications whose tasks (their status, node or reservation) or settings `event`
     changes, asked before the fold applies it: what a model keeping its own view of them
-    (`ModelFold.notice`) reads again. A configuration change is the model's to judge."""
+    (`Folds.notice`) reads again. A configuration change is the model's to judge."""
     match event:
         case TaskSubmitted() | TaskBound():
             task = p.tasks.get(event.task)
@@ -109,8 +109,37 @@ def _apps_of(p: PartitionState, task_ids: Iterable[str]) -> list[str]:
 
 
 def refuse_decision(p: PartitionState, decision: DecisionEvent) -> None:
-    """`ModelFold.fold_decision` of a model that makes no decision of its own."""
+    """`Folds.decision` of a model that makes no decision of its own."""
     raise Rejected(f"{type_of(decision)} is not produced by the {p.model} model")
+
+
+@dataclass(frozen=True)
+class Folds:
+    """A model's part of the fold (`ModelFold.fold`).
+
+    - `state_type`: a msgspec Struct holding what the model keeps per partition besides its
+      configuration (made empty when a partition takes the model, kept in snapshots), or None.
+    - `notice(partition, event)`: called with every record's event just before the generic fold
+      applies it (so that it still sees, say, the application of a task being released), for
+      what the model keeps between cycles outside its state (`Kept`): notes of what to read
+      again. It changes nothing of the state: a record the generic fold then refuses leaves the
+      state as it was, whatever the model noted.
+    - `event(partition, event)`: the model's fold of an event the generic fold accepted (a
+      configuration's is `config`), for what it keeps in its state: it runs only once the
+      record is in, so a refusal never leaves half of it folded.
+    - `decision(partition, decision)`: fold a decision type the generic fold leaves to the
+      model (Kueue's `decision.admitted` and `decision.evicted`); raises `Rejected` for
+      decisions the model does not make, before it changes anything.
+    - `config(partition, received)`: the model's fold of a configuration just applied to the
+      partition (received at `received`, ms), for what it keeps of configurations (the quota
+      timers).
+    """
+
+    state_type: type[msgspec.Struct] | None = None
+    notice: Callable[[PartitionState, LogEvent], None] = fold_nothing
+    event: Callable[[PartitionState, LogEvent], None] = fold_nothing
+    decision: Callable[[PartitionState, DecisionEvent], None] = refuse_decision
+    config: Callable[[PartitionState, int], None] = configured_nothing
 
 
 class Projection:
@@ -144,7 +173,7 @@ class Projection:
             p = self.new_partition(event.partition)
         warnings: tuple[str, ...] = ()
         model = self.models[p.model]  # the one the record arrives under (a configuration may change it)
-        model.notice(p, event)
+        model.fold.notice(p, event)
         match event:  # the most frequent first: each case is an isinstance check
             case TaskSubmitted():
                 _task_submitted(p, event, record)
@@ -163,7 +192,7 @@ class Projection:
             case QuotaEnforced():
                 _evict(p, _running_victims(p, event), None)
             case Admitted() | Evicted():
-                self.models[p.model].fold_decision(p, event)
+                self.models[p.model].fold.decision(p, event)
             case Unreserved():
                 _drop_reservation(p, _task(p, event.task))
             case NodeUpserted():
@@ -183,7 +212,7 @@ class Projection:
             case _:
                 assert_never(event)
         if not isinstance(event, ConfigApplied):  # accepted: the model's own fold (a configuration's is `fold_config`)
-            model.fold_event(p, event)
+            model.fold.event(p, event)
         if fresh:
             state.partitions[event.partition] = p
         if type(event) is not Tick:
@@ -208,7 +237,7 @@ class Projection:
     @property
     def layout(self) -> str:
         """A fingerprint of every model's own state type: snapshots hold states of this shape."""
-        types = {name: msgspec.json.schema(model.state_type) for name, model in sorted(self.models.items()) if model.state_type}
+        types = {name: msgspec.json.schema(model.fold.state_type) for name, model in sorted(self.models.items()) if model.fold.state_type}
         return hashlib.sha256(msgspec.json.encode(types)).hexdigest()[:16] if types else ""
 
     def snapshot(self, state: ClusterState) -> bytes:
@@ -240,7 +269,7 @@ class Projection:
         p.settings, p.aliases, p.defined_classes, p.words = parsed.settings, parsed.aliases, parsed.priority_classes, parsed.words
         for task in p.tasks.values():  # a snapshot holds a copy per task
             task.resources = shared_shape(task.resources)
-        p.model_state = msgspec.convert(p.model_state, model.state_type) if model.state_type else None
+        p.model_state = msgspec.convert(p.model_state, model.fold.state_type) if model.fold.state_type else None
 
     def parsed(self, model: ModelFold, document: bytes, partition: str) -> ParsedConfig:
         """`model`'s reading of the configuration `document` (JSON bytes) for `partition`, parsed
@@ -292,7 +321,7 @@ class Projection:
             ) from None
         _configure(p, model, document, parsed)
         _provenance(p, event, record.seq)
-        model.fold_config(p, record.received)
+        model.fold.config(p, record.received)
         return parsed.warnings
 
 
@@ -359,7 +388,7 @@ def _configure(p: PartitionState, model: ModelFold, document: bytes, parsed: Par
                 f"{app.id} ({len(app.tasks)} tasks) and would be removed or turned into a parent"
             )
     if p.model != model.name or p.model_state is None:
-        p.model_state = model.state_type() if model.state_type else None
+        p.model_state = model.fold.state_type() if model.fold.state_type else None
     p.model, p.document, p.settings, p.queues = model.name, document, parsed.settings, queues
     p.aliases, p.defined_classes, p.words = dict(parsed.aliases), dict(parsed.priority_classes), parsed.words
     p.pending_count = 0  # counted again below, with every queue aggregate

@@ -10,13 +10,16 @@ names a model.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
-from preemptd.events import DecisionEvent, LogEvent, Resources
+from preemptd.events import Resources
 
-from ._state import PartitionState, PriorityClass, Words
+from ._state import PriorityClass, Words
+
+if TYPE_CHECKING:
+    from ._apply import Folds
 
 __all__ = ["ModelFold", "ParsedConfig", "QueueConfig"]
 
@@ -65,25 +68,9 @@ class ParsedConfig(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ModelFold(Protocol):
-    """A scheduling model, as the fold sees it.
-
-    - `parse_config(document, partition)`: the model's native configuration (the `config` of
-      `config.applied`; `{}` means the model's default) for `partition`; raises `ConfigError`.
-    - `fold_decision(partition, decision)`: fold a decision type the generic fold leaves to the
-      model; raises `Rejected` for decisions the model does not make.
-    - `state_type`: a msgspec Struct holding what the model keeps per partition besides its
-      configuration (made empty when a partition takes the model, kept in snapshots), or None.
-    - `notice(partition, event)`: called with every record's event just before the generic fold
-      applies it (so that it still sees, say, the application of a task being released), for
-      what the model keeps between cycles outside its state (`Kept`): notes of what to read
-      again. It changes nothing of the state: a record the generic fold then refuses leaves the
-      state as it was, whatever the model noted.
-    - `fold_event(partition, event)`: the model's fold of an event the generic fold accepted (a
-      configuration's is `fold_config`), for what it keeps in its state: it runs only once the
-      record is in, so a refusal never leaves half of it folded.
-    - `fold_config(partition, received)`: the model's fold of a configuration just applied to
-      the partition (received at `received`, ms), for what it keeps of configurations (YuniKorn's
-      quota timers).
+    """A scheduling model, as the fold sees it: its name, its reading of its configuration
+    (`parse_config(document, partition)`: the `config` of `config.applied`, `{}` for the
+    model's default, for `partition`; raises `ConfigError`) and its part of the fold (`Folds`).
 
     Read-only properties, so that a frozen dataclass (`scheduling.Model`) is one.
     """
@@ -93,12 +80,4 @@ class ModelFold(Protocol):
     @property
     def parse_config(self) -> Callable[[Any, str], ParsedConfig]: ...
     @property
-    def fold_decision(self) -> Callable[[PartitionState, DecisionEvent], None]: ...
-    @property
-    def state_type(self) -> type[msgspec.Struct] | None: ...
-    @property
-    def notice(self) -> Callable[[PartitionState, LogEvent], None]: ...
-    @property
-    def fold_event(self) -> Callable[[PartitionState, LogEvent], None]: ...
-    @property
-    def fold_config(self) -> Callable[[PartitionState, int], None]: ...
+    def fold(self) -> Folds: ...

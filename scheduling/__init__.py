@@ -15,12 +15,9 @@ from ._kubernetes import flat_objects as flat_objects, is_object as is_object, y
 from ._model import (
     BLOCKED_PER_CYCLE as BLOCKED_PER_CYCLE,
     Budget as Budget,
-    Curve as Curve,
-    Curves as Curves,
     Cycle as Cycle,
     Model as Model,
     bounded as bounded,
-    curve_unit as curve_unit,
     decision_id as decision_id,
 )
 from ._pacing import Cadence as Cadence, Pacer as Pacer
@@ -57,3 +54,4 @@ from ._simulation import (
 )
 from ._trial import MAX_TRIAL_EVENTS as MAX_TRIAL_EVENTS, Trial as Trial, TrialRefused as TrialRefused, trial as trial
 from ._usage import queue_usage as queue_usage
+from ._views import Column as Column, Curve as Curve, Curves as Curves, Table as Table, Views as Views, curve_unit as curve_unit

@@ -46,8 +46,8 @@ def config_changes(before: PartitionState | None, after: PartitionState) -> list
     queue = after.words.queue
     lines = [f"{queue} {printable(path)} added" for path in after.queues if path not in before.queues]
     lines += [f"{queue} {printable(path)} removed" for path in before.queues if path not in after.queues]
-    old = dict(model_named(before.model).queue_columns(before))
-    for name, values in model_named(after.model).queue_columns(after):
+    old = dict(model_named(before.model).views.queue_columns(before))
+    for name, values in model_named(after.model).views.queue_columns(after):
         was = old.get(name, {})
         for path in after.queues:
             if path in before.queues and was.get(path) != values.get(path):

@@ -10,43 +10,26 @@ the effect of its own earlier decisions in the same cycle.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
-import msgspec
-
-from preemptd.events import Admitted, Allocated, Blocked, DecisionEvent, Evicted, LogEvent, Preempted, QuotaEnforced, Tick, base_unit, cut_text
+from preemptd.events import Admitted, Allocated, Blocked, DecisionEvent, Evicted, Preempted, QuotaEnforced, Tick, cut_text
 from preemptd.projections import (
     ClusterState,
+    Folds,
     LogRecord,
     ParsedConfig,
     PartitionState,
     Rejected,
     TaskState,
     Words,
-    configured_nothing,
-    fold_nothing,
     refuse_decision,
 )
 
-from ._explain import counted
+from ._views import Views
 
-__all__ = [
-    "BLOCKED_PER_CYCLE",
-    "Budget",
-    "Column",
-    "Curve",
-    "Curves",
-    "curve_unit",
-    "Cycle",
-    "Table",
-    "Model",
-    "bounded",
-    "decision_id",
-    "describe_queues",
-    "one_partition",
-]
+__all__ = ["BLOCKED_PER_CYCLE", "Budget", "Cycle", "Model", "bounded", "decision_id", "one_partition"]
 
 D = TypeVar("D", bound=DecisionEvent)  # the type of decision `Cycle.emit` is asked to make
 
@@ -61,92 +44,9 @@ def one_partition(document: Any) -> list[str]:
     return ["default"]
 
 
-def describe_queues(partition: PartitionState) -> str:
-    """`Model.describe` of a model with nothing to say beyond its queues."""
-    return f"{partition.model}: {counted(len(partition.queues), 'queue')}"
-
-
 def claims_nothing(item: Any) -> bool:
     """`Model.claims` of a model that takes no Kubernetes objects of its own."""
     return False
-
-
-#: A column of `preemptd state` in the model's own terms: its name (the JSON key; the text
-#: table heads it in capitals, `_` as a space) and per queue its value: amounts (a resource
-#: dict), a number, a share (a Fraction), text, or None (nothing to say).
-Column = tuple[str, dict[str, Any]]
-
-
-#: A table `preemptd state` shows below the queues: its name (the JSON key) and its rows, each a
-#: dict of column name to value (amounts, a number or text), in order.
-Table = tuple[str, list[dict[str, Any]]]
-
-
-def no_tables(partition: PartitionState) -> list[Table]:
-    """`Model.tables` of a model with nothing to show beyond its queues."""
-    return []
-
-
-#: How the report draws a curve (see `Curve`).
-CurveKind = Literal["held", "asked", "bound"]
-
-
-@dataclass(frozen=True)
-class Curve:
-    """One amount the report draws for each queue over time (and the metrics show as a gauge),
-    in its model's terms: `name` (its key in `Curves`, the gauge's `preemptd_queue_<name>`),
-    `words` (what the model's users call it: the legend, the summary) and `kind`:
-
-    - "held": an area, what the queue holds (allocated; Kueue's quota reserved by admission);
-    - "asked": a band stacked on the held curve named `on`, so that neither hides the other;
-    - "bound": a line, a guarantee or limit (none where the queue has none).
-
-    The summary's "longest under ..." measures the `on` of the asked curve against the first
-    bound."""
-
-    name: str
-    words: str
-    kind: CurveKind
-    on: str = ""
-
-
-#: The report's curves of a model whose queues hold what they allocate against their
-#: guaranteed and max.
-QUEUE_CURVES = (
-    Curve("allocated", "allocated", "held"),
-    Curve("pending", "pending", "asked", on="allocated"),
-    Curve("guaranteed", "guaranteed", "bound"),
-    Curve("max", "max", "bound"),
-)
-
-#: What a model gives the report for one moment: per queue path, per curve name, the amounts
-#: by resource (no entry: the curve has no value there; "allocated" and "pending", when not
-#: given, are the queue's own). A resource may be named with where it is held, as
-#: "<resource> in <where>" (Kueue's "cpu in spot"): one chart each, in the resource's unit.
-Curves = dict[str, dict[str, dict[str, int]]]
-
-
-def curve_unit(key: str, amount: int) -> float:
-    """An amount of a `Curves` resource key in the unit people chart in (`base_unit`)."""
-    return base_unit(key.split(" in ", 1)[0], amount)
-
-
-def queue_curves(partition: PartitionState) -> Curves:
-    """`Model.curves` of a model whose queues carry their guarantee and max themselves."""
-    return {path: {"guaranteed": queue.guaranteed, **({"max": queue.max} if queue.max is not None else {})} for path, queue in partition.queues.items()}
-
-
-def no_shares(partition: PartitionState) -> dict[str, float]:
-    """`Model.shares` of a model that orders queues by no share."""
-    return {}
-
-
-def bound_columns(partition: PartitionState) -> list[Column]:
-    """`Model.queue_columns` of a model whose queues carry their guarantee and max themselves."""
-    return [
-        ("guaranteed", {path: queue.guaranteed or None for path, queue in partition.queues.items()}),
-        ("max", {path: queue.max for path, queue in partition.queues.items()}),
-    ]
 
 
 #: A decision's explanation and reasons keep at most this many lines, each at most this long
@@ -299,7 +199,8 @@ class Cycle:
 
 @dataclass(frozen=True)
 class Model:
-    """A scheduling model: what the registry maps its name to.
+    """A scheduling model: what the registry maps its name to. It decides; its part of the fold
+    is `fold` (`projections.Folds`), what it shows of a partition `views` (`Views`).
 
     - `parse_config(document, partition)`: its native configuration for one partition (`{}`
       for its default), as `ParsedConfig`; raises `ConfigError` with a reason for the user.
@@ -310,37 +211,6 @@ class Model:
       differently with no event in between (a delay running out), or None. It must be exact:
       the engine passes over every cycle before it after one that decided nothing, when
       nothing but ticks came since (see `run_cycle`).
-    - `fold_decision(partition, decision)`: folds a decision type only this model makes
-      (`decision.admitted`, `decision.evicted`); the default refuses them.
-    - `state_type`: a msgspec Struct for what the model keeps per partition besides its
-      configuration, or None (see `projections.ModelFold`).
-    - `notice(partition, event)`: before the generic fold applies each event, the model notes
-      what it keeps between cycles must read again; it changes nothing of the state (see
-      `projections.ModelFold`).
-    - `fold_event(partition, event)`: the model's own fold of each event the generic fold
-      accepted, for what it keeps in `state_type` (see `projections.ModelFold`).
-    - `fold_config(partition, received)`: the model's fold of a configuration once applied
-      (YuniKorn's quota timers start then).
-    - `curve_words`: the amounts the report draws of each queue and the metrics gauge, in the
-      model's words (`Curve`: YuniKorn's allocated, pending, guaranteed and max; Kueue's
-      admitted and running against nominal quota and borrowing limit; Volcano's deserved,
-      guarantee and capability).
-    - `curves(partition)`: those amounts now, per queue (`Curves`).
-    - `usage_words`: what `preemptd state` heads a queue's usage columns in the model's words,
-      where they differ from preemptd's (`allocated`, `pending`, `preempting`: what the queue's
-      victims in flight hold; Kueue's workloads are evicting, Volcano's tasks releasing).
-    - `shares(partition)`: per queue (and cohort), the share the model orders them by now
-      (Volcano's allocated over deserved, Kueue's weighted share under fair sharing), drawn
-      over time in the report under `share_words`; none when the model orders by none.
-    - `tables(partition)`: what `preemptd state` shows below the queues, in the model's terms
-      (Volcano's jobs with their gangs); the text and `--json` show the same.
-    - `queue_columns(partition)`: what `preemptd state` shows of each queue beside its usage,
-      in the model's own terms (`Column`s: YuniKorn's guaranteed and max, Kueue's cohort,
-      nominal quota, limits and admitted usage, Volcano's weight, deserved, capability and
-      share); the text table and `--json` show the same.
-    - `describe(partition)`: what runs, in one line: the model and what is on (for the log,
-      `state`, the report and `explain` of a configuration change), saying plainly when the
-      configuration can preempt nothing.
     - `claims(item)`: whether a Kubernetes object is one of this model's own (a ClusterQueue
       is Kueue's), so that an object given to another model, or a file without `model:`, can
       say which model reads it.
@@ -349,6 +219,8 @@ class Model:
       whatever the model's settings allow; the rest in the next cycles. `Cycle.emit` counts
       the decisions; the model asks `cycle.may_place()` before it places more and
       `cycle.may_preempt()` before it serves another preemptor.
+    - `words`: its users' words, as its configurations give them, for what is said without a
+      partition at hand (`tail`).
     """
 
     name: str
@@ -356,25 +228,14 @@ class Model:
     schedule: Callable[[Cycle], None]
     next_wakeup: Callable[[PartitionState, int], int | None]
     partitions: Callable[[Any], list[str]] = one_partition
-    fold_decision: Callable[[PartitionState, DecisionEvent], None] = refuse_decision
-    notice: Callable[[PartitionState, LogEvent], None] = fold_nothing
-    fold_event: Callable[[PartitionState, LogEvent], None] = fold_nothing
-    fold_config: Callable[[PartitionState, int], None] = configured_nothing
-    state_type: type[msgspec.Struct] | None = None
-    queue_columns: Callable[[PartitionState], list[Column]] = bound_columns
-    curve_words: tuple[Curve, ...] = QUEUE_CURVES
-    curves: Callable[[PartitionState], Curves] = queue_curves
-    usage_words: Mapping[str, str] = field(default_factory=dict)
-    shares: Callable[[PartitionState], dict[str, float]] = no_shares
-    share_words: str = ""
-    tables: Callable[[PartitionState], list[Table]] = no_tables
-    describe: Callable[[PartitionState], str] = describe_queues
     claims: Callable[[Any], bool] = claims_nothing
     budget: Budget = Budget()
-    words: Words = Words()  # its users' words, as its configurations give them, for what is said without a partition at hand (`tail`)
+    words: Words = Words()
+    fold: Folds = Folds()
+    views: Views = Views()
 
     @property
     def decides_applications(self) -> bool:
         """Whether it decides about applications as a whole (Kueue admits and evicts workloads,
-        not their pods): the model folds its own decisions."""
-        return self.fold_decision is not refuse_decision
+        not their pods): the model folds decisions of its own."""
+        return self.fold.decision is not refuse_decision

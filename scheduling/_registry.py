@@ -79,7 +79,7 @@ remember_config = PROJECTION.remember
 
 def describe(partition: PartitionState) -> str:
     """What runs in `partition`, in one line (its model's `describe`)."""
-    return model_named(partition.model).describe(partition)
+    return model_named(partition.model).views.describe(partition)
 
 
 def model_named(name: str | None) -> Model:

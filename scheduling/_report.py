@@ -19,9 +19,9 @@ from typing import Any
 from preemptd.events import Admitted, Allocated, ConfigApplied, Decision, to_builtins
 from preemptd.projections import ClusterState, LogRecord, PartitionState, Rejected
 
-from ._model import Curve, Curves, curve_unit
 from ._registry import apply, describe, model_named
 from ._replay import DecisionKey, builtins_key
+from ._views import Curve, Curves, curve_unit
 
 __all__ = ["Timeline", "Window", "compare"]
 
@@ -164,25 +164,25 @@ class Timeline:
         index = len(partition.times)
         partition.times.append(t)
         model = model_named(view.model)
-        curves = model.curves(view)
+        curves = model.views.curves(view)
         resources = _resources(view, curves)
         # At most `samples` points a curve, fewer in a large tree: the page holds about
         # _VALUES values a partition (a thousand queues get 250 points each).
-        points = min(self.samples, max(_FEWEST, _VALUES // max(1, len(view.queues) * len(resources) * len(model.curve_words))))
+        points = min(self.samples, max(_FEWEST, _VALUES // max(1, len(view.queues) * len(resources) * len(model.views.curve_words))))
         self.stride[partition.name] = max(1, self.total // points)
         for path, queue in sorted(view.queues.items()):
             entry = partition.queues.setdefault(path, {"lineage": queue.lineage[::-1], "depth": len(queue.lineage) - 1, "leaf": queue.leaf, "series": {}})
             entry["leaf"] = queue.leaf
             amounts = {"allocated": queue.allocated, "pending": queue.pending, **curves.get(path, {})}
             for resource in resources:
-                series = entry["series"].setdefault(resource, {curve.name: [None] * index for curve in model.curve_words})
-                for curve in model.curve_words:
+                series = entry["series"].setdefault(resource, {curve.name: [None] * index for curve in model.views.curve_words})
+                for curve in model.views.curve_words:
                     held = amounts.get(curve.name)
                     if held is not None and (resource in held or curve.kind != "bound"):
                         series[curve.name].append(curve_unit(resource, held.get(resource, 0)))
                     else:
                         series[curve.name].append(None)  # no guarantee, no max: no line
-        for name, share in sorted(model.shares(view).items()):
+        for name, share in sorted(model.views.shares(view).items()):
             partition.shares.setdefault(name, [None] * index).append(share)
         for entry in partition.queues.values():  # queues gone, and resources a queue never had: no value here
             for series in entry["series"].values():
@@ -199,15 +199,15 @@ class Timeline:
         return {
             "name": partition.name,
             "model": partition.model,
-            "curves": [{"name": c.name, "words": c.words, "kind": c.kind, "on": c.on} for c in model.curve_words],
+            "curves": [{"name": c.name, "words": c.words, "kind": c.kind, "on": c.on} for c in model.views.curve_words],
             "times": partition.times,
-            "shares": {"words": model.share_words, "series": partition.shares},
+            "shares": {"words": model.views.share_words, "series": partition.shares},
             "queues": [{"path": path, **_drawn(queue)} for path, queue in sorted(partition.queues.items(), key=lambda item: item[1]["lineage"])],  # tree order
             "decisions": partition.decisions,
             "markers": partition.markers + dead,
             "summary": {
                 "decisions": dict(sorted(counts.items())),
-                "under_guarantee": _under_guarantee(partition, model.curve_words),
+                "under_guarantee": _under_guarantee(partition, model.views.curve_words),
                 "longest_waits": sorted(partition.waits, key=lambda w: (-w["seconds"], w["task"]))[:_LONGEST],
             },
         }

@@ -235,9 +235,9 @@ def test_what_the_views_keep_between_samples_is_what_a_whole_read_finds() -> Non
         view = state.partitions.get(record.event.partition)
         if view is None or view.model != "kueue":
             continue
-        kept = KUEUE.curves(view), KUEUE.shares(view)
+        kept = KUEUE.views.curves(view), KUEUE.views.shares(view)
         kept_views(view).totals = None
-        assert (KUEUE.curves(view), KUEUE.shares(view)) == kept, record
+        assert (KUEUE.views.curves(view), KUEUE.views.shares(view)) == kept, record
 
 
 def test_the_configuration_line_names_the_strategies_where_fair_sharing_is_on() -> None:

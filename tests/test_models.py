@@ -21,7 +21,7 @@ from preemptd import events as ev
 from preemptd.daemon.config_file import config_events
 from preemptd.daemon.errors import UsageError
 from preemptd.events import ConfigError, Scenario
-from preemptd.projections import ClusterState, LogRecord, ParsedConfig, PartitionState, QueueConfig, Rejected, SnapshotError
+from preemptd.projections import ClusterState, Folds, LogRecord, ParsedConfig, PartitionState, QueueConfig, Rejected, SnapshotError
 from preemptd.scheduling import MODELS, Budget, Cycle, Model, Replayer, apply, restore, run_cycle, simulate, snapshot, tick_record
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,8 +64,7 @@ STUB = Model(
     schedule=lambda cycle: None,
     next_wakeup=lambda partition, now: None,
     partitions=lambda document: document.get("partitions", ["default"]),
-    fold_decision=fold_stub_decision,
-    state_type=StubState,
+    fold=Folds(decision=fold_stub_decision, state_type=StubState),
 )
 
 
@@ -137,7 +136,7 @@ def greedy_fold(p: PartitionState, event: ev.LogEvent) -> None:
 def test_a_refused_record_changes_nothing_whatever_the_models_fold_does(stub: Model, monkeypatch: pytest.MonkeyPatch, event: Any) -> None:
     """The model's fold runs once the generic fold accepted the record: a record refused
     leaves the state as it was, even under a model that keeps a note of everything."""
-    monkeypatch.setitem(MODELS, STUB.name, dataclasses.replace(STUB, fold_event=greedy_fold, notice=lambda p, e: None))
+    monkeypatch.setitem(MODELS, STUB.name, dataclasses.replace(STUB, fold=dataclasses.replace(STUB.fold, event=greedy_fold)))
     state = folded(stub_config())
     before = snapshot(state)
     with pytest.raises(Rejected):
@@ -214,7 +213,7 @@ class StubStateWithMore(msgspec.Struct):
 
 def test_a_snapshot_is_not_restored_into_a_model_state_of_another_shape(stub: Model, monkeypatch: pytest.MonkeyPatch) -> None:
     data = snapshot(folded(stub_config()))
-    monkeypatch.setitem(MODELS, "stub", dataclasses.replace(stub, state_type=StubStateWithMore))
+    monkeypatch.setitem(MODELS, "stub", dataclasses.replace(stub, fold=dataclasses.replace(stub.fold, state_type=StubStateWithMore)))
     with pytest.raises(SnapshotError, match="snapshot of models whose state had another shape"):
         restore(data)
 
@@ -224,7 +223,7 @@ def test_a_snapshot_whose_model_parts_cannot_be_given_back_is_refused_not_half_r
     state.partitions["default"].model_state = {"admitted": 5}
     with pytest.raises(SnapshotError, match="partition default: Expected `array`, got `int`"):
         restore(snapshot(state))
-    monkeypatch.setitem(MODELS, "stub", dataclasses.replace(stub, state_type=None))
+    monkeypatch.setitem(MODELS, "stub", dataclasses.replace(stub, fold=dataclasses.replace(stub.fold, state_type=None)))
     data = snapshot(folded(stub_config()))
     monkeypatch.delitem(MODELS, "stub")
     with pytest.raises(SnapshotError, match="partition default: model 'stub' is not supported by this version"):
@@ -304,7 +303,9 @@ def test_a_cycle_counts_its_decisions_against_the_models_budget(stub: Model, mon
         if isinstance(decision, ev.Admitted):
             p.model_state.admitted.append(decision.app)
 
-    budgeted = dataclasses.replace(stub, schedule=schedule, fold_decision=fold_decision, budget=Budget(placements=2, preemptions=2))
+    budgeted = dataclasses.replace(
+        stub, schedule=schedule, fold=dataclasses.replace(stub.fold, decision=fold_decision), budget=Budget(placements=2, preemptions=2)
+    )
     monkeypatch.setitem(MODELS, "stub", budgeted)
     state = folded(stub_config(), node("n1", vcore=4), task("t1", "app-1", "root.a"))
     run_cycle(state, tick_record(state, 1000, "default"))

@@ -53,7 +53,7 @@ def test_a_report_shows_every_queue_its_bounds_and_every_preemption_with_its_vic
     view = result.state.partitions[scenario.partition]
     assert partition["model"] == view.model
     assert [q["path"] for q in partition["queues"]] == sorted(view.queues, key=lambda p: view.queues[p].lineage[::-1]), "the whole tree, in tree order"
-    for path, curves in model_named(view.model).curves(view).items():  # every line ends where the model says the queue is
+    for path, curves in model_named(view.model).views.curves(view).items():  # every line ends where the model says the queue is
         series = next(q for q in partition["queues"] if q["path"] == path)["series"]
         for name, amounts in curves.items():
             for resource, amount in amounts.items():

@@ -263,10 +263,10 @@ _USAGE = ("allocated", "pending", "preempting")
 def queue_table(p: PartitionState, seq: int) -> str:
     """The queue tree with usage, and what the model says of each queue in its own terms
     (`Model.queue_columns`: YuniKorn's guarantee and max, Kueue's quotas, Volcano's shares)."""
-    columns = model_named(p.model).queue_columns(p)
+    columns = model_named(p.model).views.queue_columns(p)
     usage = {name: values for name, values in columns if name in _USAGE}  # the model's own meaning of one (Kueue's pending: not admitted)
     columns = [(name, values) for name, values in columns if name not in _USAGE]
-    words = model_named(p.model).usage_words
+    words = model_named(p.model).views.usage_words
     header = ("QUEUE", *(words.get(name, name).upper() for name in _USAGE), *(name.upper().replace("_", " ") for name, _ in columns), "TASKS")
     rows = [header]
     for queue in p.queues.values():
@@ -278,7 +278,7 @@ def queue_table(p: PartitionState, seq: int) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     body = "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
     nodes = f"{counted(len(p.nodes), 'node')}, capacity {amounts_text(p.capacity)}; {counted(len(p.tasks), 'task')} ({p.pending_count} pending)"
-    tables = "".join(f"\n\n{_table(rows)}" for _, rows in model_named(p.model).tables(p) if rows)
+    tables = "".join(f"\n\n{_table(rows)}" for _, rows in model_named(p.model).views.tables(p) if rows)
     return f"partition {printable(p.name)} at log seq {seq}\n{printable(describe(p))}\n{nodes}\n\n{body}{tables}"
 
 
@@ -292,7 +292,7 @@ def _table(rows: list[dict[str, Any]]) -> str:
 
 def tables_json(p: PartitionState) -> dict[str, list[dict[str, Any]]]:
     """The model's tables as `state --json` gives them: what the text shows."""
-    return {name: [{key: _column_json(value) for key, value in row.items()} for row in rows] for name, rows in model_named(p.model).tables(p)}
+    return {name: [{key: _column_json(value) for key, value in row.items()} for row in rows] for name, rows in model_named(p.model).views.tables(p)}
 
 
 def tables_text(p: PartitionState, limit: int) -> dict[str, dict[str, Any]]:
@@ -300,12 +300,12 @@ def tables_text(p: PartitionState, limit: int) -> dict[str, dict[str, Any]]:
     guarantee and max, Kueue's quotas, Volcano's weight, capability and guarantee), then the
     model's tables, as the text shows them, at most `limit` rows each (for the report): per
     table its headings, its rows of cells, and how many rows it has."""
-    columns = [(name, values) for name, values in model_named(p.model).queue_columns(p) if name not in _USAGE]
+    columns = [(name, values) for name, values in model_named(p.model).views.queue_columns(p) if name not in _USAGE]
     queues = [
         {"queue": "  " * (len(queue.lineage) - 1) + queue.path, **{name: values.get(path) for name, values in columns}} for path, queue in p.queues.items()
     ]
     out = {}
-    for name, rows in [("queues", queues), *model_named(p.model).tables(p)]:
+    for name, rows in [("queues", queues), *model_named(p.model).views.tables(p)]:
         if rows:
             headings = [key.replace("_", " ") for key in rows[0]]
             out[name] = {"columns": headings, "rows": [[column_text(value) for value in row.values()] for row in rows[:limit]], "total": len(rows)}
@@ -314,7 +314,7 @@ def tables_text(p: PartitionState, limit: int) -> dict[str, dict[str, Any]]:
 
 def queue_columns_json(p: PartitionState) -> dict[str, dict[str, Any]]:
     """Per queue, the model's columns as `state --json` gives them: what the table shows."""
-    columns = model_named(p.model).queue_columns(p)
+    columns = model_named(p.model).views.queue_columns(p)
     return {path: {name: _column_json(values.get(path)) for name, values in columns} for path in p.queues}
 
 

@@ -98,7 +98,7 @@ Amounts = dict[str, dict[str, dict[str, int]]]  # queue path -> curve -> resourc
 
 def _amounts(partition: PartitionState) -> Amounts:
     """Each queue's curves, in the model's terms (Kueue's admitted and nominal quota, Volcano's deserved)."""
-    curves = model_named(partition.model).curves(partition)
+    curves = model_named(partition.model).views.curves(partition)
     return {path: {"allocated": queue.allocated, "pending": queue.pending, **curves.get(path, {})} for path, queue in partition.queues.items()}
 
 
@@ -108,7 +108,7 @@ def _busiest(state: ClusterState, amounts: dict[str, Amounts], limit: int) -> se
     its model says (Kueue: admitted, running or not)."""
     ranked = []
     for name, partition in state.partitions.items():
-        curves = model_named(partition.model).curve_words
+        curves = model_named(partition.model).views.curve_words
         held_curves, asked_curves = ([c.name for c in curves if c.kind == kind] for kind in ("held", "asked"))
 
         def part(queue: dict[str, dict[str, int]], names: list[str]) -> float:
@@ -123,7 +123,7 @@ def _busiest(state: ClusterState, amounts: dict[str, Amounts], limit: int) -> se
 
 
 def _queue_rows(name: str, partition: PartitionState, amounts: Amounts, shown: set[tuple[str, str]]) -> Iterator[tuple[str, str, str, str, float]]:
-    curves = model_named(partition.model).curve_words
+    curves = model_named(partition.model).views.curve_words
     other: dict[tuple[str, str], int] = {}
     for path, queue in sorted(partition.queues.items()):
         for curve in curves:

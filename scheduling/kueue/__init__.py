@@ -30,7 +30,10 @@ README.md beside this file describes the model for users, and where it departs f
 
 from __future__ import annotations
 
-from .._model import Budget, Curve, Model
+from preemptd.projections import Folds
+
+from .._model import Budget, Model
+from .._views import Curve, Views
 from ._config import WORDS, claims, describe, parse_config
 from ._cycle import next_wakeup, schedule
 from ._quota import fold_config, fold_event
@@ -42,28 +45,26 @@ __all__ = ["MODEL"]
 MODEL = Model(
     name="kueue",
     words=WORDS,
-    usage_words={"preempting": "evicting"},
     parse_config=parse_config,
     schedule=schedule,
     next_wakeup=next_wakeup,
-    fold_decision=fold_decision,
-    state_type=KueueState,
-    notice=notice,
-    fold_event=fold_event,
-    fold_config=fold_config,
     budget=Budget(preemptions=50),
-    curves=curves,
     claims=claims,
-    describe=describe,
-    queue_columns=queue_columns,
-    tables=kueue_tables,
-    curve_words=(
-        Curve("admitted", "admitted (quota reserved)", "held"),
-        Curve("allocated", "running", "held"),
-        Curve("pending", "pending (not admitted)", "asked", on="admitted"),
-        Curve("guaranteed", "nominal quota", "bound"),
-        Curve("max", "borrowing limit", "bound"),
+    fold=Folds(state_type=KueueState, notice=notice, event=fold_event, decision=fold_decision, config=fold_config),
+    views=Views(
+        describe=describe,
+        queue_columns=queue_columns,
+        usage_words={"preempting": "evicting"},
+        tables=kueue_tables,
+        curve_words=(
+            Curve("admitted", "admitted (quota reserved)", "held"),
+            Curve("allocated", "running", "held"),
+            Curve("pending", "pending (not admitted)", "asked", on="admitted"),
+            Curve("guaranteed", "nominal quota", "bound"),
+            Curve("max", "borrowing limit", "bound"),
+        ),
+        curves=curves,
+        shares=shares,
+        share_words="weighted share (dominant resource share over weight, as Kueue's weightedShare)",
     ),
-    shares=shares,
-    share_words="weighted share (dominant resource share over weight, as Kueue's weightedShare)",
 )

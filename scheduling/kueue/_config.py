@@ -52,6 +52,7 @@ from .._kubernetes import (
 )
 
 __all__ = [
+    "config_of",
     "FAIR_SHARING_ANNOTATION",
     "QUOTA_DELAY_ANNOTATION",
     "ROOT",
@@ -149,6 +150,13 @@ class KueueConfig(msgspec.Struct, frozen=True, kw_only=True):
         on one root cohort."""
         cohort = self.cohorts.get(root)
         return self.fair_sharing.enabled or (cohort is not None and cohort.fair_sharing)
+
+
+def config_of(p: PartitionState) -> KueueConfig:
+    """The kueue model's settings of `p` (`ParsedConfig.settings`), typed."""
+    settings = p.settings
+    assert isinstance(settings, KueueConfig), f"partition {p.name} holds no kueue settings: {type(settings).__name__}"
+    return settings
 
 
 #: preemptd's extension: this annotation on a root Cohort, set to "true", turns fair sharing on
@@ -582,7 +590,7 @@ WORDS = Words(
 
 def describe(partition: PartitionState) -> str:
     """The quota tree's size, fair sharing or classic preemption, and which queues may preempt."""
-    config: KueueConfig = partition.settings
+    config = config_of(partition)
     cohorts = [c for c in config.cohorts.values() if not c.implicit or any(q.cohort == c.name for q in config.cluster_queues.values())]
     line = (
         f"kueue: {counted(len(config.cluster_queues), 'ClusterQueue')} in {counted(len(cohorts), 'cohort')}, "

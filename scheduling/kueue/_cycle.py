@@ -49,7 +49,7 @@ from .._model import Cycle, bounded
 from ._assign import Assignment, Mode, assign
 from ._backlog import Group, GroupKey, Kept, QueueBacklog, gist, queue_key
 from ._classic import CycleMemo, Plan, Search, classic, reason_text
-from ._config import ClusterQueue, KueueConfig
+from ._config import ClusterQueue, KueueConfig, config_of
 from ._fair import NO_SHARE, Share, fair, share
 from ._quota import enforce_quotas, next_enforcement
 from ._tree import Node, QuotaTree
@@ -66,7 +66,7 @@ def schedule(cycle: Cycle) -> None:
 class _Admission:
     def __init__(self, cycle: Cycle) -> None:
         self.cycle = cycle
-        self.config: KueueConfig = cycle.partition.settings
+        self.config = config_of(cycle.partition)
         self.tree = QuotaTree(self.config)
         workloads = kept_workloads(cycle.partition)
         self.workloads = workloads.view(cycle.partition)

@@ -40,8 +40,8 @@ from .._explain import amounts_by_name
 from .._model import Cycle
 from .._quota_timers import Limit, QuotaTimer, timeline
 from ._classic import candidate_order, queues_under
-from ._config import QUOTA_DELAY_ANNOTATION, ClusterQueue, KueueConfig
-from ._state import KueueState, fold_event as fold_admissions
+from ._config import QUOTA_DELAY_ANNOTATION, ClusterQueue, config_of
+from ._state import fold_event as fold_admissions, state_of
 from ._tree import FlavorResource, Node, QuotaTree
 from ._workloads import Workload, Workloads, charge, kept_workloads
 
@@ -66,10 +66,10 @@ def limit_of(queue: ClusterQueue) -> Limit:
 
 def fold_config(p: PartitionState, received: int) -> None:
     """A configuration applied at `received`: the timers it starts, moves or cancels."""
-    state: KueueState = p.model_state
+    state = state_of(p)
     if p.document == state.quota.document:
         return  # before the picture is drawn
-    config: KueueConfig = p.settings
+    config = config_of(p)
     limits = {name: limit_of(queue) for name, queue in config.cluster_queues.items()}
     picture = _Picture.of(p) if any(limit.delay > 0 for limit in limits.values()) else None
     state.quota.reconcile(p.document, limits, lambda name: picture is not None and picture.tree_over(name), received)
@@ -81,7 +81,7 @@ def fold_event(p: PartitionState, event: LogEvent) -> None:
     again; at an enforcement, its timer gone, or, when it fell short, the shortfall, so that it
     is said once."""
     fold_admissions(p, event)
-    state: KueueState = p.model_state
+    state = state_of(p)
     if isinstance(event, QuotaEnforced) and event.short:
         state.quota.short[event.queue] = dict(event.short)
     elif isinstance(event, QuotaEnforced):  # done: a timer left would start a later lowering's countdown early
@@ -93,22 +93,22 @@ def fold_event(p: PartitionState, event: LogEvent) -> None:
 def _fired_in_tree(p: PartitionState, queue: str, now: int) -> list[str]:
     """The ClusterQueues of `queue`'s cohort tree whose timers have fired by `now`: an
     enforcement that fits the tree does their work too."""
-    state: KueueState = p.model_state
-    node = QuotaTree(p.settings).queues.get(queue)
+    state = state_of(p)
+    node = QuotaTree(config_of(p)).queues.get(queue)
     under = [n.name for n in queues_under(node.path()[-1])] if node is not None else [queue]
     return [name for name in under if name in state.quota.timers and state.quota.timers[name].fires <= now]
 
 
 def next_enforcement(p: PartitionState, now: int) -> int | None:
     """When the next timer fires, after `now` (a timer is dropped once its tree fits)."""
-    state: KueueState = p.model_state
+    state = state_of(p)
     return state.quota.next_firing(now)
 
 
 def enforce_quotas(cycle: Cycle) -> None:
     """Each cohort tree whose queue's timer has fired and which is still over sheds the rest."""
     p = cycle.partition
-    state: KueueState = p.model_state
+    state = state_of(p)
     fired = state.quota.fired(cycle.now)
     if not fired:
         return
@@ -158,7 +158,7 @@ class _Picture:
 
     @classmethod
     def of(cls, p: PartitionState) -> _Picture:
-        tree, workloads = QuotaTree(p.settings), kept_workloads(p).view(p)
+        tree, workloads = QuotaTree(config_of(p)), kept_workloads(p).view(p)
         held: dict[str, dict[FlavorResource, int]] = {}
         for queue, admitted in workloads.admitted.items():
             for workload in admitted:
@@ -187,7 +187,7 @@ class _Choice:
 
 def _enforce(cycle: Cycle, picture: _Picture, name: str, timer: QuotaTimer) -> None:
     p = cycle.partition
-    state: KueueState = p.model_state
+    state = state_of(p)
     tree, usage = picture.tree, picture.usage
     root = picture.root(name)
     assert root is not None  # tree_over found it
@@ -195,7 +195,7 @@ def _enforce(cycle: Cycle, picture: _Picture, name: str, timer: QuotaTimer) -> N
     cut = _cut(timer.was, state.quota.limits[name].max or {})
     choice = _Choice(lines=[_timeline(name, state.quota.limits[name], timer)])
     for node, over in excess.items():
-        choice.lines.append(f"ClusterQueue {node.name} holds {_frs(over)} beyond what it may use ({_limits(p.settings.cluster_queues[node.name], over)})")
+        choice.lines.append(f"ClusterQueue {node.name} holds {_frs(over)} beyond what it may use ({_limits(config_of(p).cluster_queues[node.name], over)})")
     own = sorted((w for w in picture.workloads.admitted.get(name, ()) if not w.evicted), key=lambda w: candidate_order(name, w))
     others = sorted(
         (w for node in excess if node.name != name for w in picture.workloads.admitted.get(node.name, ()) if not w.evicted),
@@ -214,7 +214,7 @@ def _enforce(cycle: Cycle, picture: _Picture, name: str, timer: QuotaTimer) -> N
     victims = tuple(_victims(p, choice.taken, name, cut))
     if not victims and short == state.quota.short.get(name):
         return  # said already
-    queue = p.settings.cluster_queues[name]
+    queue = config_of(p).cluster_queues[name]
     cycle.emit(
         QuotaEnforced,
         queue=name,

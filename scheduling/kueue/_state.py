@@ -14,7 +14,7 @@ from preemptd.projections import AppState, PartitionState, Rejected, apps_change
 from .._quota_timers import QuotaTimers
 from ._kept import kept
 
-__all__ = ["Admission", "KueueState", "admission_of", "eviction_of", "fold_decision", "fold_event", "notice", "preempting"]
+__all__ = ["state_of", "Admission", "KueueState", "admission_of", "eviction_of", "fold_decision", "fold_event", "notice", "preempting"]
 
 
 class Admission(msgspec.Struct, kw_only=True):
@@ -36,25 +36,27 @@ class KueueState(msgspec.Struct, kw_only=True):
     evictions: dict[str, str] = {}  # per workload evicted and not admitted again, why (its Evicted condition, as Kueue keeps it)
 
 
-def _state(p: PartitionState) -> KueueState:
-    state: KueueState = p.model_state
+def state_of(p: PartitionState) -> KueueState:
+    """The kueue model's state of `p` (`Folds.state_type`), typed: the fold made it when `p` took the model."""
+    state = p.model_state
+    assert isinstance(state, KueueState), f"partition {p.name} holds no kueue state: {type(state).__name__}"
     return state
 
 
 def admission_of(p: PartitionState, app: AppState) -> Admission | None:
     """The workload's admission, if this incarnation of it has one."""
-    admission = _state(p).admissions.get(app.id)
+    admission = state_of(p).admissions.get(app.id)
     return admission if admission is not None and admission.incarnation == app.incarnation else None
 
 
 def eviction_of(p: PartitionState, app: AppState) -> str | None:
     """Why the workload was last evicted, until it is admitted again."""
-    return _state(p).evictions.get(app.id)
+    return state_of(p).evictions.get(app.id)
 
 
 def preempting(p: PartitionState, app: AppState) -> bool:
     """This incarnation of the workload evicted others and waits for them to go."""
-    return _state(p).preempting.get(app.id) == app.incarnation
+    return state_of(p).preempting.get(app.id) == app.incarnation
 
 
 def notice(p: PartitionState, event: LogEvent) -> None:
@@ -77,7 +79,7 @@ def fold_event(p: PartitionState, event: LogEvent) -> None:
     evicted."""
     match event:
         case AppFinished():
-            state = _state(p)
+            state = state_of(p)
             state.admissions.pop(event.app, None)
             state.preempting.pop(event.app, None)
             state.evictions.pop(event.app, None)
@@ -93,7 +95,7 @@ def _quota_evicted(p: PartitionState, event: QuotaEnforced) -> None:
         admission = admission_of(p, app) if app is not None else None
         if admission is not None:
             admission.evicted = True
-            _state(p).evictions[app_id] = f"quota enforcement: {event.reason}"
+            state_of(p).evictions[app_id] = f"quota enforcement: {event.reason}"
 
 
 def _touch(p: PartitionState, app_id: str | None) -> None:
@@ -112,7 +114,7 @@ def fold_decision(p: PartitionState, decision: DecisionEvent) -> None:
     app = p.apps.get(getattr(decision, "app", ""))
     if app is None:
         raise Rejected(f"{type_of(decision)} for unknown application {getattr(decision, 'app', None)!r}")
-    state = _state(p)
+    state = state_of(p)
     match decision:
         case Admitted():
             if admission_of(p, app) is not None:

@@ -22,8 +22,8 @@ from fractions import Fraction
 from preemptd.events import format_duration
 from preemptd.projections import AppState, PartitionState
 
-from .._model import Column, Curves, Table
-from ._config import ROOT, ClusterQueue, KueueConfig
+from .._views import Column, Curves, Table
+from ._config import ROOT, ClusterQueue, KueueConfig, config_of
 from ._fair import share
 from ._kept import kept
 from ._state import admission_of, eviction_of
@@ -126,8 +126,8 @@ class Settled:
 
 def _settled(p: PartitionState) -> Settled:
     found = kept(p)
-    if found.views is None or found.views.config is not p.settings:
-        found.views = Settled(p.settings)
+    if found.views is None or found.views.config is not config_of(p):
+        found.views = Settled(config_of(p))
     return found.views
 
 
@@ -163,7 +163,7 @@ def curves(p: PartitionState) -> Curves:
     totals, settled = _totals(p), _settled(p)
     out: Curves = {}
     cluster: dict[str, dict[str, int]] = {"admitted": {}, "allocated": {}, "pending": {}}
-    for name in p.settings.cluster_queues:
+    for name in config_of(p).cluster_queues:
         first = settled.first[name]
         running = _keyed(totals.running.get(name, {}))
         charge(running, _in_first(first, totals.running_unadmitted.get(name, {})), +1)
@@ -204,7 +204,7 @@ def _share_key(node: Node) -> str:
 def _shares(p: PartitionState) -> dict[Node, Fraction | str]:
     """Every node's weighted share in the cohort trees under fair sharing, in tree order: a
     number, or "infinite"."""
-    config: KueueConfig = p.settings
+    config = config_of(p)
     settled = _settled(p)
     tree = settled.tree
     roots = [root for root in tree.roots() if config.fair_sharing_in(root.name)]
@@ -276,7 +276,7 @@ def queue_columns(p: PartitionState) -> list[Column]:
     under fair sharing), and per flavor its nominal quota, borrowing and lending limits, what
     its admitted workloads hold (quota reserved, whether their pods run yet or not), what it
     borrows and lends in its cohort, and how many workloads are admitted."""
-    config: KueueConfig = p.settings
+    config = config_of(p)
     totals, settled = _totals(p), _settled(p)
     lending = _lending(settled.tree, totals)
     shared = {node.name: value for node, value in _shares(p).items() if not node.is_cohort}
@@ -328,7 +328,7 @@ def cohort_table(p: PartitionState) -> list[Table]:
     ClusterQueues, and per flavor its subtree's nominal quota, what its admitted workloads use
     (as Kueue counts a cohort's usage), what it borrows from its parent and what it lends there;
     under fair sharing its weight and weighted share. None without cohorts."""
-    config: KueueConfig = p.settings
+    config = config_of(p)
     settled = _settled(p)
     tree = settled.tree
     lending = _lending(tree, _totals(p))

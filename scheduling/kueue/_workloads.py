@@ -12,7 +12,7 @@ from typing import TypeVar
 from preemptd.projections import AppState, PartitionState, shared_shape
 
 from ._backlog import Backlog, GroupKey, queue_key
-from ._config import KueueConfig
+from ._config import KueueConfig, config_of
 from ._kept import kept
 from ._state import admission_of, preempting
 from ._tree import FlavorResource
@@ -203,7 +203,7 @@ class KeptWorkloads:
 
     @classmethod
     def of(cls, p: PartitionState) -> KeptWorkloads:
-        kept = cls(p.settings)
+        kept = cls(config_of(p))
         kept.changed = dict.fromkeys(p.apps)
         return kept
 

@@ -32,7 +32,10 @@ README.md beside this file describes the model for users, and where it departs f
 
 from __future__ import annotations
 
-from .._model import Curve, Model
+from preemptd.projections import Folds
+
+from .._model import Model
+from .._views import Curve, Views
 from ._config import WORDS, claims, describe, parse_config
 from ._cycle import next_wakeup, schedule
 from ._jobs import job_table
@@ -45,26 +48,25 @@ __all__ = ["MODEL"]
 MODEL = Model(
     name="volcano",
     words=WORDS,
-    usage_words={"preempting": "releasing"},
     parse_config=parse_config,
     schedule=schedule,
     next_wakeup=next_wakeup,
-    curves=curves,
     claims=claims,
-    describe=describe,
-    queue_columns=queue_columns,
-    tables=job_table,
-    curve_words=(
-        Curve("allocated", "allocated", "held"),
-        Curve("pending", "pending", "asked", on="allocated"),
-        Curve("deserved", "deserved", "bound"),  # the first bound: the summary's "longest under deserved"
-        Curve("guaranteed", "guarantee", "bound"),
-        Curve("max", "capability", "bound"),
+    fold=Folds(state_type=VolcanoState, notice=notice, event=fold_event, config=fold_config),
+    views=Views(
+        describe=describe,
+        queue_columns=queue_columns,
+        usage_words={"preempting": "releasing"},
+        tables=job_table,
+        curve_words=(
+            Curve("allocated", "allocated", "held"),
+            Curve("pending", "pending", "asked", on="allocated"),
+            Curve("deserved", "deserved", "bound"),  # the first bound: the summary's "longest under deserved"
+            Curve("guaranteed", "guarantee", "bound"),
+            Curve("max", "capability", "bound"),
+        ),
+        curves=curves,
+        shares=shares,
+        share_words="share: allocated over deserved, by which allocate and reclaim order queues",
     ),
-    shares=shares,
-    share_words="share: allocated over deserved, by which allocate and reclaim order queues",
-    state_type=VolcanoState,
-    notice=notice,
-    fold_event=fold_event,
-    fold_config=fold_config,
 )

@@ -22,7 +22,7 @@ from sortedcontainers import SortedKeyList
 
 from preemptd.projections import AppState, PartitionState, TaskState
 
-from ._config import VolcanoConfig
+from ._config import config_of
 from ._jobs import POD_SLOT, Job, Task, job_of
 from ._order import job_orders
 from ._shares import summed
@@ -167,7 +167,7 @@ class KeptJobs:
     (after a restore or a configuration change: the job order depends on the plugins)."""
 
     def __init__(self, p: PartitionState) -> None:
-        config: VolcanoConfig = p.settings
+        config = config_of(p)
         self.orders = job_orders(config.scheduler)
         self.started: dict[str, Job] = {}
         self.tasks: dict[str, Task] = {}  # the started jobs'

@@ -51,6 +51,7 @@ from .._kubernetes import (
 )
 
 __all__ = [
+    "config_of",
     "ACTIONS",
     "PLUGINS",
     "QUOTA_DELAY_ANNOTATION",
@@ -136,6 +137,13 @@ class VolcanoConfig(msgspec.Struct, frozen=True, kw_only=True):
     queues: dict[str, Queue] = {}
     scheduler: SchedulerConf = DEFAULT_CONF
     priority_classes: dict[str, PriorityClass] = {}
+
+
+def config_of(p: PartitionState) -> VolcanoConfig:
+    """The volcano model's settings of `p` (`ParsedConfig.settings`), typed."""
+    settings = p.settings
+    assert isinstance(settings, VolcanoConfig), f"partition {p.name} holds no volcano settings: {type(settings).__name__}"
+    return settings
 
 
 def sharing_plugin(conf: SchedulerConf) -> Plugin | None:
@@ -460,7 +468,7 @@ def describe(partition: PartitionState) -> str:
     """The queues, the session's actions, the plugins tier by tier, how queues share (no sharing
     plugin; capacity's hierarchy), whether anything can be preempted, and the queues whose
     lowered capability is enforced (preemptd's extension)."""
-    config: VolcanoConfig = partition.settings
+    config = config_of(partition)
     conf = config.scheduler
     tiers = " ".join(f"[{', '.join(plugin.name for plugin in tier)}]" for tier in conf.tiers) or "none"
     line = f"volcano: {counted(len(config.queues) - 1, 'queue')} under root; actions {', '.join(conf.actions) or 'none'}; plugins by tier {tiers}"

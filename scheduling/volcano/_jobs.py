@@ -24,7 +24,7 @@ from functools import cached_property
 
 from preemptd.projections import AppState, PartitionState, TaskState, TaskStatus
 
-from .._model import Table
+from .._views import Table
 from ._shares import summed
 
 __all__ = ["POD_SLOT", "Job", "Task", "job_of", "job_table", "jobs_of"]

@@ -24,8 +24,8 @@ from fractions import Fraction
 from preemptd.events import format_human
 from preemptd.projections import PartitionState, add, subtract
 
-from .._model import Column, Curves
-from ._config import Plugin, Queue, VolcanoConfig, sharing_plugin
+from .._views import Column, Curves
+from ._config import Plugin, Queue, VolcanoConfig, config_of, sharing_plugin
 from ._jobs import POD_SLOT
 from ._kept import kept
 from ._nodes import queues_held
@@ -253,10 +253,10 @@ def session_quotas(p: PartitionState) -> Quotas:
     demands = demands_of(p, with_jobs)
     found = kept(p)
     last = found.quotas
-    if last is not None and last[0] is p.settings and last[1] == p.capacity and last[2] == demands:
+    if last is not None and last[0] is config_of(p) and last[1] == p.capacity and last[2] == demands:
         return last[3]
-    quotas = Quotas(p.settings, p.capacity, demands, queues_held(p))
-    found.quotas = (p.settings, dict(p.capacity), demands, quotas)
+    quotas = Quotas(config_of(p), p.capacity, demands, queues_held(p))
+    found.quotas = (config_of(p), dict(p.capacity), demands, quotas)
     return quotas
 
 
@@ -286,7 +286,7 @@ def curves(p: PartitionState) -> Curves:
     """`Model.curves`: per queue what it deserves now (as `queue_columns` says), and its
     guarantee and capability as configured; what it allocates and asks are its own."""
     deserved = deserved_now(session_quotas(p))
-    config: VolcanoConfig = p.settings
+    config = config_of(p)
     return {
         q: {
             **({"deserved": deserved[q]} if q in deserved else {}),

@@ -34,7 +34,7 @@ from ._evict import spared_lines
 from ._jobs import Task
 from ._nodes import Statement
 from ._session import Session
-from ._state import VolcanoState, over_capability
+from ._state import over_capability, state_of
 from ._votes import conformance_spares
 
 __all__ = ["enforce_quotas", "next_enforcement", "quotas_due"]
@@ -42,13 +42,13 @@ __all__ = ["enforce_quotas", "next_enforcement", "quotas_due"]
 
 def quotas_due(p: PartitionState, now: int) -> list[str]:
     """The queues, by name, whose timer has run out at `now` and that hold more than their capability."""
-    state: VolcanoState = p.model_state
+    state = state_of(p)
     return [name for name, _ in state.quota.fired(now) if over_capability(p, name)]
 
 
 def next_enforcement(p: PartitionState, now: int) -> int | None:
     """When the next timer of a queue above its capability runs out, after `now`."""
-    state: VolcanoState = p.model_state
+    state = state_of(p)
     return state.quota.next_firing(now, lambda name: bool(over_capability(p, name)))
 
 
@@ -101,7 +101,7 @@ class _Choice:
 
 
 def _enforce(s: Session, name: str, target: dict[str, int]) -> None:
-    state: VolcanoState = s.p.model_state
+    state = state_of(s.p)
     timer, capability = state.quota.timers[name], s.config.queues[name].capability or {}
     leaves = _leaves(s.p, name)
     order = [t for t in s.victims_in_order(job for job in s.jobs.values() if job.queue in leaves) if t.id not in s.gone]

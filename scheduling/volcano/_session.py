@@ -18,7 +18,7 @@ from preemptd.events import Allocated, Resources
 
 from .._model import Cycle
 from ._backlog import IdleGroup, waiting_in_order
-from ._config import Plugin, VolcanoConfig
+from ._config import Plugin, config_of
 from ._jobs import Job, Task, job_of
 from ._nodes import Nodes
 from ._order import drf_share, job_key, job_orders, queue_key, victims_in_order
@@ -34,7 +34,7 @@ class Session:
     def __init__(self, cycle: Cycle) -> None:
         p = cycle.partition
         self.cycle, self.p = cycle, p
-        self.config: VolcanoConfig = p.settings
+        self.config = config_of(p)
         self.conf = self.config.scheduler
         started, tasks, self.idle = session_jobs(p)  # kept between sessions: the tasks are not to be changed
         self.jobs = dict(started)  # the session's: the idle jobs let in join it

@@ -19,17 +19,24 @@ from preemptd.projections import PartitionState, add, apps_changed_by, subtract
 
 from .._quota_timers import Limit, QuotaTimers
 from ._backlog import IdleJobs, KeptJobs
-from ._config import VolcanoConfig
+from ._config import config_of
 from ._jobs import Job, Task
 from ._kept import kept
 
-__all__ = ["VolcanoState", "fold_config", "fold_event", "notice", "over_capability", "session_jobs"]
+__all__ = ["state_of", "VolcanoState", "fold_config", "fold_event", "notice", "over_capability", "session_jobs"]
 
 
 class VolcanoState(msgspec.Struct, kw_only=True):
     """The quota timers: what snapshots keep; what is kept besides is `_kept.VolcanoKept`."""
 
     quota: QuotaTimers = msgspec.field(default_factory=QuotaTimers)
+
+
+def state_of(p: PartitionState) -> VolcanoState:
+    """The volcano model's state of `p` (`Folds.state_type`), typed: the fold made it when `p` took the model."""
+    state = p.model_state
+    assert isinstance(state, VolcanoState), f"partition {p.name} holds no volcano state: {type(state).__name__}"
+    return state
 
 
 def session_jobs(p: PartitionState) -> tuple[dict[str, Job], dict[str, Task], IdleJobs]:
@@ -43,8 +50,8 @@ def session_jobs(p: PartitionState) -> tuple[dict[str, Job], dict[str, Task], Id
 
 def fold_config(p: PartitionState, received: int) -> None:
     """A configuration applied at `received`: the quota timers it starts, moves or cancels."""
-    state: VolcanoState = p.model_state
-    config: VolcanoConfig = p.settings
+    state = state_of(p)
+    config = config_of(p)
     limits = {name: Limit(max=dict(q.capability) if q.capability is not None else None, delay=q.quota_preemption_delay) for name, q in config.queues.items()}
     state.quota.reconcile(p.document, limits, lambda name: bool(over_capability(p, name)), received)
 
@@ -54,7 +61,7 @@ def fold_event(p: PartitionState, event: LogEvent) -> None:
     if isinstance(event, Tick):
         _fold_tick(p, event)
     elif isinstance(event, QuotaEnforced):
-        p.model_state.quota.short[event.queue] = dict(event.short or {})
+        state_of(p).quota.short[event.queue] = dict(event.short or {})
 
 
 def notice(p: PartitionState, event: LogEvent) -> None:
@@ -77,7 +84,7 @@ def notice(p: PartitionState, event: LogEvent) -> None:
 def _fold_tick(p: PartitionState, tick: Tick) -> None:
     """The timers without those of queues within their capability again (a timer running out
     wakes a passed-over cycle through `next_wakeup`: see `scheduling.run_cycle`)."""
-    state: VolcanoState = p.model_state
+    state = state_of(p)
     state.quota.drop_fitting(lambda name: bool(over_capability(p, name)))
 
 
@@ -85,7 +92,7 @@ def over_capability(p: PartitionState, name: str) -> dict[str, int]:
     """What queue `name` holds above its capability, per resource the capability names: its
     running tasks and its preemptors pipelined, a parent's those of its leaves, as a session
     counts them (victims in flight left out: an enforcement is not repeated while they leave)."""
-    config: VolcanoConfig = p.settings
+    config = config_of(p)
     queue, capability = p.queues.get(name), config.queues[name].capability if name in config.queues else None
     if queue is None or capability is None:
         return {}

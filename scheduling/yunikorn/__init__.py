@@ -20,7 +20,10 @@ import it from its module (`preemptd.scheduling.yunikorn._config`, ...).
 README.md beside this file describes the model for users, and where it departs from YuniKorn.
 """
 
+from preemptd.projections import Folds
+
 from .._model import Model
+from .._views import Views
 from ._config import claims, configured_partitions, describe, parse_config
 from ._cycle import next_wakeup, schedule
 from ._state import YuniKornState, fold_config, fold_event, notice
@@ -34,9 +37,6 @@ MODEL = Model(
     next_wakeup=next_wakeup,
     partitions=configured_partitions,
     claims=claims,
-    describe=describe,
-    state_type=YuniKornState,
-    notice=notice,
-    fold_event=fold_event,
-    fold_config=fold_config,
+    fold=Folds(state_type=YuniKornState, notice=notice, event=fold_event, config=fold_config),
+    views=Views(describe=describe),
 )

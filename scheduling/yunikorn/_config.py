@@ -30,6 +30,7 @@ from .._explain import counted, listing
 from .._kubernetes import CONFIG_MAP, PRIORITY_KINDS, ObjectReader, is_object
 
 __all__ = [
+    "config_of",
     "DEFAULT_PREEMPTION_DELAY_MS",
     "PreemptionSettings",
     "QueueProps",
@@ -73,6 +74,13 @@ class PreemptionSettings(msgspec.Struct, frozen=True, kw_only=True):
     max_victims_per_cycle: Annotated[int, msgspec.Meta(ge=1)] = 100
     max_share_per_cycle: Annotated[float, msgspec.Meta(gt=0, le=1)] = 0.1
     quota_preemption: bool = msgspec.field(default=False, name="quotapreemptionenabled")
+
+
+def config_of(p: PartitionState) -> PreemptionSettings:
+    """The yunikorn model's settings of `p` (`ParsedConfig.settings`), typed."""
+    settings = p.settings
+    assert isinstance(settings, PreemptionSettings), f"partition {p.name} holds no yunikorn settings: {type(settings).__name__}"
+    return settings
 
 
 def _default_root() -> QueueConfig:
@@ -145,7 +153,7 @@ def configured_partitions(raw: Any) -> list[str]:
 
 def describe(partition: PartitionState) -> str:
     """The queues, the partition's preemption switch and pace, and the fences and opt-outs."""
-    settings: PreemptionSettings = partition.settings
+    settings = config_of(partition)
     leaves = sum(queue.leaf for queue in partition.queues.values())
     line = f"yunikorn: {counted(len(partition.queues), 'queue')} ({counted(leaves, 'leaf', 'leaves')}); "
     if not settings.enabled:

@@ -27,7 +27,7 @@ from preemptd.projections import NodeState, PartitionState, TaskState
 
 from .._model import Cycle, bounded
 from ._backlog import Backlog, Group, GroupKey, Leaf, Shape, group_key
-from ._config import PreemptionSettings
+from ._config import PreemptionSettings, config_of
 from ._daemonset import plan_for_required_node
 from ._kept import backlog
 from ._ordering import QueueOrder
@@ -180,7 +180,7 @@ def _preempt(cycle: Cycle) -> None:
     until a preemption changes the state. So the tasks visited are those that could make or
     say something, in the order every task would be visited."""
     p = cycle.partition
-    pace = _Pace(p.settings, p.capacity)
+    pace = _Pace(config_of(p), p.capacity)
     draining = [node for node in p.nodes.values() if node.preempting and frees_unclaimed_room(node)]
     waiting = backlog(p, cycle.now)
     order = QueueOrder(p, {path: leaf.priority for path, leaf in waiting.leaves.items()})
@@ -222,7 +222,7 @@ class _Visits:
         self.outcomes: dict[_Situation, Refusal | int] = {}  # a refusal found, or when a quiet wait was (in plans made before it)
         self.plans = 0
         self.cursor: dict[str, int] = {}  # per leaf, the order key of the last task visited
-        settings: PreemptionSettings = self.p.settings
+        settings = config_of(self.p)
         self.enabled = settings.enabled
 
     def next(self, path: str) -> tuple[TaskState, _Situation] | None:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from preemptd.projections import NodeState, PartitionState, QueueState, TaskState, positive
 
 from .._explain import amounts, counted, listing
+from ._config import config_of
 from ._ordering import effective_priority
 from ._victims import (
     OPTED_OUT,
@@ -128,7 +129,7 @@ def plan_for_guarantee(p: PartitionState, task: TaskState, now: int, draining: l
 
 
 def _preconditions(p: PartitionState, task: TaskState, now: int) -> Refusal | None:
-    if not p.settings.enabled:
+    if not config_of(p).enabled:
         return Refusal((f"preemption is disabled in partition {p.name} (preemption.enabled: false)",))
     if not task.may_preempt:
         return Refusal(("the task's preemption policy is Never: it may not trigger preemption",))

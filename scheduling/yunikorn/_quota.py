@@ -35,8 +35,8 @@ from preemptd.projections import PartitionState, QueueState, TaskState
 from .._explain import amounts_by_name
 from .._model import Cycle
 from .._quota_timers import QuotaTimer, timeline
-from ._config import PreemptionSettings
-from ._state import YuniKornState, held_now, over_max
+from ._config import config_of
+from ._state import held_now, over_max, state_of
 
 __all__ = ["enforce_quotas", "next_enforcement"]
 
@@ -46,8 +46,8 @@ _HOUR = 3_600_000
 def enforce_quotas(cycle: Cycle) -> None:
     """Each queue whose timer has fired and which still holds more than its max sheds toward it."""
     p = cycle.partition
-    settings: PreemptionSettings = p.settings
-    state: YuniKornState = p.model_state
+    settings = config_of(p)
+    state = state_of(p)
     if not settings.quota_preemption:
         return
     for path, timer in state.quota.fired(cycle.now):
@@ -61,8 +61,8 @@ def enforce_quotas(cycle: Cycle) -> None:
 
 def next_enforcement(p: PartitionState, now: int) -> int | None:
     """When the next timer of a queue above its max fires, after `now`."""
-    state: YuniKornState = p.model_state
-    settings: PreemptionSettings = p.settings
+    state = state_of(p)
+    settings = config_of(p)
     if not settings.quota_preemption:
         return None
     return state.quota.next_firing(now, lambda path: path in p.queues and bool(over_max(p.queues[path])))

@@ -14,20 +14,27 @@ from preemptd.projections import PartitionState, QueueState
 
 from .._quota_timers import Limit, QuotaTimers
 from ._backlog import tasks_changed_by
-from ._config import PreemptionSettings
+from ._config import config_of
 from ._kept import kept
 
-__all__ = ["YuniKornState", "fold_config", "fold_event", "held_now", "notice", "over_max"]
+__all__ = ["state_of", "YuniKornState", "fold_config", "fold_event", "held_now", "notice", "over_max"]
 
 
 class YuniKornState(msgspec.Struct, kw_only=True):
     quota: QuotaTimers = msgspec.field(default_factory=QuotaTimers)
 
 
+def state_of(p: PartitionState) -> YuniKornState:
+    """The yunikorn model's state of `p` (`Folds.state_type`), typed: the fold made it when `p` took the model."""
+    state = p.model_state
+    assert isinstance(state, YuniKornState), f"partition {p.name} holds no yunikorn state: {type(state).__name__}"
+    return state
+
+
 def fold_config(p: PartitionState, received: int) -> None:
     """A configuration applied at `received`: the timers it starts, moves or cancels."""
-    state: YuniKornState = p.model_state
-    settings: PreemptionSettings = p.settings
+    state = state_of(p)
+    settings = config_of(p)
     limits = {path: Limit(max=dict(queue.max) if queue.max is not None else None, delay=queue.props.quota_preemption_delay) for path, queue in p.queues.items()}
     state.quota.reconcile(p.document, limits, lambda path: bool(over_max(p.queues[path])), received, enforced=settings.quota_preemption)
 
@@ -47,7 +54,7 @@ def fold_event(p: PartitionState, event: LogEvent) -> None:
     """Once the generic fold accepted `event`: at each tick, the timers without those of queues
     that fit their max again; at a quota enforcement, its timer: YuniKorn enforces a cut once
     (left, a timer would also start a later cut's countdown early)."""
-    state: YuniKornState = p.model_state
+    state = state_of(p)
     if isinstance(event, Tick):
         state.quota.drop_fitting(lambda path: path in p.queues and bool(over_max(p.queues[path])))
     elif isinstance(event, QuotaEnforced):
