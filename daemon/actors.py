@@ -171,7 +171,7 @@ class Daemon:
                 told = self.behind.observe(name, monotonic_ms(), partition.pending_count)
                 if told is not None:
                     log(told[0], logging.WARNING if told[0].startswith("behind") else logging.INFO, **told[1])
-            busy = min(self.store.busy.values(), default=None)  # the oldest transaction still running
+            busy = min(self.store.db.busy.values(), default=None)  # the oldest transaction still running
             if busy is not None and time.monotonic() - busy >= SAY_WAITING_EVERY and time.monotonic() - said >= SAY_WAITING_EVERY:
                 said = time.monotonic()
                 log("the log has not answered for a while: a lock held elsewhere, or a frozen disk?", logging.WARNING, seconds=round(time.monotonic() - busy))

@@ -49,8 +49,9 @@ _CONFLICTS_TAKEN = 3  # how many times a daemon reads the log again after anothe
 async def run(settings: Settings) -> None:
     """Run the daemon until SIGINT or SIGTERM. The signals are handled from the first moment,
     so that a stop during start-up still stops the embedded server and closes the log."""
+    stopping = anyio.Event()  # a shielded write waiting for a locked log gives up once it is set
     async with anyio.create_task_group() as tg:
-        await tg.start(_stop_on_signal, tg.cancel_scope)
+        await tg.start(_stop_on_signal, tg.cancel_scope, stopping)
         if settings.config is not None and not tg.cancel_scope.cancel_called:  # a bad file is said before anything starts
             await anyio.to_thread.run_sync(check_config_file, settings.config, settings.partitions, abandon_on_cancel=True)
         if not tg.cancel_scope.cancel_called:  # a stop before the start leaves nothing behind
@@ -65,7 +66,7 @@ async def run(settings: Settings) -> None:
                 async with _sole_writer(settings, observed.health) as lease, anyio.create_task_group() as writing:
                     if lease is not None:
                         writing.start_soon(_keep, lease)
-                    await _run_again_on_conflict(settings, observed, lease)
+                    await _run_again_on_conflict(settings, observed, lease, stopping)
                     writing.cancel_scope.cancel()
         tg.cancel_scope.cancel()
 
@@ -144,7 +145,7 @@ def _observed(settings: Settings) -> Iterator[Observed]:
         yield observed
 
 
-async def _stop_on_signal(scope: anyio.CancelScope, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
+async def _stop_on_signal(scope: anyio.CancelScope, stopping: anyio.Event, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         task_status.started()
         # received while the command was starting: stop now
@@ -152,7 +153,7 @@ async def _stop_on_signal(scope: anyio.CancelScope, *, task_status=anyio.TASK_ST
     for again in (signal.SIGINT, signal.SIGTERM):  # the receiver gave SIGINT back to KeyboardInterrupt
         signal.signal(again, _stopping_already)
     log("stopping", signal=signal.Signals(signum).name)
-    Store.stopping = True  # a shielded write waiting for a locked log gives up
+    stopping.set()
     scope.cancel()
 
 
@@ -163,14 +164,14 @@ def _stopping_already(signum: int, frame: object) -> None:
     os.write(2, f"preemptd: stopping already ({signal.Signals(signum).name} again): the log is closed and nats-server stopped in a moment\n".encode())
 
 
-async def _run_again_on_conflict(settings: Settings, observed: Observed, lease: WriterLease | None) -> None:
+async def _run_again_on_conflict(settings: Settings, observed: Observed, lease: WriterLease | None, stopping: anyio.Event) -> None:
     """`_run`, started again from the log when a write meets a row another writer wrote (a
     previous writer's write that landed late): the state is rebuilt with it, and what this
     daemon did not commit is delivered again. Not for ever: a log written beside it all the
     time is another daemon's, and stops it."""
     for met in range(_CONFLICTS_TAKEN + 1):
         try:
-            await _run(settings, observed, lease)
+            await _run(settings, observed, lease, stopping)
             return
         except* LogConflict as group:
             if met == _CONFLICTS_TAKEN:
@@ -179,9 +180,9 @@ async def _run_again_on_conflict(settings: Settings, observed: Observed, lease: 
         log("a write met a row another writer wrote: reading the log again", logging.WARNING, error=str(conflict))
 
 
-async def _run(settings: Settings, observed: Observed, lease: WriterLease | None = None) -> None:
-    store = await Store.open(settings.db, synchronous=settings.synchronous)
-    store.lease_pid = lease.pid if lease is not None else None
+async def _run(settings: Settings, observed: Observed, lease: WriterLease | None, stopping: anyio.Event) -> None:
+    store = await Store.open(settings.db, synchronous=settings.synchronous, stopping=stopping)
+    store.db.fence = lease.fence if lease is not None else None
     state = None
     try:
         started = time.monotonic()

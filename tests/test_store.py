@@ -294,7 +294,7 @@ async def _postgres_fetch(url: str, query: str) -> list:
 async def test_a_writer_that_lost_its_lease_writes_nothing_more_and_the_standby_gets_it(postgres_log: str) -> None:
     lease = await WriterLease.wait(postgres_log, waiting=lambda holder: pytest.fail(f"nobody holds it yet, not {holder}"))
     store = await Store.open(postgres_log)
-    store.lease_pid = lease.pid
+    store.db.fence = lease.fence
     try:
         await store.commit(Batch(rows=[row(1)]))
         await _postgres_fetch(postgres_log, f"select pg_terminate_backend({lease.pid})")

@@ -20,7 +20,7 @@ from ..errors import StoreError
 from ..operations.logs import log
 from .database import database_url, engine_options, failure, scalar, shown_url
 
-__all__ = ["LEASE_SECONDS", "WriterLease", "fenced"]
+__all__ = ["LEASE_SECONDS", "WriterLease"]
 
 
 #: A writer renews its lease every second (its lease connection checks the lock, which PostgreSQL
@@ -42,6 +42,10 @@ class WriterLease:
     def __init__(self, engine: AsyncEngine, connection: AsyncConnection, target: str, pid: int) -> None:
         self._engine, self._connection, self._target = engine, connection, target
         self.pid = pid  # the PostgreSQL backend of the connection that holds it
+
+    async def fence(self, conn: AsyncConnection, work, *args):
+        """`Database.fence`: `work` within this lease's fence (`_fenced`)."""
+        return await _fenced(conn, work, self.pid, *args)
 
     @classmethod
     async def wait(cls, target: str, waiting: Callable[[str], None], poll: float = 0.5, expiry: float = LEASE_SECONDS) -> WriterLease:
@@ -108,7 +112,7 @@ def _halves(key: int) -> dict[str, int]:
     return {"high": key >> 32, "low": key & 0xFFFFFFFF}
 
 
-async def fenced(conn: AsyncConnection, work, pid: int, *args):
+async def _fenced(conn: AsyncConnection, work, pid: int, *args):
     """`work`, in a transaction that holds the fence shared, then checks that the lease's
     connection (backend `pid`) still holds the lease. The fence makes the check hold until the
     commit: a new writer takes the fence alone before it reads the log, so a write that passed

@@ -20,7 +20,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 async def run(args: argparse.Namespace) -> int:
-    from ...log.store import Store, shown_url
+    from ...log.database import shown_url
+    from ...log.store import Store
 
     store = await Store.open(log_target(args))
     try:

@@ -37,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 async def run(args: argparse.Namespace) -> int:
     from ...log.archive import Searched
-    from ...log.store import shown_url
+    from ...log.database import shown_url
     from ...records import to_record
 
     store = await reading(log_target(args), args.archive)

@@ -30,8 +30,8 @@ async def run(args: argparse.Namespace) -> int:
 
     from preemptd.scheduling import Timeline
 
+    from ...log.database import shown_url
     from ...log.history import records
-    from ...log.store import shown_url
     from ..page import what_if, write_report
 
     if args.report and not args.config:

@@ -26,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 async def run(args: argparse.Namespace) -> int:
-    from ...log.store import shown_url
+    from ...log.database import shown_url
     from ..page import window, with_comparison, write_report
 
     span = window(args.since, args.until)
@@ -38,7 +38,7 @@ async def run(args: argparse.Namespace) -> int:
 
 
 async def _report_data(target: str, args: argparse.Namespace, span, archive: str | None = None) -> dict[str, Any]:
-    from ...log.store import shown_url
+    from ...log.database import shown_url
     from ..page import build
 
     store = await reading(target, archive)

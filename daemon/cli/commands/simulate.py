@@ -83,7 +83,8 @@ def _check(args: argparse.Namespace, scenario: Scenario, result) -> int:
 
 
 async def _fresh_store(target: str) -> Store:
-    from ...log.store import Store, shown_url
+    from ...log.database import shown_url
+    from ...log.store import Store
 
     store = await Store.open(target)
     if await store.last_seq():
