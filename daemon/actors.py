@@ -93,7 +93,7 @@ class Daemon:
         self.source = source  # the cluster stream, as the log names its position in it
         self.pacer = Pacer(Cadence(tick=settings.tick, idle_tick=settings.idle_tick, min_gap=int(_HEARTBEAT * 1000)))
         self.behind = Behind()  # whether a partition's backlog grows, said in the log and the gauges
-        self.outbox = Outbox(store, bus.publisher)
+        self.outbox = Outbox(store.outbox, bus.publisher)
         self.last_snapshot = 0  # the newest snapshot's position, read in `run`
         self.last_snapshot_at = monotonic_ms()  # or the start
         self.last_tick_ts = max((p.last_tick for p in state.partitions.values()), default=0)
@@ -184,7 +184,7 @@ class Daemon:
                 waiting: int | None
                 used: int | None
                 try:
-                    waiting, used = await self.store.waiting_decisions(), await self.store.used_bytes()
+                    waiting, used = await self.store.outbox.waiting_decisions(), await self.store.used_bytes()
                 except StoreError:  # the log's trouble shows where the daemon writes it; the gauges wait
                     waiting, used = metrics.now.waiting_decisions, metrics.now.log_bytes
                 age = (monotonic_ms() - self.last_snapshot_at) / 1000

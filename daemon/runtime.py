@@ -196,7 +196,7 @@ async def _run(settings: Settings, observed: Observed, lease: WriterLease | None
             try:
                 await bus.streams.ensure(settings.retention.stream_limits())
                 source, position = await start_position(store, bus, settings.partitions)
-                await publish_unacknowledged_rejections(store, bus, f"{CONSUMER}-{store.log_id}", position)
+                await publish_unacknowledged_rejections(store.dead_letters_between, bus, f"{CONSUMER}-{store.log_id}", position)
                 await bus.consumer.subscribe(position + 1, f"{CONSUMER}-{store.log_id}", settings.partitions)
                 asked = await Bus.connect(url, access=settings.nats_access, name="preemptd-queries")
                 daemon = Daemon(settings, store, bus, state, source, observed, asked)

@@ -120,7 +120,7 @@ async def test_segments_stay_live_until_old_enough_and_until_their_decisions_are
         await store.commit(Batch(outbox=[OutboxRow(40, "waiting", "preemptd.decisions.default.allocated")]))
         await archivist.drop_expired(now=newest + DAY + 1)
         assert [s.dropped for s in await store.segments()] == [newest + DAY + 1, None, None], "a decision waiting to be published holds its segment"
-        await store.mark_published([(40, 40)], at=1)
+        await store.outbox.mark_published([(40, 40)], at=1)
         await archivist.drop_expired(now=newest + DAY + 2)
         assert [s.dropped is not None for s in await store.segments()] == [True, True, True]
     finally:

@@ -73,9 +73,9 @@ async def test_a_batch_is_written_in_one_transaction_and_read_back_in_order(log_
         assert await store.last_seq() == 3
         assert await store.tracking("stream/consumer") == 42
         assert await store.known_event_ids(["e1", "zz", "d"]) == {"e1": 1, "d": 3}
-        assert [(o.seq, o.payload) for o in await store.unpublished(10)] == [(3, b"{}")]
-        await store.mark_published([(3, 3)], at=9)
-        assert await store.unpublished(10) == []
+        assert [(o.seq, o.payload) for o in await store.outbox.unpublished(10)] == [(3, b"{}")]
+        await store.outbox.mark_published([(3, 3)], at=9)
+        assert await store.outbox.unpublished(10) == []
         assert (await store.dead_letters(10))[0].reason == "bad"
         assert (await store.find("d")).type == "decision.allocated"
     finally:
@@ -89,9 +89,9 @@ async def test_a_run_of_published_decisions_leaves_a_refused_one_inside_it_as_it
     try:
         decisions = [row(seq, f"d{seq}", "decision.allocated") for seq in (2, 4, 6, 8)]
         await store.commit(Batch(rows=[row(1), *decisions], outbox=[OutboxRow(d.seq, d.event_id, "s") for d in decisions]))
-        assert await store.refused({6: "too big"}, at=5, pass_over_after=1) == [6]
-        await store.mark_published([(2, 8)], at=9)
-        assert await store.unpublished(10) == []
+        assert await store.outbox.refused({6: "too big"}, at=5, pass_over_after=1) == [6]
+        await store.outbox.mark_published([(2, 8)], at=9)
+        assert await store.outbox.unpublished(10) == []
         counts = await store.counts()
         assert (counts["unpublished"], counts["passed_over"]) == (0, 1)
         with sqlite3.connect(tmp_path / "log.db") as conn:
@@ -338,14 +338,14 @@ async def test_published_outbox_rows_are_pruned_past_the_window_and_the_rest_sta
     try:
         decisions = [row(seq, f"d{seq}", "decision.allocated") for seq in (1, 2, 3, 4)]
         await store.commit(Batch(rows=decisions, outbox=[OutboxRow(d.seq, d.event_id, "s") for d in decisions]))
-        await store.mark_published([(1, 1)], at=100)
-        await store.mark_published([(2, 2)], at=900)
-        assert await store.refused({3: "too big"}, at=50, pass_over_after=1) == [3]
-        assert await store.prune_published(before=500) == 1
+        await store.outbox.mark_published([(1, 1)], at=100)
+        await store.outbox.mark_published([(2, 2)], at=900)
+        assert await store.outbox.refused({3: "too big"}, at=50, pass_over_after=1) == [3]
+        assert await store.outbox.prune_published(before=500) == 1
         counts = await store.counts()
         assert (counts["unpublished"], counts["passed_over"]) == (1, 1), "the unpublished one and the one passed over stay"
-        assert [o.seq for o in await store.unpublished(10)] == [4]
-        assert await store.prune_published(before=1000) == 1 and await store.last_seq() == 4, "the log keeps every decision"
+        assert [o.seq for o in await store.outbox.unpublished(10)] == [4]
+        assert await store.outbox.prune_published(before=1000) == 1 and await store.last_seq() == 4, "the log keeps every decision"
         assert (await store.find("d1")).type == "decision.allocated"
     finally:
         await store.close()

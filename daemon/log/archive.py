@@ -355,7 +355,7 @@ class Archivist:
         if dropped and first_live is not None and first_live <= dropped[-1].last:  # a drop a stop cut short
             await self.store.drop(dropped[-1], dropped[-1].dropped or now)
         used = await self.store.used_bytes()
-        waiting = await self.store.oldest_waiting()
+        waiting = await self.store.outbox.oldest_waiting()
         for segment in segments:
             if segment.dropped is not None:
                 continue

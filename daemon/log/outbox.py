@@ -15,21 +15,38 @@ kept in the log. NATS not answering is not a refusal: then everything waits and 
 from __future__ import annotations
 
 import logging
-from typing import Annotated
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Annotated
 
 import anyio
 import msgspec
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from preemptd.events import MAX_TIMESTAMP, cut_text, decode_decision, encode_within
 
-from ..bus import Bus, Publisher
 from ..clock import monotonic_ms, wall_ms
 from ..errors import BusError
 from ..operations.logs import log
 from ..records import DeadLetter, Outbound, OutboxRow, rejected_subject
-from .store import Store
+from .database import Database, first_value
+from .tables import LOG, OUTBOX
 
-__all__ = ["KEEP_PUBLISHED", "PRUNE_EVERY", "Notice", "Outbox", "notice", "publish_rejections", "publish_unacknowledged_rejections"]
+if TYPE_CHECKING:
+    from ..bus import Bus, Publisher
+
+__all__ = [
+    "KEEP_PUBLISHED",
+    "PRUNE_EVERY",
+    "WAITING",
+    "Notice",
+    "Outbox",
+    "OutboxTable",
+    "waiting_count",
+    "notice",
+    "publish_rejections",
+    "publish_unacknowledged_rejections",
+]
 
 _PUBLISH_GRACE = 5.0  # seconds a batch of decisions in flight may hold up a stop
 _BATCH = 1000  # small enough that a stop never waits long for the batch in flight
@@ -43,11 +60,88 @@ KEEP_PUBLISHED = 2 * 600_000
 PRUNE_EVERY = 60_000
 
 
+#: The outbox rows still to publish: what the index `outbox_unpublished` finds.
+WAITING = sa.and_(OUTBOX.c.published_at.is_(None), OUTBOX.c.passed_over_at.is_(None))
+
+
+class OutboxTable:
+    """The outbox table: which decisions of the log are still to publish, which JetStream
+    acknowledged, and which it refused (passed over after so many tries)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def mark_published(self, runs: Sequence[tuple[int, int]], at: int) -> None:
+        """Mark published the unpublished outbox rows of each run (first and last position,
+        inclusive): one statement per run, where a list of a thousand positions cost more to
+        build than to run."""
+        if runs:
+            await self.db.write(_mark_published, list(runs), at)
+
+    async def prune_published(self, before: int) -> int:
+        """Delete the outbox rows published before `before` (ms): the stream holds those
+        decisions, and NATS would drop a repeat of them only within its de-duplication window;
+        the log keeps every decision. Rows passed over stay, for the operator. How many went."""
+        return await self.db.write(_prune_published, before)
+
+    async def refused(self, problems: dict[int, str], at: int, *, pass_over_after: int) -> list[int]:
+        """Record that NATS refused these decisions (by log position, with why); those refused
+        `pass_over_after` times are passed over: they stay in the log and are not sent again.
+        Returns the positions passed over now."""
+        return await self.db.write(_refused, problems, at, pass_over_after) if problems else []
+
+    async def unpublished(self, limit: int) -> list[OutboxRow]:
+        return await self.db.run(_unpublished, limit)
+
+    async def oldest_waiting(self) -> int | None:
+        """The position of the oldest decision waiting to be published, if any."""
+        return await self.db.run(first_value, sa.select(sa.func.min(OUTBOX.c.seq)).where(WAITING))
+
+    async def waiting_decisions(self) -> int:
+        """How many decisions wait to be published (counted in the index `outbox_unpublished`)."""
+        return await self.db.run(waiting_count)
+
+
+async def _mark_published(conn: AsyncConnection, runs: list[tuple[int, int]], at: int) -> None:
+    waiting = sa.and_(OUTBOX.c.published_at.is_(None), OUTBOX.c.passed_over_at.is_(None))
+    for first, last in runs:
+        await conn.execute(OUTBOX.update().where(OUTBOX.c.seq.between(first, last), waiting).values(published_at=at))
+
+
+async def _prune_published(conn: AsyncConnection, before: int) -> int:
+    pruned = await conn.execute(OUTBOX.delete().where(OUTBOX.c.published_at < before))
+    return int(pruned.rowcount or 0)
+
+
+async def _unpublished(conn: AsyncConnection, limit: int) -> list[OutboxRow]:
+    query = (
+        sa.select(OUTBOX.c.seq, OUTBOX.c.decision_id, OUTBOX.c.subject, LOG.c.payload)
+        .join(LOG, LOG.c.seq == OUTBOX.c.seq)
+        .where(WAITING)
+        .order_by(OUTBOX.c.seq)
+        .limit(limit)
+    )
+    return [OutboxRow(*row) for row in await conn.execute(query)]
+
+
+async def _refused(conn: AsyncConnection, problems: dict[int, str], at: int, pass_over_after: int) -> list[int]:
+    for seq, problem in problems.items():
+        await conn.execute(OUTBOX.update().where(OUTBOX.c.seq == seq).values(attempts=OUTBOX.c.attempts + 1, problem=problem))
+    tried_enough = sa.and_(OUTBOX.c.seq.in_(list(problems)), OUTBOX.c.attempts >= pass_over_after)
+    passed = [seq for (seq,) in await conn.execute(sa.select(OUTBOX.c.seq).where(tried_enough).order_by(OUTBOX.c.seq))]
+    await conn.execute(OUTBOX.update().where(tried_enough).values(passed_over_at=at))
+    return passed
+
+
+async def waiting_count(conn: AsyncConnection) -> int:
+    return (await conn.execute(sa.select(sa.func.count()).select_from(OUTBOX).where(WAITING))).scalar_one()
+
+
 class Outbox:
     """Publishes the outbox until cancelled; `wake()` after committing new decisions."""
 
-    def __init__(self, store: Store, publisher: Publisher) -> None:
-        self.store, self.publisher = store, publisher
+    def __init__(self, table: OutboxTable, publisher: Publisher) -> None:
+        self.table, self.publisher = table, publisher
         self._woken = anyio.Event()
 
     def wake(self) -> None:
@@ -56,11 +150,11 @@ class Outbox:
     async def run(self) -> None:
         failures, pruned_at = 0, monotonic_ms()
         while True:
-            rows = await self.store.unpublished(_BATCH)
+            rows = await self.table.unpublished(_BATCH)
             if not rows:
                 if monotonic_ms() - pruned_at >= PRUNE_EVERY:  # idle: the published rows past the window go
                     pruned_at = monotonic_ms()
-                    await self.store.prune_published(wall_ms() - KEEP_PUBLISHED)
+                    await self.table.prune_published(wall_ms() - KEEP_PUBLISHED)
                 with anyio.move_on_after(1.0):
                     await self._woken.wait()
                 self._woken = anyio.Event()
@@ -85,9 +179,9 @@ class Outbox:
             except BusError as exc:
                 return str(exc)
             now = wall_ms()
-            await self.store.mark_published(_runs(rows, {row.seq for (row, _), outcome in zip(sendable, outcomes) if outcome is None}), now)
+            await self.table.mark_published(_runs(rows, {row.seq for (row, _), outcome in zip(sendable, outcomes) if outcome is None}), now)
             refused = {row.seq: outcome for (row, _), outcome in zip(sendable, outcomes) if outcome is not None}
-            passed = await self.store.refused(too_big, now, pass_over_after=1) + await self.store.refused(refused, now, pass_over_after=_TRIES)
+            passed = await self.table.refused(too_big, now, pass_over_after=1) + await self.table.refused(refused, now, pass_over_after=_TRIES)
             for row in rows:
                 if row.seq in passed:
                     problem = too_big.get(row.seq) or refused[row.seq]
@@ -144,15 +238,16 @@ async def publish_rejections(publisher: Publisher, dead: list[DeadLetter]) -> No
         return
 
 
-async def publish_unacknowledged_rejections(store: Store, bus: Bus, consumer: str, position: int) -> None:
+async def publish_unacknowledged_rejections(letters: Callable[[int, int], Awaitable[list[DeadLetter]]], bus: Bus, consumer: str, position: int) -> None:
     """At start: the notices of dead letters the log committed but the consumer never
     acknowledged (a stop came between), which the consumer, placed after the log's position,
-    will not deliver again. Each is checked against the stream, so that a dead letter of
+    will not deliver again (`letters(after, through)`: the dead letters of those stream
+    sequences, as the store reads them). Each is checked against the stream, so that a dead letter of
     another stream with the same sequence number is never announced."""
     acknowledged = await bus.streams.acknowledged(consumer)
     if acknowledged is None or acknowledged >= position:
         return
-    dead = [d for d in await store.dead_letters_between(acknowledged, position) if d.stream_seq and await bus.streams.cluster_message(d.stream_seq) == d.raw]
+    dead = [d for d in await letters(acknowledged, position) if d.stream_seq and await bus.streams.cluster_message(d.stream_seq) == d.raw]
     if dead:
         log("publishing the rejection notices a stop cut short", notices=len(dead))
         await publish_rejections(bus.publisher, dead)

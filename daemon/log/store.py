@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import zlib
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -24,15 +24,15 @@ import msgspec
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ..records import Batch, DeadLetter, LogRow, OutboxRow, Segment
+from ..records import Batch, DeadLetter, LogRow, Segment
 from .database import Database, all_rows, first_value, scalar
+from .outbox import WAITING, OutboxTable, waiting_count
 from .tables import DEAD_LETTERS, LOG, META, METADATA, OUTBOX, RETIRED_IDS, SEGMENTS, SNAPSHOT_PARTS, SNAPSHOTS, TRACKING
 
 __all__ = ["Store"]
 
 _SUBMISSIONS = ("app.submitted", "task.submitted", "task.bound")  # the rows that name applications and tasks
 _NAMES_PER_QUERY = 500  # names looked for in one query (SQLite parses at most 1,000 nested ORs)
-_WAITING = sa.and_(OUTBOX.c.published_at.is_(None), OUTBOX.c.passed_over_at.is_(None))  # what the index outbox_unpublished finds
 _KEEP_SNAPSHOTS = 1  # the newest, besides boundaries: a start needs no other (`state --at` starts from a segment's)
 _PACKED = b"PDZ\x01"  # a snapshot stored compressed (zlib) starts so; one from before is stored as it is
 _RETIRED_THROUGH = "ids_retired_through"  # meta: every archived id at or before this position is in `retired_ids`
@@ -46,6 +46,7 @@ class Store:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        self.outbox = OutboxTable(db)  # the decisions to publish
         self.archives_in: str | None = None  # where readers find archived segments, when moved from where they were written
         self.archives = db.schema >= "0004"  # false for a log read as it is from before retention (schema 0003): it has none
         self.retired = False  # whether any event id left the live log (`retired_ids`): only then is it asked
@@ -70,25 +71,6 @@ class Store:
     async def commit(self, batch: Batch) -> None:
         """Write a batch in one transaction."""
         await self.db.write(_write_batch, batch)
-
-    async def mark_published(self, runs: Sequence[tuple[int, int]], at: int) -> None:
-        """Mark published the unpublished outbox rows of each run (first and last position,
-        inclusive): one statement per run, where a list of a thousand positions cost more to
-        build than to run."""
-        if runs:
-            await self.db.write(_mark_published, list(runs), at)
-
-    async def prune_published(self, before: int) -> int:
-        """Delete the outbox rows published before `before` (ms): the stream holds those
-        decisions, and NATS would drop a repeat of them only within its de-duplication window;
-        the log keeps every decision. Rows passed over stay, for the operator. How many went."""
-        return await self.db.write(_prune_published, before)
-
-    async def refused(self, problems: dict[int, str], at: int, *, pass_over_after: int) -> list[int]:
-        """Record that NATS refused these decisions (by log position, with why); those refused
-        `pass_over_after` times are passed over: they stay in the log and are not sent again.
-        Returns the positions passed over now."""
-        return await self.db.write(_refused, problems, at, pass_over_after) if problems else []
 
     async def save_snapshot(self, seq: int, payload: bytes, created: int, *, boundary: bool = False) -> None:
         """Store a snapshot, compressed (in a worker thread: a backlog of half a million tasks
@@ -169,9 +151,6 @@ class Store:
             found.update((hashed[key], seq) for key, seq in (await self.db.run(_positions, RETIRED_IDS.c.id_hash, list(hashed))).items())
         return found
 
-    async def unpublished(self, limit: int) -> list[OutboxRow]:
-        return await self.db.run(_unpublished, limit)
-
     async def latest_snapshot(self, at_most: int | None = None) -> tuple[int, bytes] | None:
         found = await self.db.run(_latest_snapshot, at_most)
         return None if found is None else (found[0], await anyio.to_thread.run_sync(_unpack, found[1]))
@@ -215,10 +194,6 @@ class Store:
     async def payload_bytes(self, after: int) -> int:
         """The payload bytes of the log rows after `after` (the open segment's, at start)."""
         return await self.db.run(scalar, sa.select(sa.func.coalesce(sa.func.sum(sa.func.length(LOG.c.payload)), 0)).where(LOG.c.seq > after))
-
-    async def oldest_waiting(self) -> int | None:
-        """The position of the oldest decision waiting to be published, if any."""
-        return await self.db.run(first_value, sa.select(sa.func.min(OUTBOX.c.seq)).where(_WAITING))
 
     async def used_bytes(self) -> int:
         """What the live log takes on disk, without the space it frees for reuse: SQLite's pages
@@ -275,10 +250,6 @@ class Store:
 
     async def counts(self) -> dict[str, int]:
         return await self.db.run(_counts)
-
-    async def waiting_decisions(self) -> int:
-        """How many decisions wait to be published (counted in the index `outbox_unpublished`)."""
-        return await self.db.run(_waiting_decisions)
 
     async def read_log(self, after: int = 0, until: int | None = None, page: int = 20_000) -> AsyncIterator[tuple[int, int, bytes]]:
         """(seq, received, payload) of every log row with `after < seq <= until`, in order."""
@@ -346,17 +317,6 @@ async def _set_tracking(conn: AsyncConnection, source: str, position: int) -> No
         await conn.execute(TRACKING.insert().values(source=source, position=position))
 
 
-async def _mark_published(conn: AsyncConnection, runs: list[tuple[int, int]], at: int) -> None:
-    waiting = sa.and_(OUTBOX.c.published_at.is_(None), OUTBOX.c.passed_over_at.is_(None))
-    for first, last in runs:
-        await conn.execute(OUTBOX.update().where(OUTBOX.c.seq.between(first, last), waiting).values(published_at=at))
-
-
-async def _prune_published(conn: AsyncConnection, before: int) -> int:
-    pruned = await conn.execute(OUTBOX.delete().where(OUTBOX.c.published_at < before))
-    return int(pruned.rowcount or 0)
-
-
 async def _save_snapshot(conn: AsyncConnection, seq: int, payload: bytes, created: int, boundary: bool) -> None:
     await conn.execute(SNAPSHOTS.delete().where(SNAPSHOTS.c.seq == seq))
     await conn.execute(SNAPSHOT_PARTS.delete().where(SNAPSHOT_PARTS.c.seq == seq))
@@ -387,7 +347,7 @@ async def _drop_rows(conn: AsyncConnection, first: int, last: int, log_id: str) 
     daemon's own need not be: shims may not use them)."""
     shims = sa.select(LOG.c.event_id, LOG.c.seq).where(LOG.c.seq.between(first, last), sa.not_(LOG.c.event_id.startswith(log_id + ":")))
     await _retire(conn, [(event_id, seq) for event_id, seq in await conn.execute(shims)])
-    await conn.execute(OUTBOX.delete().where(OUTBOX.c.seq.between(first, last), sa.not_(_WAITING)))
+    await conn.execute(OUTBOX.delete().where(OUTBOX.c.seq.between(first, last), sa.not_(WAITING)))
     await conn.execute(LOG.delete().where(LOG.c.seq.between(first, last)))
 
 
@@ -476,26 +436,6 @@ async def _retire_and_advance(conn: AsyncConnection, ids: list[tuple[str, int]],
     await _advance_retired(conn, first, last)
 
 
-async def _unpublished(conn: AsyncConnection, limit: int) -> list[OutboxRow]:
-    query = (
-        sa.select(OUTBOX.c.seq, OUTBOX.c.decision_id, OUTBOX.c.subject, LOG.c.payload)
-        .join(LOG, LOG.c.seq == OUTBOX.c.seq)
-        .where(_WAITING)
-        .order_by(OUTBOX.c.seq)
-        .limit(limit)
-    )
-    return [OutboxRow(*row) for row in await conn.execute(query)]
-
-
-async def _refused(conn: AsyncConnection, problems: dict[int, str], at: int, pass_over_after: int) -> list[int]:
-    for seq, problem in problems.items():
-        await conn.execute(OUTBOX.update().where(OUTBOX.c.seq == seq).values(attempts=OUTBOX.c.attempts + 1, problem=problem))
-    tried_enough = sa.and_(OUTBOX.c.seq.in_(list(problems)), OUTBOX.c.attempts >= pass_over_after)
-    passed = [seq for (seq,) in await conn.execute(sa.select(OUTBOX.c.seq).where(tried_enough).order_by(OUTBOX.c.seq))]
-    await conn.execute(OUTBOX.update().where(tried_enough).values(passed_over_at=at))
-    return passed
-
-
 async def _latest_snapshot(conn: AsyncConnection, at_most: int | None) -> tuple[int, bytes] | None:
     query = sa.select(SNAPSHOTS.c.seq, SNAPSHOTS.c.payload).order_by(SNAPSHOTS.c.seq.desc()).limit(1)
     if at_most is not None:
@@ -553,10 +493,6 @@ async def _counts(conn: AsyncConnection) -> dict[str, int]:
     counts = {}
     for name, table in (("log", LOG), ("dead_letters", DEAD_LETTERS), ("snapshots", SNAPSHOTS)):
         counts[name] = (await conn.execute(sa.select(sa.func.count()).select_from(table))).scalar_one()
-    counts["unpublished"] = await _waiting_decisions(conn)
+    counts["unpublished"] = await waiting_count(conn)
     counts["passed_over"] = (await conn.execute(sa.select(sa.func.count()).select_from(OUTBOX).where(OUTBOX.c.passed_over_at.is_not(None)))).scalar_one()
     return counts
-
-
-async def _waiting_decisions(conn: AsyncConnection) -> int:
-    return (await conn.execute(sa.select(sa.func.count()).select_from(OUTBOX).where(_WAITING))).scalar_one()
