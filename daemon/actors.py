@@ -41,10 +41,10 @@ from .bus import Bus
 from .clock import monotonic_ms, wall_ms
 from .config_follow import ConfigFollower
 from .errors import BusError, StoreError
-from .log.archive import Archivist
 from .log.database import SAY_WAITING_EVERY
-from .log.history import load_state, save_snapshot
+from .log.history import History, load_state, save_snapshot
 from .log.outbox import Outbox, publish_rejections
+from .log.segments import Archivist
 from .log.store import Store
 from .operations.behind import Behind
 from .operations.logs import log
@@ -184,7 +184,7 @@ class Daemon:
                 waiting: int | None
                 used: int | None
                 try:
-                    waiting, used = await self.store.outbox.waiting_decisions(), await self.store.used_bytes()
+                    waiting, used = await self.store.outbox.waiting_decisions(), await self.store.segments.used_bytes()
                 except StoreError:  # the log's trouble shows where the daemon writes it; the gauges wait
                     waiting, used = metrics.now.waiting_decisions, metrics.now.log_bytes
                 age = (monotonic_ms() - self.last_snapshot_at) / 1000
@@ -259,7 +259,7 @@ class Daemon:
     async def _rebuild(self, reason: str) -> None:
         """Fold the state again from the log, after an error of ours left it in doubt."""
         log("rebuilding the state from the log after an error of preemptd's", logging.ERROR, reason=reason)
-        self.state = await load_state(self.store)
+        self.state = await load_state(History(self.store))
 
     async def _ack(self, message: Inbound) -> None:
         try:
@@ -321,9 +321,9 @@ class OpenSegment:
     @classmethod
     async def of(cls, store: Store) -> OpenSegment:
         """The open segment of a log, at start: after the newest boundary snapshot."""
-        boundaries, segments = await store.boundaries(), await store.segments()
+        boundaries, segments = await store.segments.boundaries(), await store.segments.all()
         start = max(boundaries[-1] if boundaries else 0, segments[-1].last if segments else 0)
-        return cls(await store.payload_bytes(start), await store.first_received_after(start))
+        return cls(await store.segments.payload_bytes(start), await store.segments.first_received_after(start))
 
     def grew(self, rows: list[LogRow]) -> None:
         if rows and self.began is None:

@@ -28,7 +28,7 @@ from .config_file import apply_config_file, check_config_file
 from .early import early_stops
 from .errors import BusError, LogConflict, StoreError, UsageError, first_leaf
 from .log.database import database_url, shown_url, url_without_secrets
-from .log.history import fold_log, restored, save_snapshot
+from .log.history import History, fold_log, restored, save_snapshot
 from .log.lease import WriterLease
 from .log.lock import single_writer
 from .log.outbox import publish_unacknowledged_rejections
@@ -221,10 +221,10 @@ async def _run(settings: Settings, observed: Observed, lease: WriterLease | None
 async def _rebuilt(store: Store) -> ClusterState:
     """The state at the end of the log. A stop while the log is folded keeps what was folded in
     a snapshot, so that the next start goes on from there."""
-    state = await restored(store)
+    state = await restored(History(store))
     since = state.seq
     try:
-        await fold_log(store, state)
+        await fold_log(History(store), state)
     except anyio.get_cancelled_exc_class():
         if state.seq > since:
             with anyio.move_on_after(30, shield=True):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from .bus import NatsAccess
 from .ingest import MAX_PARTITIONS
-from .log.archive import Retention
 from .log.lease import LEASE_SECONDS
+from .log.segments import Retention
 
 __all__ = ["LOG_FILE", "Settings"]
 

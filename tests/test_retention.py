@@ -19,11 +19,11 @@ from conftest import ROOT, preemptd
 from sqlalchemy.ext.asyncio import create_async_engine
 from test_daemon import event, publish, wait_for
 
-from preemptd.daemon.log.archive import DAY, Archivist, Retention
 from preemptd.daemon.log.database import database_url
-from preemptd.daemon.log.history import load_state, save_snapshot
+from preemptd.daemon.log.history import History, load_state, save_snapshot
+from preemptd.daemon.log.segments import DAY, Archivist, Retention
 from preemptd.daemon.log.store import Store
-from preemptd.daemon.records import Batch, LogRow, OutboxRow
+from preemptd.daemon.records import Batch, OutboxRow
 from preemptd.projections import partition_view
 
 pytestmark = pytest.mark.anyio
@@ -40,15 +40,8 @@ async def _log_cut_at(target: str, tmp_path: Path, cuts: tuple[int, ...] = CUTS)
     source = await Store.open(str(simulated), create=False)
     store = await Store.open(target)
     try:
-        async for page in source.rows(1, 10**9):
-            await store.commit(
-                Batch(
-                    rows=[
-                        LogRow(seq, event_id, kind, partition, ts, received, payload, stream_seq)
-                        for seq, event_id, kind, partition, ts, received, stream_seq, payload in page
-                    ]
-                )
-            )
+        async for page in source.segments.rows(1, 10**9):
+            await store.commit(Batch(rows=page))
     finally:
         await source.close()
         await store.close()
@@ -58,7 +51,7 @@ async def _log_cut_at(target: str, tmp_path: Path, cuts: tuple[int, ...] = CUTS)
     await engine.dispose()
     store = await Store.open(target)
     for cut in cuts:
-        await save_snapshot(store, await load_state(store, until=cut), boundary=True)
+        await save_snapshot(store, await load_state(History(store), until=cut), boundary=True)
     return store
 
 
@@ -71,10 +64,10 @@ async def test_closed_segments_are_archived_whole_and_leave_the_live_log_by_size
     archive = tmp_path / "archive"
     store = await _log_cut_at(log_target, tmp_path)
     try:
-        before = await load_state(store)
+        before = await load_state(History(store))
         archivist = Archivist(store, Retention(str(archive), age=7 * DAY, bytes=1))  # any size is too large: every archived segment goes
         await archivist.archive_closed()
-        segments = await store.segments()
+        segments = await store.segments.all()
         assert [(s.first, s.last) for s in segments] == [(1, 30), (31, 60), (61, 90)], "one file per closed segment; 91..104 is still open"
         files = sorted(archive.iterdir())
         assert [f.name for f in files] == [f"{store.log_id}-{first:012d}-{last:012d}.jsonl.gz" for first, last in ((1, 30), (31, 60), (61, 90))]
@@ -94,15 +87,15 @@ async def test_closed_segments_are_archived_whole_and_leave_the_live_log_by_size
         assert second[2]["payload"]["type"] == second[2]["type"], "the record's payload as the log holds it"
 
         await archivist.drop_expired(now=0)
-        assert all(s.dropped == 0 for s in await store.segments())
+        assert all(s.dropped == 0 for s in await store.segments.all())
         if not log_target.startswith("postgresql"):
             assert Path(f"{log_target}-wal").stat().st_size == 0, "the write-ahead log is cut back once a segment is dropped"
         assert [seq async for page in store.read_pages() for seq, _, _ in page][0] == 91, "the live log keeps the open segment"
         assert await store.last_seq() == 104
-        assert sorted(await store.boundaries()) == [90], "only the open segment's start stays a boundary"
-        after = await load_state(store)
+        assert sorted(await store.segments.boundaries()) == [90], "only the open segment's start stays a boundary"
+        after = await load_state(History(store))
         assert partition_view(after.partitions["default"]) == partition_view(before.partitions["default"])
-        at_45 = await load_state(store, until=45)
+        at_45 = await load_state(History(store), until=45)
         assert at_45.seq == 45, "a position that left the live log is rebuilt from the archive's snapshot"
     finally:
         await store.close()
@@ -114,15 +107,15 @@ async def test_segments_stay_live_until_old_enough_and_until_their_decisions_are
     try:
         archivist = Archivist(store, Retention(str(tmp_path / "archive"), age=DAY, bytes=2**40))
         await archivist.archive_closed()
-        oldest, newest = min(s.last_received for s in await store.segments()), max(s.last_received for s in await store.segments())
+        oldest, newest = min(s.last_received for s in await store.segments.all()), max(s.last_received for s in await store.segments.all())
         await archivist.drop_expired(now=oldest + DAY)  # none older than a day yet
-        assert [s.dropped for s in await store.segments()] == [None, None, None]
+        assert [s.dropped for s in await store.segments.all()] == [None, None, None]
         await store.commit(Batch(outbox=[OutboxRow(40, "waiting", "preemptd.decisions.default.allocated")]))
         await archivist.drop_expired(now=newest + DAY + 1)
-        assert [s.dropped for s in await store.segments()] == [newest + DAY + 1, None, None], "a decision waiting to be published holds its segment"
+        assert [s.dropped for s in await store.segments.all()] == [newest + DAY + 1, None, None], "a decision waiting to be published holds its segment"
         await store.outbox.mark_published([(40, 40)], at=1)
         await archivist.drop_expired(now=newest + DAY + 2)
-        assert [s.dropped is not None for s in await store.segments()] == [True, True, True]
+        assert [s.dropped is not None for s in await store.segments.all()] == [True, True, True]
     finally:
         await store.close()
 
@@ -260,18 +253,16 @@ async def test_an_object_store_archive_is_read_back_as_history(tmp_path: Path) -
     uploaded whole, and the history read through them is the one that was written."""
     import fsspec
 
-    from preemptd.daemon.log.history import records
-
     store = await _log_cut_at(str(tmp_path / "log.db"), tmp_path)
     try:
-        before = [(r.seq, r.event) async for page in records(store) for r in page]
+        before = [(r.seq, r.event) async for page in History(store).records() for r in page]
         archivist = Archivist(store, Retention("memory://preemptd-test/archive", bytes=1))
         await archivist.archive_closed()
         await archivist.drop_expired(now=0)
-        first = (await store.segments())[0].location
+        first = (await store.segments.all())[0].location
         assert first.startswith("memory://") and first.endswith(f"/preemptd-test/archive/{store.log_id}-000000000001-000000000030.jsonl.gz")
         assert not fsspec.filesystem("memory").glob("/preemptd-test/archive/.*"), "no partial file is left behind"
-        after = [(r.seq, r.event) async for page in records(store) for r in page]
+        after = [(r.seq, r.event) async for page in History(store).records() for r in page]
         assert after == before
     finally:
         fsspec.filesystem("memory").rm("/preemptd-test", recursive=True)
@@ -287,7 +278,7 @@ async def test_an_archive_that_cannot_be_written_keeps_everything_live(tmp_path:
         with pytest.raises(OSError):
             await archivist.archive_closed()
         await archivist.drop_expired(now=0)
-        assert await store.segments() == [] and await store.boundaries() == list(CUTS), "nothing archived: nothing leaves, the boundaries stay"
+        assert await store.segments.all() == [] and await store.segments.boundaries() == list(CUTS), "nothing archived: nothing leaves, the boundaries stay"
         assert [seq async for page in store.read_pages() for seq, _, _ in page][0] == 1
     finally:
         await store.close()
@@ -297,22 +288,21 @@ async def test_a_drop_cut_short_by_a_stop_leaves_one_history_and_is_finished_lat
     """A segment is marked dropped before its rows go, a chunk per transaction: readers take it
     from the archive from then on, so a stop between two chunks leaves no hole and no record
     twice; the next round of retention deletes the rest."""
-    from preemptd.daemon.log import store as store_module
-    from preemptd.daemon.log.history import records
+    from preemptd.daemon.log import segments as segments_module
 
-    monkeypatch.setattr(store_module, "_DROP_CHUNK", 10)
+    monkeypatch.setattr(segments_module, "_DROP_CHUNK", 10)
     store = await _log_cut_at(str(tmp_path / "log.db"), tmp_path, cuts=(30,))
     try:
-        whole = [r.seq async for page in records(store) for r in page]
+        whole = [r.seq async for page in History(store).records() for r in page]
         archivist = Archivist(store, Retention(str(tmp_path / "archive"), bytes=1))
         await archivist.archive_closed()
         with anyio.move_on_after(0):  # a stop: the transaction under way finishes, the next never starts
-            await store.drop((await store.segments())[0], at=5)
-        assert await store.first_live_seq() == 11, "cut short after the first chunk"
-        assert [r.seq async for page in records(store) for r in page] == whole
+            await store.segments.drop((await store.segments.all())[0], at=5)
+        assert await store.segments.first_live_seq() == 11, "cut short after the first chunk"
+        assert [r.seq async for page in History(store).records() for r in page] == whole
         await archivist.drop_expired(now=6)
-        assert await store.first_live_seq() == 31
-        assert [r.seq async for page in records(store) for r in page] == whole
+        assert await store.segments.first_live_seq() == 31
+        assert [r.seq async for page in History(store).records() for r in page] == whole
     finally:
         await store.close()
 
@@ -323,15 +313,15 @@ async def test_the_ids_of_events_that_left_the_live_log_are_known_for_ever(log_t
     dropped segment are kept with the live log, and found as the live ones are."""
     store = await _log_cut_at(log_target, tmp_path)
     try:
-        rows = [(seq, event_id) async for page in store.rows(1, 104) for seq, event_id, *_ in page]
+        rows = [(row.seq, row.event_id) async for page in store.segments.rows(1, 104) for row in page]
         archivist = Archivist(store, Retention(str(tmp_path / "archive"), bytes=1))
         await archivist.archive_closed()
         await archivist.drop_expired(now=0)
-        assert await store.first_live_seq() == 91
+        assert await store.segments.first_live_seq() == 91
         shims = {event_id: seq for seq, event_id in rows if not event_id.startswith(store.log_id + ":")}
         assert any(seq <= 90 for seq in shims.values())
         assert await store.known_event_ids([*shims, "never-sent"]) == shims, "archived and live ids alike, at their positions"
-        assert await store.ids_retired_through() == 90
+        assert await store.segments.ids_retired_through() == 90
     finally:
         await store.close()
     reopened = await Store.open(log_target)
@@ -357,7 +347,7 @@ async def test_a_log_dropped_before_ids_were_kept_reads_them_back_from_its_archi
         assert await store.known_event_ids([old_id]) == {}
         await archivist.keep_archived_ids()
         assert list(await store.known_event_ids([old_id])) == [old_id]
-        assert await store.ids_retired_through() == 90
+        assert await store.segments.ids_retired_through() == 90
     finally:
         await store.close()
 
@@ -370,7 +360,7 @@ def test_a_kept_id_costs_about_twenty_bytes(tmp_path: Path) -> None:
         store = await Store.open(str(target))
         try:
             for start in range(0, 200_000, 20_000):
-                await store.retire([(f"{start + i:08d}-{'x' * 30}", start + i) for i in range(20_000)], start, start + 20_000)
+                await store.segments.retire([(f"{start + i:08d}-{'x' * 30}", start + i) for i in range(20_000)], start, start + 20_000)
         finally:
             await store.close()
 

@@ -15,7 +15,7 @@ from conftest import ROOT, postgres
 from preemptd import migrations
 from preemptd.daemon.errors import StoreError
 from preemptd.daemon.log import store as store_module
-from preemptd.daemon.log.history import load_state
+from preemptd.daemon.log.history import History, load_state
 from preemptd.daemon.log.lease import WriterLease
 from preemptd.daemon.log.store import Store
 from preemptd.daemon.records import Batch, DeadLetter, LogRow, OutboxRow, to_row
@@ -196,7 +196,7 @@ async def test_a_snapshot_that_cannot_be_read_is_passed_over_for_the_whole_log(l
     try:
         await store.commit(Batch(rows=[to_row(r) for r in records]))
         await store.save_snapshot(records[len(records) // 2].seq, b"\x92\x01truncated", 0)
-        state = await load_state(store)
+        state = await load_state(History(store))
     finally:
         await store.close()
     assert snapshot(state) == snapshot(fold(records, ClusterState(log_id=store.log_id)))
@@ -235,7 +235,7 @@ async def test_a_stop_while_the_log_is_folded_at_start_keeps_what_was_folded_in_
         assert stop.cancelled_caught
         assert await store.latest_snapshot_seq() == 40_000, "the two pages read were folded whole and kept"
         monkeypatch.setattr(history, "apply", fold)
-        state = await history.load_state(store)
+        state = await history.load_state(history.History(store))
         assert state.seq == 60_000 and len(state.partitions["default"].nodes) == 60_000
     finally:
         await store.close()

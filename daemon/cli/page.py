@@ -20,8 +20,7 @@ from preemptd.events import to_builtins
 from preemptd.scheduling import ReplayReport, Timeline, Window, compare, counted
 
 from ..errors import UsageError
-from ..log.history import records
-from ..log.store import Store
+from ..log.history import History
 from .render import tables_text
 
 __all__ = ["build", "page", "page_data", "what_if", "window", "with_comparison", "write_report"]
@@ -56,13 +55,13 @@ def _bound(text: str, option: str) -> tuple[int, int | None]:
     return 0, int(moment.timestamp() * 1000)
 
 
-async def build(store: Store, *, window: Window, partition: str | None, title: str, quiet: bool) -> dict[str, Any]:
+async def build(history: History, *, window: Window, partition: str | None, title: str, quiet: bool) -> dict[str, Any]:
     """Fold the log through a `Timeline` (from its start: the state needs the whole history)."""
-    last = await store.last_seq()
+    last = await history.store.last_seq()
     through = last if window.last is None else min(last, window.last)
-    timeline = Timeline(store.log_id, through - window.first, window=window, partition=partition)
+    timeline = Timeline(history.log_id, through - window.first, window=window, partition=partition)
     with tqdm(total=through, unit="rec", unit_scale=True, disable=quiet or None, file=sys.stderr, desc="report") as bar:
-        async for page_records in records(store, until=window.last):
+        async for page_records in history.records(until=window.last):
             stepped, done = 0, False
             for record in page_records:
                 if done := window.passed(record):
@@ -72,7 +71,7 @@ async def build(store: Store, *, window: Window, partition: str | None, title: s
             bar.update(stepped)
             if done:
                 break
-    for dead in await store.dead_letters(_MAX_DEAD_LETTERS):
+    for dead in await history.store.dead_letters(_MAX_DEAD_LETTERS):
         timeline.dead_letter(dead.received, dead.partition, dead.reason, dead.event_id)
     data = timeline.result(title)
     for drawn in data["partitions"]:  # the model's own tables (Kueue's cohorts, Volcano's jobs), as `state` shows them at the window's end

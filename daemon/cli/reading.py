@@ -11,42 +11,42 @@ from preemptd.scheduling import apply
 from ..errors import UsageError
 
 if TYPE_CHECKING:
-    from ..log.store import Store
+    from ..log.history import History
 
 __all__ = ["reading", "state_at"]
 
 
-async def reading(target: str, archive: str | None = None) -> Store:
-    """A log opened to read, with its archived segments where the daemon wrote them, or in
-    `archive` (moved since)."""
+async def reading(target: str, archive: str | None = None) -> History:
+    """The history of a log opened to read, its archived segments where the daemon wrote them,
+    or in `archive` (moved since)."""
+    from ..log.history import History
     from ..log.store import Store
 
-    store = await Store.open(target, create=False)
-    store.archives_in = archive
-    return store
+    return History(await Store.open(target, create=False), archive)
 
 
 async def state_at(db: str, at: str | None, archive: str | None = None) -> tuple[ClusterState, int]:
     """The state of the log `db` at `at` (a log position or a time; default: its end), and the
     time a question asked of it is asked at (that time, else the last record's); archived
     segments are read where the daemon wrote them, or in `archive`."""
-    from ..log.history import load_state, records
+    from ..log.history import load_state
     from .page import window
 
     bounds = window(None, at)
-    store = await reading(db, archive)
+    history = await reading(db, archive)
     try:
         if bounds.until is None:
-            if bounds.last is not None and bounds.last > await store.last_seq():
-                raise UsageError(f"--at {at} is past the end of the log (seq {await store.last_seq()})")
-            state = await load_state(store, until=bounds.last)
+            last = await history.store.last_seq()
+            if bounds.last is not None and bounds.last > last:
+                raise UsageError(f"--at {at} is past the end of the log (seq {last})")
+            state = await load_state(history, until=bounds.last)
             return state, max((p.last_tick for p in state.partitions.values()), default=0)
-        state = ClusterState(log_id=store.log_id)
-        async for page in records(store):
+        state = ClusterState(log_id=history.log_id)
+        async for page in history.records():
             for record in page:
                 if record.received > bounds.until:
                     return state, bounds.until
                 apply(state, record)
         return state, bounds.until
     finally:
-        await store.close()
+        await history.close()

@@ -33,7 +33,7 @@ from preemptd.scheduling import DEFAULT_MODEL, configured_alone, counted, listin
 from .render import printable
 
 if TYPE_CHECKING:
-    from ..log.archive import Searched
+    from ..log.history import History
     from ..records import LogRow
 
 __all__ = ["QueueStory", "Story", "Terms", "closest_name", "model_at", "models_of", "queue_stories", "stories", "terms_of"]
@@ -105,15 +105,15 @@ class Story:
         return f"{matched} in partition {printable(self.partition)}: {counted(len(self.rows), 'decision')}{older}"
 
 
-async def stories(store: Searched, name: str, models: Models) -> list[Story]:
+async def stories(history: History, name: str, models: Models) -> list[Story]:
     """Every application `name` names or a task of which it names, each with the decisions
     about it: under Kueue a workload's from the workload or any of its pods; elsewhere an
     application's from its name, a task's from the task's."""
     found = []
-    for partition, app, task, seq in _named(name, await store.submissions_naming(name, limit=SHOWN)):
+    for partition, app, task, seq in _named(name, await history.submissions_naming(name, limit=SHOWN)):
         terms = terms_of(model_at(models, partition, seq))
-        tasks = _tasks_of(partition, app, await store.submissions_naming(app, limit=SHOWN)) if task is None or terms.whole else (task,)
-        rows = await store.decisions_about(app, *tasks, limit=SHOWN)
+        tasks = _tasks_of(partition, app, await history.submissions_naming(app, limit=SHOWN)) if task is None or terms.whole else (task,)
+        rows = await history.decisions_about(app, *tasks, limit=SHOWN)
         about = [row for row in rows if _concerns(decode_decision(row.payload), partition, app, tasks, None if terms.whole else task)]
         found.append(Story(partition, app, tasks, task, terms, about, cut=len(rows) == SHOWN))
     return found
@@ -200,7 +200,7 @@ class QueueStory:
         return f"{self.kind} {printable(self.name)}{stands} in partition {printable(self.partition)}: {counted(len(self.rows), 'decision')}{older}: {said}"
 
 
-async def queue_stories(store: Searched, name: str, configs: list[LogRow]) -> list[QueueStory]:
+async def queue_stories(history: History, name: str, configs: list[LogRow]) -> list[QueueStory]:
     """The story of each partition's queue, LocalQueue or cohort called `name`, as its newest
     configuration defines it."""
     latest: dict[str, LogRow] = {}
@@ -217,7 +217,7 @@ async def queue_stories(store: Searched, name: str, configs: list[LogRow]) -> li
         kind, queues = _queue_named(configured, name)
         if not queues:
             continue
-        rows = await store.decisions_about(*queues, limit=SHOWN)
+        rows = await history.decisions_about(*queues, limit=SHOWN)
         about = [(r, d) for r in rows if (d := decode_decision(r.payload)).partition == partition and _in_queues(d, queues)]
         counted: dict[str, int] = {"placed or admitted": 0, "taken from it": 0, "taken for it": 0, "waits told": 0}
         for _, decision in about:
@@ -304,10 +304,10 @@ def _done_to(decision: Decision, queues: tuple[str, ...]) -> list[str]:
     return done
 
 
-async def closest_name(store: Searched, name: str) -> str | None:
+async def closest_name(history: History, name: str) -> str | None:
     """The application or task of the newest submissions `name` is probably a misspelling of."""
     known: dict[str, None] = {}
-    for row in await store.latest_submissions(500):
+    for row in await history.latest_submissions(500):
         event = decode_log_event(row.payload)
         if isinstance(event, TaskSubmitted | TaskBound):
             known.update(dict.fromkeys([event.task, event.app or event.task]))

@@ -1,11 +1,5 @@
-"""Retention and the archive: a log that lives for months.
-
-The live log is cut into segments at snapshots. A segment closes at the first snapshot after it
-holds `Retention.segment_bytes` of records or spans `Retention.segment_span`; the `Archivist`
-then writes it to the archive as one file, and deletes it from the live log once it is older
-than the policy's age, or while the live log is larger than its size, oldest first. Readers
-(`replay`, `report`, `explain`, `state --at`) read the archive's segments and the live log as
-one history (`history.records`, `history.restored`, `Searched`).
+"""The archive: where the segments retention closes go (`segments`), as files, and how they
+are read back.
 
 A segment's file is gzip-compressed JSON lines, named `<log id>-<first>-<last>.jsonl.gz`:
 
@@ -34,13 +28,11 @@ import base64
 import contextlib
 import functools
 import gzip
-import logging
 import os
 import tempfile
 import zlib
-from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass
-from typing import IO
+from collections.abc import AsyncIterator, Iterator
+from typing import IO, Any
 
 import anyio
 import anyio.to_thread
@@ -51,57 +43,13 @@ from fsspec.implementations.local import LocalFileSystem  # type: ignore[import-
 from preemptd.events import decode_log_event
 from preemptd.projections import LogRecord
 
-from ..clock import wall_ms
 from ..errors import StoreError
-from ..operations.logs import log
-from ..records import CLUSTER_STREAM, DECISION_STREAM, REJECTED_STREAM, LogRow, Segment
-from .store import Store
+from ..records import LogRow
 
-__all__ = ["DAY", "GiB", "Archive", "Archivist", "Retention", "Searched", "SegmentFile", "archive_of"]
+__all__ = ["Archive", "SegmentFile", "archive_of", "event_ids", "records_of", "rows_of", "write_segment"]
 
-DAY = 24 * 3600 * 1000  # ms
-GiB = 2**30
 _FORMAT = {"preemptd": "segment", "version": 1}
-_DEDUPLICATION = 600.0  # seconds: the decision stream's de-duplication window
 _LEVEL = 6  # gzip's default: at the daemon's pace, a few percent of a core
-
-
-@dataclass(frozen=True)
-class Retention:
-    """How much history the live log keeps, and where what leaves it goes.
-
-    `archive`: a directory or a URL (None: retention is off, the live log keeps everything).
-    `age` (ms) and `bytes` (the live log's size on disk): a segment leaves the live log once its
-    last record is older than `age`, or while the live log is larger than `bytes`, oldest first.
-    A segment spans an eighth of `age`, or holds about a twelfth of `bytes` on disk, so the live
-    log keeps between 7/8 of `age` and all of it."""
-
-    archive: str | None
-    age: int = 7 * DAY
-    bytes: int = 8 * GiB
-
-    @property
-    def segment_bytes(self) -> int:
-        """Record payload bytes that close a segment: the log's database takes about twice its
-        records' payload bytes (the other columns and the indexes; bench/soak.py)."""
-        return self.bytes // 24
-
-    @property
-    def segment_span(self) -> int:
-        return self.age // 8
-
-    def closes_segment(self, grown: int, span: int) -> bool:
-        """Whether a snapshot after `grown` payload bytes and `span` ms of records since the
-        open segment began closes it."""
-        return self.archive is not None and grown > 0 and (grown >= self.segment_bytes or span >= self.segment_span)
-
-    def stream_limits(self) -> dict[str, tuple[float, int]]:
-        """The streams' (max age in seconds, max bytes; -1: none), from the policy: no stream
-        holds more history than the live log. With retention off, a week and no byte limit."""
-        if self.archive is None:
-            return {name: (7 * DAY / 1000, -1) for name in (CLUSTER_STREAM, DECISION_STREAM, REJECTED_STREAM)}
-        age = max(self.age / 1000, _DEDUPLICATION)  # NATS refuses an age below a stream's de-duplication window
-        return {CLUSTER_STREAM: (age, self.bytes // 2), DECISION_STREAM: (age, self.bytes // 2), REJECTED_STREAM: (age, self.bytes // 16)}
 
 
 class _Line(msgspec.Struct, array_like=False):
@@ -272,117 +220,26 @@ def rows_of(rows: list[_Line]) -> list[LogRow]:
     return [LogRow(r.seq, r.event_id, r.type, r.partition, r.ts, r.received, bytes(r.payload), r.stream_seq) for r in rows]
 
 
-def _encoded_page(page: list[tuple]) -> bytes:
-    return _encoder.encode_lines(
-        [
-            _Line(seq, event_id, kind, partition, ts, received, stream_seq, msgspec.Raw(payload))
-            for seq, event_id, kind, partition, ts, received, stream_seq, payload in page
-        ]
-    )
+def _encoded_page(page: list[LogRow]) -> bytes:
+    return _encoder.encode_lines([_Line(r.seq, r.event_id, r.type, r.partition, r.ts, r.received, r.stream_seq, msgspec.Raw(r.payload)) for r in page])
 
 
-class Archivist:
-    """Writes closed segments to the archive and drops from the live log what the policy lets
-    go; woken after a snapshot that closes a segment, and once a minute for the age bound."""
-
-    def __init__(self, store: Store, retention: Retention) -> None:
-        assert retention.archive is not None
-        self.store, self.retention = store, retention
-        self.archive = Archive(retention.archive)
-        self._woken = anyio.Event()
-
-    def wake(self) -> None:
-        self._woken.set()
-
-    async def run(self) -> None:
-        while True:
-            try:
-                await self.archive_closed()
-                await self.drop_expired(wall_ms())
-                await self.keep_archived_ids()
-            except StoreError as exc:  # the live log keeps everything meanwhile
-                log("archiving waits", logging.WARNING, error=str(exc))
-            except Exception as exc:  # an archive out of reach (a full disk, an object store's own errors) never stops the daemon
-                log("archiving waits", logging.WARNING, error=f"cannot write to the archive {self.archive.location}: {type(exc).__name__}: {exc}")
-            with anyio.move_on_after(60):
-                await self._woken.wait()
-            self._woken = anyio.Event()
-
-    async def archive_closed(self) -> None:
-        """Write each closed segment not yet archived, oldest first."""
-        segments = await self.store.segments()
-        start = segments[-1].last if segments else 0
-        for boundary in await self.store.boundaries():
-            if boundary > start:
-                await self._write(start, boundary)
-                start = boundary
-
-    async def _write(self, start: int, last: int) -> None:
-        """Write the segment `start < seq <= last`, read from the live log a page at a time and
-        compressed in a worker thread, so the daemon's cycles go on meanwhile."""
-        summary = await self.store.summary(start + 1, last)
-        snapshot = (await self.store.snapshot_at(start)) if start else None
-        if start and snapshot is None:
-            log("the snapshot a segment starts from is missing: its file starts from the previous segment's end", logging.WARNING, seq=start)
-        header = {
-            **_FORMAT,
-            "log_id": self.store.log_id,
-            "first": start + 1,
-            "last": last,
-            **vars(summary),
-            "snapshot": start if snapshot is not None else None,
-        }
-        name = f"{self.store.log_id}-{start + 1:012d}-{last:012d}.jsonl.gz"
-        async with self.archive.writer(name) as out:
-            zipped = gzip.GzipFile(fileobj=out, mode="wb", compresslevel=_LEVEL, mtime=0)
-            await anyio.to_thread.run_sync(zipped.write, _encoder.encode(header) + b"\n")
-            if snapshot is not None:
-                line = _encoder.encode({"snapshot": start, "format": "msgpack", "base64": base64.b64encode(snapshot).decode()}) + b"\n"
-                await anyio.to_thread.run_sync(zipped.write, line)
-            async for page in self.store.rows(start + 1, last):
-                await anyio.to_thread.run_sync(zipped.write, _encoded_page(page))
-            await anyio.to_thread.run_sync(zipped.close)
-        segment = Segment(start + 1, last, summary.records, summary.bytes, summary.first_received, summary.last_received, self.archive.url(name), wall_ms())
-        await self.store.archived(segment, start)
-        log("segment archived", first=segment.first, last=last, records=segment.records, bytes=segment.bytes, file=segment.location)
-
-    async def drop_expired(self, now: int) -> None:
-        """Delete from the live log the archived segments the policy lets go, oldest first; not
-        one with a decision still waiting to be published."""
-        segments = await self.store.segments()
-        dropped = [segment for segment in segments if segment.dropped is not None]
-        first_live = await self.store.first_live_seq()
-        if dropped and first_live is not None and first_live <= dropped[-1].last:  # a drop a stop cut short
-            await self.store.drop(dropped[-1], dropped[-1].dropped or now)
-        used = await self.store.used_bytes()
-        waiting = await self.store.outbox.oldest_waiting()
-        for segment in segments:
-            if segment.dropped is not None:
-                continue
-            if segment.last_received >= now - self.retention.age and used <= self.retention.bytes:
-                return
-            if waiting is not None and waiting <= segment.last:
-                log("a segment stays in the live log until its decisions are published", first=segment.first, last=segment.last, waiting=waiting)
-                return
-            await self.store.drop(segment, now)
-            await self.store.checkpoint()
-            used = await self.store.used_bytes()
-            log(
-                "segment dropped from the live log", first=segment.first, last=segment.last, records=segment.records, used_bytes=used, archived=segment.location
-            )
-
-    async def keep_archived_ids(self) -> None:
-        """Keep the event ids of the segments that left the live log before their ids were kept
-        (a log from before schema 0005, a drop cut short), read back from their files."""
-        through = await self.store.ids_retired_through()
-        for segment in await self.store.segments():
-            if segment.dropped is not None and segment.last > through:
-                ids = await anyio.to_thread.run_sync(_event_ids, segment.location, self.store.log_id)
-                await self.store.retire(ids, segment.first, segment.last)
-                log("the event ids of an archived segment are kept", first=segment.first, last=segment.last, ids=len(ids), file=segment.location)
+async def write_segment(archive: Archive, name: str, header: dict[str, Any], snapshot: bytes | None, pages: AsyncIterator[list[LogRow]]) -> None:
+    """Write the segment file `name` to `archive`: its header (`_Header`, without the format's
+    own keys), the snapshot it starts from (at `header["snapshot"]`), its rows a page at a time,
+    compressed in a worker thread so that the daemon's cycles go on meanwhile."""
+    async with archive.writer(name) as out:
+        zipped = gzip.GzipFile(fileobj=out, mode="wb", compresslevel=_LEVEL, mtime=0)
+        await anyio.to_thread.run_sync(zipped.write, _encoder.encode({**_FORMAT, **header}) + b"\n")
+        if snapshot is not None:
+            line = _encoder.encode({"snapshot": header["snapshot"], "format": "msgpack", "base64": base64.b64encode(snapshot).decode()}) + b"\n"
+            await anyio.to_thread.run_sync(zipped.write, line)
+        async for page in pages:
+            await anyio.to_thread.run_sync(zipped.write, _encoded_page(page))
+        await anyio.to_thread.run_sync(zipped.close)
 
 
-def _event_ids(url: str, log_id: str) -> list[tuple[str, int]]:
+def event_ids(url: str, log_id: str) -> list[tuple[str, int]]:
     """The (event id, position) of a segment's events from shims (the daemon's own ids are
     reserved: shims cannot send them)."""
     segment = SegmentFile(url)
@@ -390,57 +247,3 @@ def _event_ids(url: str, log_id: str) -> list[tuple[str, int]]:
         return [(row.event_id, row.seq) for page in segment.rows() for row in page if not row.event_id.startswith(log_id + ":")]
     finally:
         segment.close()
-
-
-class Searched:
-    """The questions `explain` asks of a log, asked of its live rows and its archived ones."""
-
-    def __init__(self, store: Store, archived: list[Segment], override: str | None) -> None:
-        self.store, self.log_id = store, store.log_id
-        self._files = [archive_of(segment.location, override) for segment in archived]
-        self._archived_through = archived[-1].last if archived else 0  # rows a cut-short drop left live are read from the archive
-
-    def _live(self, rows: list[LogRow]) -> list[LogRow]:
-        return [row for row in rows if row.seq > self._archived_through]
-
-    def _archived(self, keep: Callable[[_Line], bool]) -> list[LogRow]:
-        found: list[LogRow] = []
-        for url in self._files:
-            segment = SegmentFile(url)
-            try:
-                for page in segment.rows():
-                    found.extend(rows_of([row for row in page if keep(row)]))
-            finally:
-                segment.close()
-        return found
-
-    async def find(self, event_id: str) -> LogRow | None:
-        live = await self.store.find(event_id)
-        if live is not None and live.seq > self._archived_through:
-            return live
-        return next(iter(self._archived(lambda row: row.event_id == event_id)), None)
-
-    async def configs_applied(self) -> list[LogRow]:
-        return self._archived(lambda row: row.type == "config.applied") + self._live(await self.store.configs_applied())
-
-    async def decisions_about(self, *names: str, limit: int = 50) -> list[LogRow]:
-        live = self._live(await self.store.decisions_about(*names, limit=limit))
-        if len(live) >= limit or not self._files:
-            return live
-        wanted = [msgspec.json.encode(name) for name in names]
-        older = self._archived(lambda row: row.type.startswith("decision.") and any(w in bytes(row.payload) for w in wanted))
-        return (older + live)[-limit:]
-
-    async def submissions_naming(self, name: str, limit: int = 50) -> list[LogRow]:
-        wanted = msgspec.json.encode(name)
-        older = (
-            self._archived(lambda row: row.type in ("app.submitted", "task.submitted", "task.bound") and wanted in bytes(row.payload)) if self._files else []
-        )
-        return (older + self._live(await self.store.submissions_naming(name, limit)))[:limit]
-
-    async def latest_submissions(self, limit: int) -> list[LogRow]:
-        live = self._live(await self.store.latest_submissions(limit))
-        if len(live) >= limit or not self._files:
-            return live
-        older = self._archived(lambda row: row.type in ("app.submitted", "task.submitted", "task.bound"))
-        return (live + older[::-1])[:limit]

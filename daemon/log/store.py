@@ -12,10 +12,8 @@ the hot paths run compiled statements through the driver. Driver errors become `
 
 from __future__ import annotations
 
-import hashlib
 import zlib
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass
 from typing import Any, cast
 
 import anyio
@@ -24,19 +22,17 @@ import msgspec
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ..records import Batch, DeadLetter, LogRow, Segment
+from ..records import Batch, DeadLetter, LogRow
 from .database import Database, all_rows, first_value, scalar
-from .outbox import WAITING, OutboxTable, waiting_count
-from .tables import DEAD_LETTERS, LOG, META, METADATA, OUTBOX, RETIRED_IDS, SEGMENTS, SNAPSHOT_PARTS, SNAPSHOTS, TRACKING
+from .outbox import OutboxTable, waiting_count
+from .segments import SegmentsTable, forget_snapshots, id_hash
+from .tables import DEAD_LETTERS, LOG, OUTBOX, RETIRED_IDS, SEGMENTS, SNAPSHOT_PARTS, SNAPSHOTS, TRACKING
 
 __all__ = ["Store"]
 
 _SUBMISSIONS = ("app.submitted", "task.submitted", "task.bound")  # the rows that name applications and tasks
 _NAMES_PER_QUERY = 500  # names looked for in one query (SQLite parses at most 1,000 nested ORs)
-_KEEP_SNAPSHOTS = 1  # the newest, besides boundaries: a start needs no other (`state --at` starts from a segment's)
 _PACKED = b"PDZ\x01"  # a snapshot stored compressed (zlib) starts so; one from before is stored as it is
-_RETIRED_THROUGH = "ids_retired_through"  # meta: every archived id at or before this position is in `retired_ids`
-_DROP_CHUNK = 20_000  # log rows deleted per transaction: the writer's commits wait no longer than that
 _SNAPSHOT_PART = 4 * 2**20  # bytes of a snapshot per row: the driver and SQLite each copy a value whole
 
 
@@ -47,9 +43,8 @@ class Store:
     def __init__(self, db: Database) -> None:
         self.db = db
         self.outbox = OutboxTable(db)  # the decisions to publish
-        self.archives_in: str | None = None  # where readers find archived segments, when moved from where they were written
         self.archives = db.schema >= "0004"  # false for a log read as it is from before retention (schema 0003): it has none
-        self.retired = False  # whether any event id left the live log (`retired_ids`): only then is it asked
+        self.segments = SegmentsTable(db, archives=self.archives)  # what retention archived and dropped
 
     @property
     def log_id(self) -> str:
@@ -60,7 +55,7 @@ class Store:
         """The log at `target` (see `Database.open`)."""
         store = cls(await Database.open(target, synchronous=synchronous, create=create, stopping=stopping))
         if create:
-            store.retired = await store.db.run(first_value, sa.select(sa.exists().select_from(RETIRED_IDS)))
+            store.segments.retired = await store.db.run(first_value, sa.select(sa.exists().select_from(RETIRED_IDS)))
         return store
 
     async def close(self) -> None:
@@ -78,48 +73,6 @@ class Store:
         one (which closes a segment not yet archived)."""
         packed = await anyio.to_thread.run_sync(_pack, payload)
         await self.db.write(_save_snapshot, seq, packed, created, boundary)
-
-    async def archived(self, segment: Segment, starting_snapshot: int) -> None:
-        """Record `segment` as written to the archive; the boundary snapshot it starts from is
-        then no longer needed here (the segment's file carries it)."""
-        await self.db.write(_archived, segment, starting_snapshot)
-
-    async def drop(self, segment: Segment, at: int) -> None:
-        """Delete an archived segment's rows from the live log, with their outbox rows
-        (published, or passed over: the archive keeps those decisions). Marked dropped first, so
-        that readers take it from the archive from then on, even if a stop comes between two of
-        the chunks it is deleted in (the next `drop` finishes it); a chunk per transaction, so
-        the daemon's commits never wait long. A decision waiting to be published is the
-        caller's to check (`oldest_waiting`): its row must stay."""
-        await self.db.write(_mark_dropped, segment.first, at)
-        first = await self.first_live_seq() or segment.last + 1  # what an earlier drop did not finish
-        for start in range(first, segment.last + 1, _DROP_CHUNK):
-            await self.db.write(_drop_rows, start, min(segment.last, start + _DROP_CHUNK - 1), self.log_id)
-            self.retired = True
-            await anyio.lowlevel.checkpoint()
-        await self.db.write(_advance_retired, segment.first, segment.last)
-
-    async def retire(self, ids: list[tuple[str, int]], first: int, last: int) -> None:
-        """Keep the event ids (with their positions) of the archived segment `first..last`,
-        read back from its file: a segment dropped before ids were kept."""
-        await self.db.write(_retire_and_advance, ids, first, last)
-        self.retired = True
-
-    async def ids_retired_through(self) -> int:
-        """Every archived event id at or before this position is kept (`retired_ids`)."""
-        return int(await self.db.run(first_value, sa.select(META.c.value).where(META.c.key == _RETIRED_THROUGH)) or 0)
-
-    async def checkpoint(self) -> None:
-        """SQLite: copy the write-ahead log into the database and cut it back to nothing, once
-        retention dropped a segment (a WAL with readers always on it is never restarted by the
-        automatic checkpoints, and grew to 280 MB in an hour's soak). Writers wait meanwhile;
-        readers in the way make it a partial checkpoint, not an error. PostgreSQL: nothing."""
-        if self.db.dialect == "sqlite":
-            await self.db.run(_checkpoint)
-
-    async def first_live_seq(self) -> int | None:
-        """The oldest position still in the live log."""
-        return await self.db.run(first_value, sa.select(sa.func.min(LOG.c.seq)))
 
     # -- reading --
 
@@ -146,7 +99,7 @@ class Store:
         if not ids:
             return {}
         found = await self.db.run(_positions, LOG.c.event_id, ids)
-        if self.retired and len(found) < len(ids):
+        if self.segments.retired and len(found) < len(ids):
             hashed = {id_hash(event_id): event_id for event_id in ids if event_id not in found}
             found.update((hashed[key], seq) for key, seq in (await self.db.run(_positions, RETIRED_IDS.c.id_hash, list(hashed))).items())
         return found
@@ -155,50 +108,10 @@ class Store:
         found = await self.db.run(_latest_snapshot, at_most)
         return None if found is None else (found[0], await anyio.to_thread.run_sync(_unpack, found[1]))
 
-    async def boundaries(self) -> list[int]:
-        """The positions of the boundary snapshots, oldest first."""
-        return [seq for (seq,) in await self.db.run(all_rows, sa.select(SNAPSHOTS.c.seq).where(SNAPSHOTS.c.boundary).order_by(SNAPSHOTS.c.seq))]
-
-    async def segments(self) -> list[Segment]:
-        """Every archived segment, oldest first."""
-        if not self.archives:
-            return []
-        return [Segment(*row) for row in await self.db.run(all_rows, sa.select(SEGMENTS).order_by(SEGMENTS.c.first))]
-
-    async def rows(self, first: int, last: int, page: int = 20_000) -> AsyncIterator[list[tuple]]:
-        """The whole rows (seq, event_id, type, partition, ts, received, stream_seq, payload) with
-        `first <= seq <= last`, a page at a time: what a segment's file holds."""
-        position = first - 1
-        while position < last:
-            query = sa.select(LOG.c.seq, LOG.c.event_id, LOG.c.type, LOG.c.partition, LOG.c.ts, LOG.c.received, LOG.c.stream_seq, LOG.c.payload)
-            query = query.where(LOG.c.seq > position, LOG.c.seq <= last).order_by(LOG.c.seq).limit(page)
-            rows = await self.db.run(all_rows, query)
-            if not rows:
-                return
-            yield rows
-            position = rows[-1][0]
-
-    async def summary(self, first: int, last: int) -> Summary:
-        """What a segment's header says of the rows `first <= seq <= last`."""
-        return await self.db.run(_summary, first, last)
-
     async def snapshot_at(self, seq: int) -> bytes | None:
         """The snapshot at exactly `seq`, if kept."""
         found = await self.latest_snapshot(seq)
         return found[1] if found is not None and found[0] == seq else None
-
-    async def first_received_after(self, seq: int) -> int | None:
-        """When the first row after `seq` was received (the open segment's start)."""
-        return await self.db.run(first_value, sa.select(LOG.c.received).where(LOG.c.seq > seq).order_by(LOG.c.seq).limit(1))
-
-    async def payload_bytes(self, after: int) -> int:
-        """The payload bytes of the log rows after `after` (the open segment's, at start)."""
-        return await self.db.run(scalar, sa.select(sa.func.coalesce(sa.func.sum(sa.func.length(LOG.c.payload)), 0)).where(LOG.c.seq > after))
-
-    async def used_bytes(self) -> int:
-        """What the live log takes on disk, without the space it frees for reuse: SQLite's pages
-        in use, or PostgreSQL's tables with their indexes."""
-        return await self.db.run(_used_bytes)
 
     async def latest_snapshot_seq(self) -> int:
         """The log position of the newest snapshot (0 without one), without reading it."""
@@ -324,66 +237,7 @@ async def _save_snapshot(conn: AsyncConnection, seq: int, payload: bytes, create
     view = memoryview(payload)
     for part, start in enumerate(range(0, len(view), _SNAPSHOT_PART)):
         await conn.execute(SNAPSHOT_PARTS.insert().values(seq=seq, part=part, payload=view[start : start + _SNAPSHOT_PART]))
-    await _forget_snapshots(conn)
-
-
-async def _forget_snapshots(conn: AsyncConnection) -> None:
-    """Delete the snapshots neither among the newest nor a boundary."""
-    newest = sa.select(SNAPSHOTS.c.seq).order_by(SNAPSHOTS.c.seq.desc()).limit(_KEEP_SNAPSHOTS).scalar_subquery()
-    kept = sa.select(SNAPSHOTS.c.seq).where(sa.or_(SNAPSHOTS.c.seq.in_(newest), SNAPSHOTS.c.boundary)).scalar_subquery()
-    await conn.execute(SNAPSHOTS.delete().where(SNAPSHOTS.c.seq.not_in(kept)))
-    await conn.execute(SNAPSHOT_PARTS.delete().where(SNAPSHOT_PARTS.c.seq.not_in(sa.select(SNAPSHOTS.c.seq).scalar_subquery())))
-
-
-async def _archived(conn: AsyncConnection, segment: Segment, starting_snapshot: int) -> None:
-    await conn.execute(SEGMENTS.insert().values(**vars(segment)))
-    await conn.execute(SNAPSHOTS.update().where(SNAPSHOTS.c.seq == starting_snapshot).values(boundary=False))
-    await _forget_snapshots(conn)
-
-
-async def _drop_rows(conn: AsyncConnection, first: int, last: int, log_id: str) -> None:
-    """The log rows, and their outbox rows published or passed over (the caller keeps a segment
-    with a decision waiting to be published live); the ids of their events are kept (the
-    daemon's own need not be: shims may not use them)."""
-    shims = sa.select(LOG.c.event_id, LOG.c.seq).where(LOG.c.seq.between(first, last), sa.not_(LOG.c.event_id.startswith(log_id + ":")))
-    await _retire(conn, [(event_id, seq) for event_id, seq in await conn.execute(shims)])
-    await conn.execute(OUTBOX.delete().where(OUTBOX.c.seq.between(first, last), sa.not_(WAITING)))
-    await conn.execute(LOG.delete().where(LOG.c.seq.between(first, last)))
-
-
-async def _checkpoint(conn: AsyncConnection) -> None:
-    await conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
-
-
-async def _mark_dropped(conn: AsyncConnection, first: int, at: int) -> None:
-    await conn.execute(SEGMENTS.update().where(SEGMENTS.c.first == first).values(dropped=at))
-
-
-@dataclass(frozen=True)
-class Summary:
-    records: int
-    bytes: int
-    first_received: int
-    last_received: int
-    partitions: list[str]
-
-
-async def _summary(conn: AsyncConnection, first: int, last: int) -> Summary:
-    within = LOG.c.seq.between(first, last)
-    counted = sa.select(
-        sa.func.count(), sa.func.coalesce(sa.func.sum(sa.func.length(LOG.c.payload)), 0), sa.func.min(LOG.c.received), sa.func.max(LOG.c.received)
-    ).where(within)
-    records, size, first_received, last_received = (await conn.execute(counted)).one()
-    partitions = [name for (name,) in await conn.execute(sa.select(LOG.c.partition).where(within).distinct().order_by(LOG.c.partition))]
-    return Summary(records, size, first_received or 0, last_received or 0, partitions)
-
-
-async def _used_bytes(conn: AsyncConnection) -> int:
-    if conn.dialect.name == "sqlite":
-        pages = (await conn.exec_driver_sql("PRAGMA page_count")).scalar_one() - (await conn.exec_driver_sql("PRAGMA freelist_count")).scalar_one()
-        return int(pages * (await conn.exec_driver_sql("PRAGMA page_size")).scalar_one())
-    sizes = " + ".join(f"pg_total_relation_size('{table.name}')" for table in METADATA.sorted_tables)
-    return int((await conn.exec_driver_sql(f"SELECT {sizes}")).scalar_one())
+    await forget_snapshots(conn)
 
 
 _KNOWN: dict[tuple[str, str, int], str] = {}
@@ -404,36 +258,6 @@ async def _positions(conn: AsyncConnection, column: sa.Column, keys: list) -> di
         result = await conn.exec_driver_sql(_KNOWN[key], tuple(chunk))
         found.update(cast(list[tuple], result.all()))  # a driver-level statement's rows carry no types
     return found
-
-
-_RETIRE: dict[str, str] = {}
-
-
-def id_hash(event_id: str) -> int:
-    """An event id as `retired_ids` keeps it: 64 bits of its BLAKE2b hash, signed (a BIGINT)."""
-    return int.from_bytes(hashlib.blake2b(event_id.encode(), digest_size=8).digest(), "big", signed=True)
-
-
-async def _retire(conn: AsyncConnection, ids: list[tuple[str, int]]) -> None:
-    """Keep these (event id, position): their rows leave the live log. An id kept already (a
-    drop cut short and done again) is passed over."""
-    if ids:
-        if conn.dialect.name not in _RETIRE:
-            _RETIRE[conn.dialect.name] = str(RETIRED_IDS.insert().compile(dialect=conn.dialect, column_keys=["id_hash", "seq"])) + " ON CONFLICT DO NOTHING"
-        await conn.exec_driver_sql(_RETIRE[conn.dialect.name], [(id_hash(event_id), seq) for event_id, seq in ids])
-
-
-async def _advance_retired(conn: AsyncConnection, first: int, last: int) -> None:
-    """Segment `first..last` has its ids kept: the mark moves on if it follows on from it."""
-    through = int((await conn.execute(sa.select(META.c.value).where(META.c.key == _RETIRED_THROUGH))).scalar() or 0)
-    if first - 1 <= through < last:
-        if (await conn.execute(META.update().where(META.c.key == _RETIRED_THROUGH).values(value=str(last)))).rowcount == 0:
-            await conn.execute(META.insert().values(key=_RETIRED_THROUGH, value=str(last)))
-
-
-async def _retire_and_advance(conn: AsyncConnection, ids: list[tuple[str, int]], first: int, last: int) -> None:
-    await _retire(conn, ids)
-    await _advance_retired(conn, first, last)
 
 
 async def _latest_snapshot(conn: AsyncConnection, at_most: int | None) -> tuple[int, bytes] | None:

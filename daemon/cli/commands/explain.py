@@ -16,7 +16,7 @@ from ..reading import reading
 from ..stories import Models, QueueStory, Story, closest_name, model_at, models_of, queue_stories, stories, terms_of
 
 if TYPE_CHECKING:
-    from ...log.store import Store
+    from ...log.history import History
     from ...records import LogRow
 
 NAME = "explain"
@@ -36,24 +36,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 async def run(args: argparse.Namespace) -> int:
-    from ...log.archive import Searched
     from ...log.database import shown_url
     from ...records import to_record
 
-    store = await reading(log_target(args), args.archive)
+    history = await reading(log_target(args), args.archive)
     try:
-        log = Searched(store, [segment for segment in await store.segments() if segment.dropped is not None], args.archive)
-        row = None if args.task else await log.find(args.decision)
+        row = None if args.task else await history.find(args.decision)
         if row is not None and row.type != "config.applied" and not row.type.startswith("decision."):
             row = None  # another event's id: it may still be the name of an application or task
-        configs = await log.configs_applied()
+        configs = await history.configs_applied()
         models = models_of(configs)
-        found = [] if row is not None else await stories(log, args.decision, models)
-        queues = [] if row is not None or args.task else await queue_stories(log, args.decision, configs)
-        usage = await _queue_usage(store, queues) if queues and not args.json else {}
-        near = await closest_name(log, args.decision) if row is None and not found and not queues else None
+        found = [] if row is not None else await stories(history, args.decision, models)
+        queues = [] if row is not None or args.task else await queue_stories(history, args.decision, configs)
+        usage = await _queue_usage(history, queues) if queues and not args.json else {}
+        near = await closest_name(history, args.decision) if row is None and not found and not queues else None
     finally:
-        await store.close()
+        await history.close()
     if row is not None and row.type == "config.applied":
         earlier = [c for c in configs if c.seq < row.seq and c.partition == row.partition]
         print(render.config_change(to_record(row), to_record(earlier[-1]) if earlier else None))
@@ -75,14 +73,14 @@ async def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _queue_usage(store: Store, told: list[QueueStory]) -> dict[str, dict[str, Any]]:
+async def _queue_usage(history: History, told: list[QueueStory]) -> dict[str, dict[str, Any]]:
     """The report's data of each partition a queue story is told in: what its queues held over the log."""
     from preemptd.scheduling import Window
 
     from ..page import build
 
     partitions = {story.partition for story in told}
-    data = await build(store, window=Window(), partition=next(iter(partitions)) if len(partitions) == 1 else None, title="", quiet=False)
+    data = await build(history, window=Window(), partition=next(iter(partitions)) if len(partitions) == 1 else None, title="", quiet=False)
     return {drawn["name"]: drawn for drawn in data["partitions"] if drawn["name"] in partitions}
 
 

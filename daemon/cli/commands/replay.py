@@ -31,20 +31,19 @@ async def run(args: argparse.Namespace) -> int:
     from preemptd.scheduling import Timeline
 
     from ...log.database import shown_url
-    from ...log.history import records
     from ..page import what_if, write_report
 
     if args.report and not args.config:
         raise UsageError("--report shows what another configuration changes: give it with --config")
-    store = await reading(log_target(args), args.archive)
+    history = await reading(log_target(args), args.archive)
     try:
         configs = _replay_configs(Path(args.config)) if args.config else None
-        last = await store.last_seq()
+        last = await history.store.last_seq()
         total = last if args.until is None else min(args.until, last)
-        replayer = Replayer(store.log_id, configs)
-        timeline = Timeline(store.log_id, total) if args.report else None
+        replayer = Replayer(history.log_id, configs)
+        timeline = Timeline(history.log_id, total) if args.report else None
         with tqdm(total=total, unit="rec", unit_scale=True, disable=args.quiet or None, file=sys.stderr, desc="replay") as bar:
-            async for page in records(store, until=args.until):
+            async for page in history.records(until=args.until):
                 stepped, whole = 0, True
                 for record in page:
                     if not replayer.step(record):
@@ -58,7 +57,7 @@ async def run(args: argparse.Namespace) -> int:
                     break
         replayer.finish(cut=total < last)
     finally:
-        await store.close()
+        await history.close()
     print(render.replay_summary(replayer.report, what_if=bool(configs)))
     if timeline is not None:
         write_report(

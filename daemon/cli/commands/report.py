@@ -41,11 +41,11 @@ async def _report_data(target: str, args: argparse.Namespace, span, archive: str
     from ...log.database import shown_url
     from ..page import build
 
-    store = await reading(target, archive)
+    history = await reading(target, archive)
     try:
-        data = await build(store, window=span, partition=args.partition, title=args.title or f"preemptd report of {shown_url(target)}", quiet=args.quiet)
+        data = await build(history, window=span, partition=args.partition, title=args.title or f"preemptd report of {shown_url(target)}", quiet=args.quiet)
     finally:
-        await store.close()
+        await history.close()
     if args.partition is not None and not data["partitions"]:
         raise UsageError(f"no partition {args.partition!r} in {shown_url(target)} within the window")
     return data

@@ -15,7 +15,7 @@ from ...errors import UsageError
 from ..options import at_least, common_options, duration, log_target, nats_access, nats_security_options, partitions, port, state_dir
 
 if TYPE_CHECKING:
-    from ...log.archive import Retention
+    from ...log.segments import Retention
 
 NAME = "run"
 HELP = "run the daemon"
@@ -129,7 +129,8 @@ async def run(args: argparse.Namespace) -> int:
 def _retention(args: argparse.Namespace) -> Retention:
     """`run`'s retention policy: on by default, off with `--archive off`."""
     from ...errors import StoreError
-    from ...log.archive import Archive, Retention
+    from ...log.archive import Archive
+    from ...log.segments import Retention
 
     if args.archive == "off":
         return Retention(None)

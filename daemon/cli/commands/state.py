@@ -26,14 +26,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 async def run(args: argparse.Namespace) -> int:
     from ...log.history import load_state
 
-    store = await reading(log_target(args), args.archive)
+    history = await reading(log_target(args), args.archive)
     try:
-        last = await store.last_seq()
+        last = await history.store.last_seq()
         if args.at is not None and args.at > last:
             raise UsageError(f"--at {args.at} is past the end of the log (seq {last})")
-        state = await load_state(store, until=args.at)
+        state = await load_state(history, until=args.at)
     finally:
-        await store.close()
+        await history.close()
     partitions = [p for name, p in sorted(state.partitions.items()) if args.partition in (None, name)]
     if not partitions:
         if args.partition:
