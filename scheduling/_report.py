@@ -127,6 +127,7 @@ class Timeline:
                 self._sample(partition, self.due.pop(name))
             if self.last is not None:
                 self._sample(partition, self.last.received)  # the state at the end of the window
+                _every_curve(partition)
                 _hold(partition)
             end = self.last.received if self.last is not None else 0
             partition.waits += _still_waiting(self.state.partitions[name], end)
@@ -175,8 +176,9 @@ class Timeline:
             entry["leaf"] = queue.leaf
             amounts = {"allocated": queue.allocated, "pending": queue.pending, **curves.get(path, {})}
             for resource in resources:
-                series = entry["series"].setdefault(resource, {curve.name: [None] * index for curve in model.views.curve_words})
-                for curve in model.views.curve_words:
+                series = entry["series"].setdefault(resource, {})
+                for curve in model.views.curve_words:  # a partition that changed model has the new one's curves from here on
+                    series.setdefault(curve.name, [None] * index)
                     held = amounts.get(curve.name)
                     if held is not None and (resource in held or curve.kind != "bound"):
                         series[curve.name].append(curve_unit(resource, held.get(resource, 0)))
@@ -223,6 +225,16 @@ def _still_waiting(p: PartitionState, end: int) -> list[dict[str, Any]]:
             name, since = (task.app, p.apps[task.app].submitted_at) if whole and task.app in p.apps else (task.id, task.submitted_at)
             waiting.setdefault(name, {"task": name, "queue": task.queue, "seconds": (end - since) / 1000, "id": None})
     return list(waiting.values())
+
+
+def _every_curve(partition: _Partition) -> None:
+    """Every series with each curve of the partition's model, none where it had none: a queue or
+    resource drawn only under a model the partition had before lacks the last one's curves."""
+    names = [curve.name for curve in model_named(partition.model or None).views.curve_words]
+    for queue in partition.queues.values():
+        for series in queue["series"].values():
+            for name in names:
+                series.setdefault(name, [None] * len(partition.times))
 
 
 def _hold(partition: _Partition) -> None:

@@ -4,12 +4,12 @@ report's data (`Timeline.result`), in the model's words (its curves)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from preemptd.events import MILLI_RESOURCES, format_duration, format_human, format_moment, printable
 
-from ._explain import listing
+from ._explain import counted, listing
 
 __all__ = ["queue_usage"]
 
@@ -18,11 +18,11 @@ _TOLD = 20  # queues told of (a cohort's ClusterQueues); `preemptd report` draws
 
 @dataclass
 class _Borrower:
-    """A queue that held beyond its first bound while the queue asked about held under its own."""
+    """A queue that held beyond its first bound while the queue asked about held under its own:
+    for how long, and at most how much beyond, per resource (in the charted unit)."""
 
     seconds: float = 0.0
-    most: float = 0.0
-    resource: str = ""
+    most: dict[str, float] = field(default_factory=dict)
 
 
 def queue_usage(drawn: dict[str, Any], described: tuple[str, ...], peers: tuple[str, ...]) -> list[str]:
@@ -36,7 +36,7 @@ def queue_usage(drawn: dict[str, Any], described: tuple[str, ...], peers: tuple[
     held = next(c for c in drawn["curves"] if c["kind"] == "held")
     bounds = [c for c in drawn["curves"] if c["kind"] == "bound"]
     queues = {q["path"]: q["series"] for q in drawn["queues"]}
-    lines = [f"usage from {_moment(times[0])} to {_moment(times[-1])} ({len(times)} moments sampled):"]
+    lines = [f"usage from {_moment(times[0])} to {_moment(times[-1])} ({counted(len(times), 'moment')} sampled):"]
     told, left = described[:_TOLD], described[_TOLD:]
     for path in told:
         for resource, series in sorted(queues.get(path, {}).items()):
@@ -44,7 +44,7 @@ def queue_usage(drawn: dict[str, Any], described: tuple[str, ...], peers: tuple[
                 f"  {printable(path)} {printable(resource)}: "
                 f"{_held_line(times, resource, series[held['name']][: len(times)], held['words'])}{_bounds_line(resource, series, bounds)}"
             )
-    for path in told:
+    for path in told if len(times) > 1 else ():  # who used what a queue left takes a while to see
         lines.append(_lent_line(times, queues, path, tuple(q for q in (*described, *peers) if q != path), held["name"], bounds[0]))
     if left:
         lines.append(f"  and {len(left)} more queues: preemptd report draws them all")
@@ -58,10 +58,7 @@ def _lent_line(times: list[float], queues: dict[str, Any], path: str, others: tu
     borrowers = _borrowers(times, queues, path, others, held, first["name"])
     if not borrowers:
         return f"  no other queue used beyond its {first['words']} while {printable(path)} held under its own"
-    said = [
-        f"{printable(name)} (for {format_duration(round(b.seconds * 1000))}, at most {_amount(b.resource, b.most)} {printable(b.resource)} beyond)"
-        for name, b in borrowers.items()
-    ]
+    said = [f"{printable(name)} (for {format_duration(round(b.seconds * 1000))}, at most {_beyond(b.most)} beyond)" for name, b in borrowers.items()]
     return f"  used beyond their {first['words']} while {printable(path)} held under its own: {listing(said)}"
 
 
@@ -83,20 +80,29 @@ def _bounds_line(resource: str, series: dict[str, list[float | None]], bounds: l
 
 
 def _borrowers(times: list[float], queues: dict[str, Any], path: str, peers: tuple[str, ...], held: str, bound: str) -> dict[str, _Borrower]:
+    """Per peer, the time from one moment to the next during which it held beyond its bound in
+    some resource `path` held under its own (each moment counted once, whatever the resources),
+    and the most it held beyond, per such resource."""
     found: dict[str, _Borrower] = {}
     for i in range(len(times) - 1):  # from one moment to the next
-        for resource in sorted(_unused_at(i, queues.get(path, {}), held, bound)):
-            for peer in peers:
-                amounts = queues.get(peer, {}).get(resource)
-                if amounts is None:
-                    continue
-                beyond = (amounts[held][i] or 0.0) - (amounts[bound][i] or 0.0)
-                if beyond > 0:
-                    borrower = found.setdefault(peer, _Borrower())
-                    borrower.seconds += times[i + 1] - times[i]
-                    if beyond > borrower.most:
-                        borrower.most, borrower.resource = beyond, resource
+        unused = sorted(_unused_at(i, queues.get(path, {}), held, bound))
+        for peer in peers:
+            beyond = {
+                r: b
+                for r in unused
+                if (amounts := queues.get(peer, {}).get(r)) is not None and (b := (amounts[held][i] or 0.0) - (amounts[bound][i] or 0.0)) > 0
+            }
+            if beyond:
+                borrower = found.setdefault(peer, _Borrower())
+                borrower.seconds += times[i + 1] - times[i]
+                for resource, amount in beyond.items():
+                    borrower.most[resource] = max(amount, borrower.most.get(resource, 0.0))
     return dict(sorted(found.items(), key=lambda item: (-item[1].seconds, item[0])))
+
+
+def _beyond(most: dict[str, float]) -> str:
+    """`4 cpu, 2Gi memory`: each resource in its own unit."""
+    return ", ".join(f"{_amount(resource, amount)} {printable(resource)}" for resource, amount in sorted(most.items()))
 
 
 def _unused_at(i: int, resources: dict[str, Any], held: str, bound: str) -> set[str]:

@@ -199,3 +199,26 @@ def test_a_queue_story_tells_its_usage_against_its_quotas_and_who_used_what_it_l
     assert lines[1].startswith("usage from 0s after the start to "), lines[:3]
     for line in said:
         assert line in lines, (line, lines[:8])
+
+
+def test_who_borrowed_is_timed_once_whatever_the_resources_and_each_said_in_its_own_unit() -> None:
+    """A queue under its guarantee in cpu and memory for 10 s while another is above its own in
+    both: 10 s, not 20, and the most of each resource beyond, each in its unit."""
+    from preemptd.scheduling import queue_usage
+
+    gi = float(2**30)
+
+    def series(held: float, bound: float) -> dict:
+        return {"allocated": [held] * 4, "guaranteed": [bound] * 4}
+
+    drawn = {
+        "times": [0.0, 5.0, 10.0, 11.0],  # the last: the report's hold, not a moment
+        "curves": [{"name": "allocated", "words": "allocated", "kind": "held"}, {"name": "guaranteed", "words": "guaranteed", "kind": "bound"}],
+        "queues": [
+            {"path": "root.a", "series": {"vcore": series(0, 4), "memory": series(0, 8 * gi)}},
+            {"path": "root.b", "series": {"vcore": series(6, 2), "memory": series(10 * gi, 2 * gi)}},
+        ],
+    }
+    lines = queue_usage(drawn, ("root.a",), ("root.b",))
+    assert lines[0] == "usage from 0s after the start to 10s after the start (3 moments sampled):"
+    assert lines[-1] == "  used beyond their guaranteed while root.a held under its own: root.b (for 10s, at most 8Gi memory, 4 vcore beyond)"

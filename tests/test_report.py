@@ -281,6 +281,29 @@ def test_curves_of_a_long_log_are_sampled_and_every_series_has_a_value_per_sampl
     assert len(partition["decisions"]) == 23, "decisions are never sampled"
 
 
+def test_a_partition_that_changes_model_is_drawn_with_each_models_curves() -> None:
+    """A YuniKorn partition configured again as Volcano: its queues' series gain Volcano's
+    curves from then on (the report, and `explain <queue>` which reads it, failed with a
+    KeyError on the first curve YuniKorn has not, for the queue both models have: root)."""
+    from preemptd.events import ConfigApplied, NodeUpserted, Resources
+    from preemptd.projections import LogRecord
+    from preemptd.scheduling import Timeline, queue_usage
+
+    yunikorn = ConfigApplied(id="yunikorn", ts=0, model="yunikorn", config={"queues": [{"name": "root", "resources": {"max": {"vcore": 8}}}]})
+    node = NodeUpserted(id="n", ts=0, node="n1", capacity=Resources({"vcore": 8000}))
+    volcano = ConfigApplied(id="to-volcano", ts=0, model="volcano", config={})
+    timeline = Timeline("sim", 3, samples=10)
+    for record in [LogRecord(1, 0, yunikorn), LogRecord(2, 0, node), LogRecord(3, 5000, volcano)]:
+        timeline.step(record)
+    (partition,) = timeline.result("changed")["partitions"]
+    assert partition["model"] == "volcano"
+    (root,) = [q for q in partition["queues"] if q["path"] == "root"]
+    assert {"max", "deserved"} <= set(root["series"]["vcore"]), root["series"]
+    for series in root["series"].values():
+        assert {len(values) for values in series.values()} == {len(partition["times"])}
+    assert queue_usage(partition, ("root",), ())[0].startswith("usage from ")
+
+
 def _sampled_at_instant_ends(records: list, samples: int) -> list[float]:
     """Each point of root.default's allocated curve is what the queue held once every record of
     its instant was folded (checked by folding the log again); the curve's values."""

@@ -55,12 +55,12 @@ def _bound(text: str, option: str) -> tuple[int, int | None]:
     return 0, int(moment.timestamp() * 1000)
 
 
-async def build(history: History, *, window: Window, partition: str | None, title: str, quiet: bool) -> dict[str, Any]:
+async def build(history: History, *, window: Window, partition: str | None, title: str, quiet: bool, desc: str = "report") -> dict[str, Any]:
     """Fold the log through a `Timeline` (from its start: the state needs the whole history)."""
     last = await history.store.last_seq()
     through = last if window.last is None else min(last, window.last)
     timeline = Timeline(history.log_id, through - window.first, window=window, partition=partition)
-    with tqdm(total=through, unit="rec", unit_scale=True, disable=quiet or None, file=sys.stderr, desc="report") as bar:
+    with tqdm(total=through, unit="rec", unit_scale=True, disable=quiet or None, file=sys.stderr, desc=desc) as bar:
         async for page_records in history.records(until=window.last):
             stepped, done = 0, False
             for record in page_records:

@@ -80,7 +80,9 @@ async def _queue_usage(history: History, told: list[QueueStory]) -> dict[str, di
     from ..page import build
 
     partitions = {story.partition for story in told}
-    data = await build(history, window=Window(), partition=next(iter(partitions)) if len(partitions) == 1 else None, title="", quiet=False)
+    data = await build(
+        history, window=Window(), partition=next(iter(partitions)) if len(partitions) == 1 else None, title="", quiet=False, desc="usage"
+    )  # a bar on a terminal: the fold reads the whole log
     return {drawn["name"]: drawn for drawn in data["partitions"] if drawn["name"] in partitions}
 
 
