@@ -13,7 +13,7 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import assert_never, cast
+from typing import Any, assert_never, cast
 
 import msgspec
 
@@ -152,9 +152,13 @@ class Projection:
     #: each one once. Parsing is pure, so the cache changes no result.
     PARSED_KEPT = 8
 
-    def __init__(self, models: Mapping[str, ModelFold], default: str) -> None:
+    def __init__(self, models: Mapping[str, ModelFold], default: str, earlier_layouts: Mapping[str, Callable[[str, Any], Any]] | None = None) -> None:
+        """`earlier_layouts`: the layouts of the models' states (`layout`) of earlier versions
+        whose snapshots this one still reads, each with what makes a model's state of that
+        layout (plain data, by the model's name) one of this layout."""
         self.models = models
         self.default = default
+        self.earlier_layouts = earlier_layouts or {}
         self._parsed: OrderedDict[tuple[object, str, bytes], ParsedConfig | ConfigError] = OrderedDict()
 
     def fold(self, records: Iterable[LogRecord], state: ClusterState | None = None) -> ClusterState:
@@ -249,9 +253,11 @@ class Projection:
     def restore(self, data: bytes) -> ClusterState:
         """The state a snapshot holds; each model's parts are rebuilt from the configuration
         the partition applied. Raises `SnapshotError`, and the caller folds the log instead."""
-        state = decode_snapshot(data, self.layout)
+        state, taken = decode_snapshot(data, self.layout, self.earlier_layouts)
         for p in state.partitions.values():
             try:
+                if taken != self.layout:  # a snapshot of an earlier version's states
+                    p.model_state = self.earlier_layouts[taken](p.model, p.model_state)
                 self._give_back(p)
             except (ConfigError, msgspec.DecodeError, msgspec.ValidationError) as exc:
                 raise SnapshotError(f"partition {p.name}: {exc}") from None

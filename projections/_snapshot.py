@@ -12,6 +12,7 @@ come back as plain data; `Projection.restore` makes them the model's own again.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import msgspec
@@ -64,15 +65,16 @@ def encode_snapshot(state: ClusterState, layout: str) -> bytearray:
     return buffer
 
 
-def decode_snapshot(data: bytes, layout: str) -> ClusterState:
-    """The state in a snapshot taken with the same `layout`, the models' parts as plain data."""
+def decode_snapshot(data: bytes, layout: str, earlier: Collection[str] = ()) -> tuple[ClusterState, str]:
+    """The state in a snapshot taken with the same `layout`, or one of the `earlier` layouts
+    this version still reads, the models' parts as plain data; and the layout it was taken with."""
     try:
         version, body = _header_decoder.decode(data)
         if version != SNAPSHOT_FORMAT:
             raise SnapshotError(f"snapshot format {version}; this version reads format {SNAPSHOT_FORMAT}")
         taken, state = _body_decoder.decode(body)
-        if taken != layout:
+        if taken != layout and taken not in earlier:
             raise SnapshotError("snapshot of models whose state had another shape")
-        return _decoder.decode(state)
+        return _decoder.decode(state), taken
     except msgspec.DecodeError as exc:
         raise SnapshotError(f"unreadable snapshot: {exc}") from None

@@ -17,12 +17,13 @@ to the limit, in its own victim order. The rules:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import msgspec
 
 from preemptd.events import format_duration, format_moment
 
-__all__ = ["Limit", "QuotaTimer", "QuotaTimers", "delay_text", "lowered", "raised", "timeline", "timers_after"]
+__all__ = ["FIELDS_LAYOUT", "Limit", "QuotaTimer", "QuotaTimers", "delay_text", "fields_moved_in", "lowered", "raised", "timeline", "timers_after"]
 
 
 class QuotaTimer(msgspec.Struct, frozen=True, kw_only=True):
@@ -82,6 +83,19 @@ class QuotaTimers(msgspec.Struct, kw_only=True):
     def next_firing(self, now: int, due: Callable[[str], bool] = lambda name: True) -> int | None:
         """When the next timer of a queue `due` says is still to enforce fires, after `now`."""
         return min((timer.fires for name, timer in self.timers.items() if timer.fires > now and due(name)), default=None)
+
+
+#: The layout of the models' states (`Projection.layout`) while each wing kept the quota timers'
+#: fields itself (0.x until this `QuotaTimers`): snapshots of it are read, the fields moved in.
+FIELDS_LAYOUT = "80ab94d0c1627e27"
+
+
+def fields_moved_in(model: str, state: Any) -> Any:
+    """A model's state of `FIELDS_LAYOUT`, as plain data, in this layout: its quota timers'
+    fields gathered into `quota`; the rest as it was."""
+    if isinstance(state, dict) and "quota" not in state:
+        state["quota"] = {name: state.pop(name) for name in ("document", "limits", "timers", "short") if name in state}
+    return state
 
 
 def timers_after(

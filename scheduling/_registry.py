@@ -17,6 +17,7 @@ from preemptd.projections import ParsedConfig, PartitionState, Projection
 from . import kueue, volcano, yunikorn
 from ._kubernetes import UnknownKind
 from ._model import Model
+from ._quota_timers import FIELDS_LAYOUT, fields_moved_in
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -68,7 +69,7 @@ MODELS: dict[str, Model] = {model.name: _saying_whose(model) for model in WINGS}
 DEFAULT_MODEL = yunikorn.MODEL.name
 
 #: The fold, asking the registered models about their configurations, states and decisions.
-PROJECTION = Projection(MODELS, DEFAULT_MODEL)
+PROJECTION = Projection(MODELS, DEFAULT_MODEL, earlier_layouts={FIELDS_LAYOUT: fields_moved_in})
 apply = PROJECTION.apply
 fold = PROJECTION.fold
 snapshot = PROJECTION.snapshot

@@ -180,3 +180,27 @@ def test_a_configuration_sent_again_is_parsed_once_and_a_refused_one_is_refused_
         with pytest.raises(Rejected, match="unknown field queus \\(did you mean queues\\?\\)"):
             projection.apply(state, LogRecord(seq, 7, typo))
     assert len(parses) == 4 and list(state.partitions["default"].queues) == ["root", "root.a", "root.a.a1", "root.a.a2", "root.b"]
+
+
+@pytest.mark.parametrize(
+    ("model", "example"),
+    [("yunikorn", "examples/quota-enforcement.yaml"), ("kueue", "examples/kueue/quota-enforcement.yaml"), ("volcano", "examples/volcano/quota-enforcement.yaml")],
+)
+def test_a_snapshot_of_the_models_states_before_quota_timers_were_one_value_is_restored(model: str, example: str) -> None:
+    """Snapshots taken by the version before `QuotaTimers` (each wing kept the timers' fields
+    itself; `tests/fixtures/snapshot-layout-80ab94d0`, 20 s into each model's quota-enforcement
+    example, its timers running) restore to the state this version folds from the same
+    history: a daemon upgraded starts from its snapshot, and `state --at` from an archived
+    segment's, instead of folding the whole history."""
+    import msgspec
+
+    from preemptd.events import Scenario
+    from preemptd.scheduling import restore, simulate, snapshot
+
+    data = msgspec.yaml.decode((ROOT / example).read_bytes())
+    data.update(until="20s")
+    data.pop("expect", None)
+    folded = simulate(msgspec.convert(data, Scenario)).state
+    restored = restore((ROOT / "tests" / "fixtures" / "snapshot-layout-80ab94d0" / f"{model}.msgpack").read_bytes())
+    assert restored.partitions["default"].model_state.quota.timers, "the timers were running"
+    assert snapshot(restored) == snapshot(folded)
