@@ -124,9 +124,10 @@ class Folds:
       what the model keeps between cycles outside its state (`Kept`): notes of what to read
       again. It changes nothing of the state: a record the generic fold then refuses leaves the
       state as it was, whatever the model noted.
-    - `event(partition, event)`: the model's fold of an event the generic fold accepted (a
-      configuration's is `config`), for what it keeps in its state: it runs only once the
-      record is in, so a refusal never leaves half of it folded.
+    - `event(partition, event)`: the model's fold of an event the generic fold accepted, for
+      what it keeps in its state: it runs only once the record is in, so a refusal never leaves
+      half of it folded; only for the kinds of event in `events` (a configuration's fold is
+      `config`), so that the others cost the fold nothing.
     - `decision(partition, decision)`: fold a decision type the generic fold leaves to the
       model (Kueue's `decision.admitted` and `decision.evicted`); raises `Rejected` for
       decisions the model does not make, before it changes anything.
@@ -138,6 +139,7 @@ class Folds:
     state_type: type[msgspec.Struct] | None = None
     notice: Callable[[PartitionState, LogEvent], None] = fold_nothing
     event: Callable[[PartitionState, LogEvent], None] = fold_nothing
+    events: tuple[type[LogEvent], ...] = ()
     decision: Callable[[PartitionState, DecisionEvent], None] = refuse_decision
     config: Callable[[PartitionState, int], None] = configured_nothing
 
@@ -215,7 +217,7 @@ class Projection:
                 _priority_class_deleted(p, event)
             case _:
                 assert_never(event)
-        if not isinstance(event, ConfigApplied):  # accepted: the model's own fold (a configuration's is `fold_config`)
+        if isinstance(event, model.fold.events):  # accepted: the model's own fold of the kinds it keeps anything of
             model.fold.event(p, event)
         if fresh:
             state.partitions[event.partition] = p

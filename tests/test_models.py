@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -136,7 +137,9 @@ def greedy_fold(p: PartitionState, event: ev.LogEvent) -> None:
 def test_a_refused_record_changes_nothing_whatever_the_models_fold_does(stub: Model, monkeypatch: pytest.MonkeyPatch, event: Any) -> None:
     """The model's fold runs once the generic fold accepted the record: a record refused
     leaves the state as it was, even under a model that keeps a note of everything."""
-    monkeypatch.setitem(MODELS, STUB.name, dataclasses.replace(STUB, fold=dataclasses.replace(STUB.fold, event=greedy_fold)))
+    monkeypatch.setitem(
+        MODELS, STUB.name, dataclasses.replace(STUB, fold=dataclasses.replace(STUB.fold, event=greedy_fold, events=typing.get_args(ev.LogEvent)))
+    )
     state = folded(stub_config())
     before = snapshot(state)
     with pytest.raises(Rejected):

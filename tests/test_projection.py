@@ -184,7 +184,11 @@ def test_a_configuration_sent_again_is_parsed_once_and_a_refused_one_is_refused_
 
 @pytest.mark.parametrize(
     ("model", "example"),
-    [("yunikorn", "examples/quota-enforcement.yaml"), ("kueue", "examples/kueue/quota-enforcement.yaml"), ("volcano", "examples/volcano/quota-enforcement.yaml")],
+    [
+        ("yunikorn", "examples/quota-enforcement.yaml"),
+        ("kueue", "examples/kueue/quota-enforcement.yaml"),
+        ("volcano", "examples/volcano/quota-enforcement.yaml"),
+    ],
 )
 def test_a_snapshot_of_the_models_states_before_quota_timers_were_one_value_is_restored(model: str, example: str) -> None:
     """Snapshots taken by the version before `QuotaTimers` (each wing kept the timers' fields

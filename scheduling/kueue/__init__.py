@@ -30,6 +30,7 @@ README.md beside this file describes the model for users, and where it departs f
 
 from __future__ import annotations
 
+from preemptd.events import AppFinished, QuotaEnforced, Tick
 from preemptd.projections import Folds
 
 from .._model import Budget, Model
@@ -50,7 +51,7 @@ MODEL = Model(
     next_wakeup=next_wakeup,
     budget=Budget(preemptions=50),
     claims=claims,
-    fold=Folds(state_type=KueueState, notice=notice, event=fold_event, decision=fold_decision, config=fold_config),
+    fold=Folds(state_type=KueueState, notice=notice, event=fold_event, events=(Tick, QuotaEnforced, AppFinished), decision=fold_decision, config=fold_config),
     views=Views(
         describe=describe,
         queue_columns=queue_columns,

@@ -32,6 +32,7 @@ README.md beside this file describes the model for users, and where it departs f
 
 from __future__ import annotations
 
+from preemptd.events import QuotaEnforced, Tick
 from preemptd.projections import Folds
 
 from .._model import Model
@@ -52,7 +53,7 @@ MODEL = Model(
     schedule=schedule,
     next_wakeup=next_wakeup,
     claims=claims,
-    fold=Folds(state_type=VolcanoState, notice=notice, event=fold_event, config=fold_config),
+    fold=Folds(state_type=VolcanoState, notice=notice, event=fold_event, events=(Tick, QuotaEnforced), config=fold_config),
     views=Views(
         describe=describe,
         queue_columns=queue_columns,

@@ -20,6 +20,7 @@ import it from its module (`preemptd.scheduling.yunikorn._config`, ...).
 README.md beside this file describes the model for users, and where it departs from YuniKorn.
 """
 
+from preemptd.events import QuotaEnforced, Tick
 from preemptd.projections import Folds
 
 from .._model import Model
@@ -37,6 +38,6 @@ MODEL = Model(
     next_wakeup=next_wakeup,
     partitions=configured_partitions,
     claims=claims,
-    fold=Folds(state_type=YuniKornState, notice=notice, event=fold_event, config=fold_config),
+    fold=Folds(state_type=YuniKornState, notice=notice, event=fold_event, events=(Tick, QuotaEnforced), config=fold_config),
     views=Views(describe=describe),
 )
