@@ -159,16 +159,21 @@ def _volcano_job(item: dict[str, Any]) -> list[dict[str, Any]]:
     (`minAvailable`; left out, every pod), a pod per replica of each task."""
     name, namespace = _name(item), _namespace(item)
     spec = _spec(item, "Job/volcano")
-    app = {
+    app = _volcano_app(name, namespace, spec)
+    if "minAvailable" in spec:
+        app["min_available"] = _count(spec["minAvailable"], f"Volcano Job {name}: spec.minAvailable")
+    return [app, *_pods(item, f"Volcano Job {name}", spec.get("tasks"), "task", "replicas")]
+
+
+def _volcano_app(name: str, namespace: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """The `app.submitted` of a Volcano Job or PodGroup: in its queue (`default` when left out)."""
+    return {
         "type": "app.submitted",
         "app": name,
         "queue": str(spec.get("queue", "default")),
         "namespace": namespace,
         **_priority(spec, "priorityClassName", None),
     }
-    if "minAvailable" in spec:
-        app["min_available"] = _count(spec["minAvailable"], f"Volcano Job {name}: spec.minAvailable")
-    return [app, *_pods(item, f"Volcano Job {name}", spec.get("tasks"), "task", "replicas")]
 
 
 def _pods(item: dict[str, Any], what: str, sets: Any, set_word: str, count_key: str) -> list[dict[str, Any]]:
@@ -190,13 +195,7 @@ def _pod_group(item: dict[str, Any]) -> list[dict[str, Any]]:
     annotation), with its gang (`minMember`); its pods come as their own objects or events."""
     name, namespace = _name(item), _namespace(item)
     spec = _spec(item, "PodGroup")
-    app = {
-        "type": "app.submitted",
-        "app": name,
-        "queue": str(spec.get("queue", "default")),
-        "namespace": namespace,
-        **_priority(spec, "priorityClassName", None),
-    }
+    app = _volcano_app(name, namespace, spec)
     app["min_available"] = _count(spec.get("minMember", 1), f"PodGroup {name}: spec.minMember")
     return [app]
 
