@@ -241,19 +241,18 @@ class _Walk:
                 candidate = waiting.popleft()
                 after = self._share_without(candidate, theirs)
                 if STRATEGIES[strategy](preemptor, before, after):
-                    if self._take(
-                        replace(
-                            candidate,
-                            strategy=strategy,
-                            why=_ordered(_compared(strategy, lca, mine, theirs, preemptor, before, after), self.ranked),
-                            ranked=self.ranked,
-                        )
-                    ):
+                    if self._take_by(candidate, strategy, lca, mine, theirs, preemptor, before, after):
                         return True, retry
                     break
                 self.skipped[candidate.workload.id] = f"{strategy} refuses it: {_comparison(lca, mine, theirs, preemptor, before, after)}"
                 retry.append(candidate)
         return False, retry
+
+    def _take_by(self, candidate: Candidate, strategy: str, lca: Node, mine: Node, theirs: Node, preemptor: Share, before: Share, after: Share) -> bool:
+        """`_take` the candidate a strategy allows, with why: the shares compared, and why its
+        queue went first."""
+        why = _ordered(_compared(strategy, lca, mine, theirs, preemptor, before, after), self.ranked)
+        return self._take(replace(candidate, strategy=strategy, why=why, ranked=self.ranked))
 
     def _second(self, pending: dict[Node, deque[Candidate]], strategy: str) -> bool:
         while (queue := self._target(pending)) is not None:
@@ -264,14 +263,7 @@ class _Walk:
             if passes:
                 candidate = waiting.popleft()
                 after = self._share_without(candidate, theirs)
-                if self._take(
-                    replace(
-                        candidate,
-                        strategy=strategy,
-                        why=_ordered(_compared(strategy, lca, mine, theirs, preemptor, before, after), self.ranked),
-                        ranked=self.ranked,
-                    )
-                ):
+                if self._take_by(candidate, strategy, lca, mine, theirs, preemptor, before, after):
                     return True
             for candidate in waiting:
                 why = f"{strategy} takes at most one victim from each queue" if passes else f"{strategy} refuses it too"
