@@ -146,10 +146,13 @@ def _observed(settings: Settings) -> Iterator[Observed]:
 
 
 async def _stop_on_signal(scope: anyio.CancelScope, stopping: anyio.Event, *, task_status=anyio.TASK_STATUS_IGNORED) -> None:
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        task_status.started()
-        # received while the command was starting: stop now
-        signum = early_stops[0] if early_stops else await anext(aiter(signals))
+    try:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            task_status.started()
+            # received while the command was starting: stop now
+            signum = early_stops[0] if early_stops else await anext(aiter(signals))
+    except KeyboardInterrupt:  # a second Ctrl-C in the moment the receiver gives SIGINT back to Python
+        _stopping_already(signal.SIGINT, None)
     for again in (signal.SIGINT, signal.SIGTERM):  # the receiver gave SIGINT back to KeyboardInterrupt
         signal.signal(again, _stopping_already)
     log("stopping", signal=signal.Signals(signum).name)

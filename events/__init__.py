@@ -31,10 +31,10 @@ from ._codec import (
     decode_log_event as decode_log_event,
     encode as encode,
     encode_within as encode_within,
-    field_meant as field_meant,
     json_schema as json_schema,
     to_builtins as to_builtins,
     type_of as type_of,
+    why_not as why_not,
 )
 from ._decisions import (
     Admitted as Admitted,

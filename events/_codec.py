@@ -1,13 +1,13 @@
 """Encoding and decoding of events, with errors a shim author can act on, and the JSON Schema.
 
-Decoders are built once at import. A decode error names the event type and the field at fault:
-`task.submitted: Expected `str`, got `int` - at `$.app``.
+Decoders are built once at import. A decode error names the event type and the field at fault,
+in preemptd's own words: `task.submitted: an integer where a string is expected - at `$.app``.
 """
 
 from __future__ import annotations
 
+import json
 import re
-import typing
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,6 +16,7 @@ import msgspec
 from ._cluster import ClusterEvent, Tick
 from ._decisions import Blocked, DecisionEvent, Preempted
 from ._errors import PreemptdError
+from ._faults import first_fault
 from ._limits import MAX_DEPTH, MAX_MESSAGE_BYTES, depth_beyond_limit
 from ._quantity import QuantityError, Resources
 from ._text import cut_text
@@ -33,9 +34,9 @@ __all__ = [
     "decode_log_event",
     "encode",
     "encode_within",
-    "field_meant",
     "json_schema",
     "to_builtins",
+    "why_not",
 ]
 
 LogEvent = ClusterEvent | Tick | DecisionEvent
@@ -110,14 +111,14 @@ def to_builtins(value: Any) -> Any:
 
 
 def _explain(exc: msgspec.DecodeError, raw: bytes, expected: tuple[str, ...]) -> DecodeError:
+    """Why `raw` was refused, in preemptd's own words (never msgspec's, which change between its
+    releases): only a refused message is read again to say it."""
     if not raw.strip():
         return DecodeError("empty message: expected a JSON object with a `type` field")
     try:
         document = msgspec.json.decode(raw)
-    except msgspec.DecodeError as malformed:
-        return DecodeError(f"malformed JSON: {malformed}")
-    except UnicodeDecodeError as undecodable:
-        return _not_utf8(undecodable)
+    except msgspec.DecodeError:
+        return _malformed(raw)
     if not isinstance(document, dict):
         return DecodeError(f"expected a JSON object with a `type` field, got a JSON {type(document).__name__}")
     event_id = document["id"] if isinstance(document.get("id"), str) else None
@@ -135,13 +136,28 @@ def _explain(exc: msgspec.DecodeError, raw: bytes, expected: tuple[str, ...]) ->
             event_type if isinstance(event_type, str) else None,
             event_id,
         )
-    unknown = _UNKNOWN_FIELD.match(str(exc))
-    if unknown is not None:
-        return DecodeError(f"{event_type}: {_unknown_field(event_type, unknown[1], unknown[2])}", event_type, event_id)
-    return DecodeError(f"{event_type}: {exc}", event_type, event_id)
+    fault = first_fault(document, _BY_TYPE_NAME[event_type])
+    if fault is None:  # a fault the walk does not know how to find: said as msgspec says it
+        return DecodeError(f"{event_type}: {exc}", event_type, event_id)
+    if fault.unknown is not None and fault.at == "$":
+        return DecodeError(f"{event_type}: {_unknown_field(event_type, fault.unknown)}", event_type, event_id)
+    return DecodeError(f"{event_type}: {fault}", event_type, event_id)
 
 
-_UNKNOWN_FIELD = re.compile(r"Object contains unknown field `([^`]*)`(?: - at `\$([^`]*)`)?$")
+def _malformed(raw: bytes) -> DecodeError:
+    """Why bytes are not JSON, with where: not UTF-8, or the first place a JSON reader stops."""
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError as undecodable:
+        return _not_utf8(undecodable)
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as stopped:
+        return DecodeError(f"malformed JSON: {stopped.msg.lower()} at line {stopped.lineno}, column {stopped.colno}")
+    except ValueError:  # a lone surrogate escaped in a string, say
+        pass
+    return DecodeError("malformed JSON: NaN, Infinity, numbers beyond a double or escaped lone surrogates are not JSON")
+
 
 #: Words a Kubernetes user writes for fields the contract names otherwise (camelCase spellings
 #: of the contract's own fields are found without this).
@@ -155,37 +171,27 @@ _KUBERNETES_WORDS = {
 }
 
 
-def _unknown_field(event_type: str, name: str, at: str | None) -> str:
-    """Why a field is refused: the field meant, else what the event has, and where a shim's
-    own data goes."""
+def _unknown_field(event_type: str, name: str) -> str:
+    """Why a field of an event is refused: the field meant, else what the event has, and where
+    a shim's own data goes."""
     shown = cut_text(name, 64)
-    fields = [f.encode_name for f in msgspec.structs.fields(_TYPES[event_type])] if event_type in _TYPES and not at else []
+    fields = [f.encode_name for f in msgspec.structs.fields(_TYPES[event_type])] if event_type in _TYPES else []
     meant = _KUBERNETES_WORDS.get(name) if _KUBERNETES_WORDS.get(name) in fields else closest(name, fields)
-    where = f" at `${at}`" if at else ""
     if meant is not None:
-        return f"unknown field `{shown}`{where} (did you mean `{meant}`?)"
+        return f"unknown field `{shown}` (did you mean `{meant}`?)"
     listed = f"{event_type} has: {', '.join(f for f in fields if f != 'type')}; " if fields else ""
-    return f"unknown field `{shown}`{where} ({listed}a shim's own data goes in `annotations`)"
+    return f"unknown field `{shown}` ({listed}a shim's own data goes in `annotations`)"
 
 
 _TYPES: dict[str, type[msgspec.Struct]] = {_tag(member): member for member in (*ClusterEvent.__args__, Tick)}
 
 
-def field_meant(error: str, root: type[msgspec.Struct]) -> str:
-    """msgspec's refusal of an unknown field of `root` (a Struct, perhaps nested in others:
-    `Object contains unknown field `confg` - at `$.shim``), with the field meant, if one is."""
-    unknown = _UNKNOWN_FIELD.match(error)
-    if unknown is None:
-        return error
-    struct = root
-    for step in (unknown[2] or "").lstrip(".").split("."):
-        if step:
-            inner = typing.get_type_hints(struct).get(step)
-            if not (isinstance(inner, type) and issubclass(inner, msgspec.Struct)):
-                return error
-            struct = inner
-    near = closest(unknown[1], [f.encode_name for f in msgspec.structs.fields(struct)])
-    return f"{error} (did you mean `{near}`?)" if near else error
+def why_not(document: Any, root: type[msgspec.Struct], *, lax: bool = False) -> str:
+    """Why `document` (data decoded from JSON or YAML) is not a `root`, in preemptd's own words:
+    `unknown field `grace_perod` (did you mean `grace_period`?) - at `$.shim``. `lax`: as
+    `msgspec.convert(..., strict=False)` reads it (strings for numbers and booleans)."""
+    fault = first_fault(document, root, lax=lax)
+    return str(fault) if fault is not None else f"not a {root.__name__}"
 
 
 def decode_cluster_event(raw: bytes) -> ClusterEvent:
@@ -226,12 +232,19 @@ def decode_log_event(raw: bytes) -> LogEvent:
     try:
         return _log_decoder.decode(raw)
     except msgspec.DecodeError as exc:  # a ValidationError too
-        if isinstance(exc, msgspec.ValidationError) and _UNKNOWN_FIELD.match(str(exc)):
+        if isinstance(exc, msgspec.ValidationError) and _first_fault_is_an_unknown_field(raw):
+            known = _known_fields_only(raw)
             try:
-                return _log_decoder.decode(_known_fields_only(raw))
+                return _log_decoder.decode(known)
             except msgspec.DecodeError as again:  # wrong in a field it knows as well
-                raise _explain(again, raw, _LOG_TYPES) from None
+                raise _explain(again, known, _LOG_TYPES) from None
         raise _explain(exc, raw, _LOG_TYPES) from None
+
+
+def _first_fault_is_an_unknown_field(raw: bytes) -> bool:
+    document = msgspec.json.decode(raw)
+    fault = first_fault(document, _BY_TYPE_NAME[document["type"]])
+    return fault is not None and fault.unknown is not None
 
 
 def _known_fields_only(raw: bytes) -> bytes:

@@ -139,10 +139,10 @@ def test_a_log_written_by_one_process_replays_in_another(example: str, tmp_path:
 @pytest.mark.parametrize(
     ("text", "said"),
     [
-        ("name: x\nconfg: {}\nevents: []\n", "typo.yaml: not a scenario: Object contains unknown field `confg` (did you mean `config`?)"),
+        ("name: x\nconfg: {}\nevents: []\n", "typo.yaml: not a scenario: unknown field `confg` (did you mean `config`?)"),
         (
             "name: x\nconfig: {}\nevents: []\nshim: {grace_perod: 1s}\n",
-            "Object contains unknown field `grace_perod` - at `$.shim` (did you mean `grace_period`?)",
+            "unknown field `grace_perod` (did you mean `grace_period`?) - at `$.shim`",
         ),
         ("name: x\nconfig: {a: [1\n", 'typo.yaml: not YAML: while parsing a flow sequence\n  in "'),
     ],

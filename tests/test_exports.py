@@ -84,6 +84,7 @@ PURE_STDLIB = {
     "fractions",
     "functools",
     "hashlib",
+    "json",  # json.loads only, to say where a refused message stops being JSON
     "heapq",
     "itertools",
     "math",

@@ -39,12 +39,24 @@ def node(name: str = "n1", **capacity: Any) -> bytes:
         (node(memory="1e400"), "memory: '1e400' is 1.000e+400 units"),
         (node(**{f"r{i}": 1 for i in range(70_000)}), "70,000 resource names; the limit is 64"),
         (node(**{"r" * 300: 1}), "a resource name of 300 characters; the limit is 256"),
-        (raw(type="node.upserted", node="n1", capacity={}, labels={"k" * 400: "v"}), f"Expected `str` of length <= {MAX_LABEL_KEY}"),
-        (raw(type="node.upserted", node="n1", capacity={}, labels={str(i): "v" for i in range(300)}), "Expected `object` of length <= 256"),
-        (raw(type="node.upserted", node="n1", capacity={}, ts=MAX_TIMESTAMP + 1), f"Expected `int` <= {MAX_TIMESTAMP} - at `$.ts`"),
-        (raw(type="priorityclass.upserted", name="p", value=INT32[1] + 1), f"Expected `int` <= {INT32[1]} - at `$.value`"),
-        (raw(type="task.submitted", task="t", app="a", queue="root.default", resources={}, task_priority=INT32[0] - 1), f"Expected `int` >= {INT32[0]}"),
-        (raw(type="app.submitted", app="a", queue="root.default", min_available=1 << 40), f"Expected `int` <= {INT32[1]} - at `$.min_available`"),
+        (
+            raw(type="node.upserted", node="n1", capacity={}, labels={"k" * 400: "v"}),
+            f"a string of 400 characters; the limit is {MAX_LABEL_KEY} - at `$.labels`",
+        ),
+        (raw(type="node.upserted", node="n1", capacity={}, labels={str(i): "v" for i in range(300)}), "300 entries; the limit is 256 - at `$.labels`"),
+        (
+            raw(type="node.upserted", node="n1", capacity={}, ts=MAX_TIMESTAMP + 1),
+            f"{MAX_TIMESTAMP + 1:,} is beyond the limit of {MAX_TIMESTAMP:,} - at `$.ts`",
+        ),
+        (raw(type="priorityclass.upserted", name="p", value=INT32[1] + 1), f"{INT32[1] + 1:,} is beyond the limit of {INT32[1]:,} - at `$.value`"),
+        (
+            raw(type="task.submitted", task="t", app="a", queue="root.default", resources={}, task_priority=INT32[0] - 1),
+            f"{INT32[0] - 1:,} is below the least allowed, {INT32[0]:,} - at `$.task_priority`",
+        ),
+        (
+            raw(type="app.submitted", app="a", queue="root.default", min_available=1 << 40),
+            f"{1 << 40:,} is beyond the limit of {INT32[1]:,} - at `$.min_available`",
+        ),
         (b'{"type": "node.upserted", "id": "e1", "ts": 1, "node": "a\x85", "capacity": {}}', "not UTF-8: byte b'\\x85' in a string"),
     ],
     ids=[

@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from preemptd.events import ConfigError, DurationError, QuantityError, Resources, closest, format_human, parse_duration
+from preemptd.events import ConfigError, DurationError, QuantityError, Resources, closest, format_human, parse_duration, why_not
 from preemptd.projections import ParsedConfig, PartitionState, PriorityClass, QueueConfig
 
 from .._explain import counted, listing
@@ -217,10 +217,11 @@ def _parse_preemption(raw: Any, warnings: list[str]) -> PreemptionSettings:
     if not isinstance(raw, dict):
         raise ConfigError("partition `preemption` must be an object such as {enabled: true}")
     _note_ignored(raw, _PREEMPTION_KEYS, _YUNIKORN_PREEMPTION_KEYS, "partition preemption", warnings)
+    known = {k: v for k, v in raw.items() if k in _PREEMPTION_KEYS}
     try:
-        return msgspec.convert({k: v for k, v in raw.items() if k in _PREEMPTION_KEYS}, PreemptionSettings, strict=False)
-    except msgspec.ValidationError as exc:
-        raise ConfigError(f"partition preemption: {exc}") from None
+        return msgspec.convert(known, PreemptionSettings, strict=False)
+    except msgspec.ValidationError:
+        raise ConfigError(f"partition preemption: {why_not(known, PreemptionSettings, lax=True)}") from None
 
 
 def _parse_root(queues: Any, warnings: list[str]) -> QueueConfig:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from preemptd.events import Scenario, encode, field_meant, type_of
+from preemptd.events import Scenario, encode, type_of, why_not
 from preemptd.scheduling import ScenarioError, check, simulate
 
 from ...errors import UsageError
@@ -63,8 +63,8 @@ def _load_scenario(path: str) -> Scenario:
         return msgspec.yaml.decode(Path(path).read_bytes(), type=Scenario)
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc}") from None
-    except msgspec.ValidationError as exc:
-        raise UsageError(f"{path}: not a scenario: {field_meant(str(exc), Scenario)}") from None
+    except msgspec.ValidationError:
+        raise UsageError(f"{path}: not a scenario: {why_not(msgspec.yaml.decode(Path(path).read_bytes()), Scenario)}") from None
     except msgspec.DecodeError as exc:
         raise UsageError(f"{path}: not YAML: {str(exc).replace('<byte string>', path)}") from None
 
