@@ -46,7 +46,7 @@ from .log.history import History, load_state, save_snapshot
 from .log.outbox import Outbox, publish_rejections
 from .log.segments import Archivist
 from .log.store import Store
-from .operations.behind import Behind
+from .operations.behind import Behind, longest_waiting
 from .operations.logs import log
 from .operations.metrics import Health, Metrics, reading
 from .queries import Queries
@@ -170,7 +170,8 @@ class Daemon:
             for name, partition in list(self.state.partitions.items()):
                 told = self.behind.observe(name, monotonic_ms(), partition.pending_count)
                 if told is not None:
-                    log(told[0], logging.WARNING if told[0].startswith("behind") else logging.INFO, **told[1])
+                    behind = told[0].startswith("behind")
+                    log(told[0], logging.WARNING if behind else logging.INFO, **told[1], **({"waiting": longest_waiting(partition)} if behind else {}))
             busy = min(self.store.db.busy.values(), default=None)  # the oldest transaction still running
             if busy is not None and time.monotonic() - busy >= SAY_WAITING_EVERY and time.monotonic() - said >= SAY_WAITING_EVERY:
                 said = time.monotonic()

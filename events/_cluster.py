@@ -209,11 +209,15 @@ class Tick(Event, tag="clock.ticked", frozen=True, kw_only=True):
     """The daemon's clock, recorded in the log: a scheduling cycle ran at `ts`. `cut`, when
     the cycle ran out of its time (`preemptd run --cycle-time`): how many of its checks of what
     it may still decide said yes before it stopped, so that a replay stops it at the same point.
+    `resume`, with a cut: per phase of the model's cycle that was stopped, where that phase began
+    (a queue): the next cycle's phase begins after it, so that over consecutive cut cycles every
+    queue has its turn.
 
     Written by the daemon only; a shim that publishes one gets a dead letter.
     """
 
     cut: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    resume: dict[str, str] | None = None
 
 
 ClusterEvent = (

@@ -191,6 +191,7 @@ class Projection:
                 _remove_task(p, _task(p, event.task))
             case Tick():
                 p.last_tick = event.ts
+                p.resume = event.resume or {}
             case Blocked():
                 _task(p, event.task).blocked = event.reasons
             case Preempted():

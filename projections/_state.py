@@ -195,6 +195,7 @@ class PartitionState(msgspec.Struct, kw_only=True):
     pending_count: int = 0
     last_tick: int = 0
     changed: int = 0  # the log position of the last record that changed the partition (ticks aside)
+    resume: dict[str, str] = {}  # the last tick's `resume`: where the phases of a cut cycle began
     kept: Kept = msgspec.field(default_factory=Kept)
 
     def applied_config(self) -> dict[str, Any] | list[Any]:

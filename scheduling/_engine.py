@@ -67,11 +67,14 @@ def run_cycle(state: ClusterState, tick: LogRecord, out_of_time: Callable[[], bo
     cannot move costs nothing until something happens. After a restore the first cycle runs.
 
     `out_of_time` (the daemon's clock) stops the cycle between its decisions once it says so;
-    the tick returned then records where (`Tick.cut`), and a replay of it stops there too."""
+    the tick returned then records where (`Tick.cut`), and where the phases it stopped began
+    (`Tick.resume`: the next cycle's phases begin after them). A replay stops it there too."""
+    before = state.partitions.get(tick.event.partition)
+    resume = before.resume if before is not None else {}  # the last tick's, which folding this one replaces
     apply(state, tick)
     partition = state.partitions[tick.event.partition]
     model = MODELS[partition.model]
-    cycle = Cycle(state, partition, tick, apply, model.budget, out_of_time)
+    cycle = Cycle(state, partition, tick, apply, model.budget, out_of_time, resume)
     kept = partition.kept
     woken = kept.wakeup is not None and tick.event.ts >= kept.wakeup
     if kept.settled_at != partition.changed or woken:
@@ -80,7 +83,8 @@ def run_cycle(state: ClusterState, tick: LogRecord, out_of_time: Callable[[], bo
         kept.settled_at = partition.changed if settled else -1
         kept.wakeup = model.next_wakeup(partition, cycle.now) if settled else None
         if cycle.cut is not None and isinstance(tick.event, Tick) and tick.event.cut is None:
-            tick = LogRecord(tick.seq, tick.received, msgspec.structs.replace(tick.event, cut=cycle.cut))
+            tick = LogRecord(tick.seq, tick.received, msgspec.structs.replace(tick.event, cut=cycle.cut, resume=cycle.resume_next() or None))
+        partition.resume = cycle.resume_next() if cycle.cut is not None else {}
     return CycleRecords(tick, cycle.records)
 
 

@@ -10,7 +10,8 @@ the effect of its own earlier decisions in the same cycle.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import bisect
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -29,7 +30,7 @@ from preemptd.projections import (
 
 from ._views import Views
 
-__all__ = ["BLOCKED_PER_CYCLE", "Budget", "Cycle", "Model", "bounded", "decision_id", "one_partition"]
+__all__ = ["BLOCKED_PER_CYCLE", "Budget", "Cycle", "Model", "bounded", "decision_id", "one_partition", "rotation"]
 
 D = TypeVar("D", bound=DecisionEvent)  # the type of decision `Cycle.emit` is asked to make
 
@@ -87,16 +88,37 @@ def bounded(lines: tuple[str, ...]) -> tuple[str, ...]:
     return (*kept, f"... and {len(lines) - len(kept):,} more lines")
 
 
+def rotation(queues: Iterable[str], after: str | None) -> str | None:
+    """The queue a phase begins at when the previous cycle was cut in it: the first of
+    `queues` by name after `after`, else the first by name (a round, over consecutive cycles)."""
+    names = sorted(queues)
+    if not names:
+        return None
+    if after is None:
+        return names[0]
+    index = bisect.bisect_right(names, after)
+    return names[index] if index < len(names) else names[0]
+
+
 class Cycle:
     """What a model sees during one cycle: the partition, the time (`now`, the tick's), and a
     way to decide. `fold` folds a record into the state (the registry's fold); `records` are the
     decisions made so far, as the log records that follow the tick. `budget` is the model's
     (`Model.budget`): `emit` counts placements and preemptions against it, and `may_place` and
-    `may_preempt` say whether the cycle may make more."""
+    `may_preempt` say whether the cycle may make more.
+
+    Progress under load. A cycle has phases (the model names them: `phase`); each check of
+    whether it may go on (`step`, `may_place`, `may_preempt`, `block`) asks the time, except
+    those of a phase before its first decision, which say yes whatever the time: every phase of
+    every cycle makes a decision if it can make any, so a partition busy beyond its cycle time
+    still decides, and work that decides nothing (a refusal told already) never uses up a
+    cycle. A phase visits queues; when a cycle is cut, each phase it stopped records where it
+    began (`begins_at`), and in the next cycle that phase begins at the next queue by name
+    (`rotation`): over consecutive cut cycles every queue goes first in every phase."""
 
     __slots__ = (
-        "blocked", "budget", "checked", "cut", "fold", "now", "out_of_time", "partition",
-        "placed", "preempted", "preemptors", "records", "state", "text", "tick",
+        "began", "blocked", "budget", "checked", "cut", "fold", "free", "now", "out_of_time", "partition",
+        "phase_name", "placed", "preempted", "preemptors", "records", "resume", "state", "stopped", "text", "tick",
     )  # fmt: skip
 
     def __init__(
@@ -107,15 +129,22 @@ class Cycle:
         fold: Callable[[ClusterState, LogRecord], object],
         budget: Budget = Budget(),
         out_of_time: Callable[[], bool] | None = None,
+        resume: dict[str, str] | None = None,
     ) -> None:
         """`out_of_time`: the daemon's clock, asked at each check of what the cycle may still
-        decide; once it says yes, every later check says no (`cut` records where). A tick read
-        from the log with a `cut` stops the cycle at the same check instead: replay is exact."""
+        decide; once it says yes, every later check says no (`cut` records where), but those of a
+        phase before its first decision. A tick read from the log with a `cut` stops the cycle at the same check
+        instead: replay is exact. `resume`: the previous tick's (`PartitionState.resume`)."""
         self.state, self.partition, self.tick, self.fold, self.budget = state, partition, tick, fold, budget
         self.out_of_time = out_of_time
         event = tick.event
         self.cut: int | None = event.cut if isinstance(event, Tick) else None
-        self.checked = 0  # checks that said yes
+        self.checked = 0  # checks that said yes, the free ones aside
+        self.free = False  # the phase has made no decision yet: its checks say yes
+        self.phase_name = ""
+        self.resume = resume or {}
+        self.began: dict[str, str] = {}  # per phase: the queue it began at
+        self.stopped: list[str] = []  # the phases a check stopped
         self.now: int = tick.event.ts
         self.records: list[LogRecord] = []
         self.blocked = 0  # decision.blocked made
@@ -124,35 +153,71 @@ class Cycle:
         self.preempted = 0  # preemptors served: decision.preempted made, and preemptors of decision.evicted
         self.preemptors: set[str] = set()  # the preemptors named by decision.evicted so far
 
+    def phase(self, name: str) -> str | None:
+        """Begin the phase `name`: its checks say yes until it makes a decision. Returns the
+        queue its rotation begins after, when the previous cycle was cut in this phase."""
+        self.phase_name, self.free = name, True
+        return self.resume.get(name)
+
+    def begins_at(self, queue: str) -> None:
+        """The current phase's first queue this cycle: where the next cycle's rotation goes on
+        from, if this one is cut in this phase."""
+        self.began.setdefault(self.phase_name, queue)
+
+    def resume_next(self) -> dict[str, str]:
+        """Where the next cycle's phases begin after: for each phase a check stopped, the queue
+        it began at (the tick's `resume`)."""
+        return {phase: self.began[phase] for phase in self.stopped if phase in self.began}
+
     def may_place(self) -> bool:
         """Whether the cycle may make another allocation or admission (`Budget.placements`, and
         its time)."""
-        return self.placed < self.budget.placements and self._in_time()
+        return self.placed < self.budget.placements and self.step()
 
     def may_preempt(self) -> bool:
         """Whether the cycle may serve another preemptor (`Budget.preemptions`, and its time)."""
-        return self.preempted < self.budget.preemptions and self._in_time()
+        return self.preempted < self.budget.preemptions and self.step()
 
-    def _in_time(self) -> bool:
-        """Whether the cycle still has time: until the daemon's clock says it ran out, or, for
-        a cycle read from the log, until its recorded `cut`."""
+    def can_place(self) -> bool:
+        """Whether the budget allows another placement (its time aside)."""
+        return self.placed < self.budget.placements
+
+    def can_preempt(self) -> bool:
+        """Whether the budget allows serving another preemptor (its time aside)."""
+        return self.preempted < self.budget.preemptions
+
+    def step(self) -> bool:
+        """Whether the cycle may take another step of work: until the daemon's clock says it ran
+        out, or, for a cycle read from the log, until its recorded `cut`; whatever the time
+        while the phase has made no decision."""
+        if self.free:
+            return True
         if self.cut is not None and self.checked >= self.cut:
+            self._stop()
             return False
         if self.cut is None and self.out_of_time is not None and self.out_of_time():
             self.cut = self.checked  # from here on, every check says no
+            self._stop()
             return False
         self.checked += 1
         return True
 
+    def _stop(self) -> None:
+        if not self.stopped or self.stopped[-1] != self.phase_name:
+            self.stopped.append(self.phase_name)
+
     def telling(self) -> bool:
         """Whether `block` may still tell anything this cycle (without asking the clock)."""
-        return self.blocked < BLOCKED_PER_CYCLE and self.text < BLOCKED_TEXT_PER_CYCLE and not (self.cut is not None and self.checked >= self.cut)
+        return (
+            self.blocked < BLOCKED_PER_CYCLE and self.text < BLOCKED_TEXT_PER_CYCLE and (self.free or not (self.cut is not None and self.checked >= self.cut))
+        )
 
-    def block(self, task: TaskState, *, app: str, queue: str, reasons: tuple[str, ...], explanation: tuple[str, ...] = ()) -> bool:
+    def block(self, task: TaskState, *, app: str, queue: str, reasons: tuple[str, ...], explanation: tuple[str, ...] = (), stepped: bool = False) -> bool:
         """Say why `task` waits, unless it was told so already or the cycle's budget for such
-        decisions (or its time) is spent (the next cycle tells it); whether it was told now."""
+        decisions (or its time) is spent (the next cycle tells it); whether it was told now.
+        `stepped`: the step that found the reasons was allowed already (`step`)."""
         reasons = bounded(reasons)
-        if reasons == task.blocked or self.blocked >= BLOCKED_PER_CYCLE or self.text >= BLOCKED_TEXT_PER_CYCLE or not self._in_time():
+        if reasons == task.blocked or self.blocked >= BLOCKED_PER_CYCLE or self.text >= BLOCKED_TEXT_PER_CYCLE or not (stepped or self.step()):
             return False
         self.blocked += 1
         self.emit(Blocked, task=task.id, app=app, queue=queue, reasons=reasons, explanation=explanation)
@@ -174,6 +239,7 @@ class Cycle:
             **fields,
         )
         record = LogRecord(self.tick.seq + 1 + index, self.now, decision)
+        self.free = False  # the phase made progress: its checks ask the time from now on
         try:
             self.fold(self.state, record)
         except Rejected as exc:  # not the input's fault: the model decided what cannot be

@@ -13,6 +13,8 @@ event in the log, so the log of a simulation replays like the daemon's.
 from __future__ import annotations
 
 import heapq
+import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,13 +106,26 @@ def _number(value: Any, i: int) -> Any:
     return value.replace("{i}", str(i)) if isinstance(value, str) else value
 
 
-def simulate(scenario: Scenario, *, log_id: str = "sim") -> SimulationResult:
-    """Run `scenario` from time 0 to `until`, a cycle every `tick`."""
-    return _Simulator(scenario, log_id).run()
+#: How many checks of its time (`Cycle.step`) the n-th cycle of a simulation passes before it is
+#: cut, as a busy daemon's cycles are by `--cycle-time`; None: every one (the cycle is not cut).
+Checks = Callable[[int], int | None]
+
+
+def simulate(scenario: Scenario, *, log_id: str = "sim", checks: Checks | None = None) -> SimulationResult:
+    """Run `scenario` from time 0 to `until`, a cycle every `tick`; `checks` cuts cycles short."""
+    return _Simulator(scenario, log_id, checks).run()
+
+
+def _out_of_time_after(allowed: int) -> Callable[[], bool]:
+    """A clock that says the time ran out at its `allowed + 1`-th reading."""
+    readings = itertools.count(1)
+    return lambda: next(readings) > allowed
 
 
 class _Simulator:
-    def __init__(self, scenario: Scenario, log_id: str) -> None:
+    def __init__(self, scenario: Scenario, log_id: str, checks: Checks | None = None) -> None:
+        self.checks = checks
+        self.cycles = 0
         self.scenario = scenario
         self.partition = scenario.partition
         self.result = SimulationResult(state=ClusterState(log_id=log_id))
@@ -184,7 +199,9 @@ class _Simulator:
 
     def _cycle(self, now: int) -> None:
         state = self.result.state
-        cycle = run_cycle(state, tick_record(state, now, self.partition))
+        allowed = self.checks(self.cycles) if self.checks is not None else None
+        self.cycles += 1
+        cycle = run_cycle(state, tick_record(state, now, self.partition), None if allowed is None else _out_of_time_after(allowed))
         self.pacer.ran(state, self.partition, now, 0, len(cycle.decided))
         self.result.records += cycle.records
         for decision in cycle.decisions:

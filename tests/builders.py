@@ -50,9 +50,9 @@ def running_every_cycle(patch: pytest.MonkeyPatch) -> None:
     """Have `simulate` run every cycle, none passed over because nothing changed since one that
     decided nothing: what a passed-over cycle must not change."""
 
-    def every_cycle(state: ClusterState, tick: LogRecord) -> CycleRecords:
+    def every_cycle(state: ClusterState, tick: LogRecord, out_of_time: Any = None) -> CycleRecords:
         for p in state.partitions.values():
             p.kept.settled_at = -1
-        return run_cycle(state, tick)
+        return run_cycle(state, tick, out_of_time)
 
     patch.setattr(_simulation, "run_cycle", every_cycle)

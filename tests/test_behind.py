@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from prometheus_client import generate_latest
 
-from preemptd.daemon.operations.behind import Behind
+from preemptd.daemon.operations.behind import Behind, longest_waiting
 from preemptd.daemon.operations.metrics import Metrics, reading
 from preemptd.projections import ClusterState
 
@@ -36,3 +36,22 @@ def test_the_growth_is_a_gauge_per_partition() -> None:
     metrics = Metrics()
     metrics.now = reading(ClusterState(), lag=0, waiting_decisions=0, snapshot_age=0, growth={"default": 140.5})
     assert 'preemptd_backlog_growth_per_second{partition="default"} 140.5' in generate_latest(metrics.registry).decode()
+
+
+def test_behind_says_which_queues_wait_longest_and_for_how_long() -> None:
+    """What an operator needs to find the queues a busy partition leaves waiting, not a promise."""
+    from builders import R, config, fold_events, node, task
+
+    from preemptd.scheduling import run_cycle, tick_record
+
+    state = fold_events(
+        config([{"name": "a"}, {"name": "b"}, {"name": "c"}, {"name": "d"}]),
+        node("n1", vcore=1),
+        *(task(f"a{i}", f"a{i}", "root.a", ts=1_000, resources=R(vcore=2)) for i in range(3)),
+        task("b1", "b1", "root.b", ts=5_000, resources=R(vcore=2)),
+        task("c1", "c1", "root.c", ts=9_000, resources=R(vcore=2)),
+        task("d1", "d1", "root.d", ts=20_000, resources=R(vcore=2)),
+    )
+    run_cycle(state, tick_record(state, 95_000, "default"))
+    said = longest_waiting(state.partitions["default"])
+    assert said == "root.a: 3 waiting, the oldest for 94s; root.b: 1 waiting, the oldest for 90s; root.c: 1 waiting, the oldest for 86s; 1 more queue"

@@ -110,8 +110,9 @@ def test_asking_what_is_due_looks_only_at_partitions_that_could_be() -> None:
 
 def test_a_cycle_out_of_time_stops_says_where_in_its_tick_and_replays_exactly() -> None:
     """With the daemon's clock saying the cycle's time ran out after a few checks, it stops
-    between decisions, its tick records where (`cut`), the next cycle goes on, and a replay of
-    the log stops each cycle where the live one did: the same decisions."""
+    between decisions (the phase's first decision is made whatever the time), its tick records
+    where (`cut`, and `resume`: the phase stopped and the queue it began at), the next cycle
+    goes on, and a replay of the log stops each cycle where the live one did."""
     events = [config([{"name": "a"}]), node("n1", vcore=64), *(task(f"t{i}", "app", "root.a") for i in range(30))]
     records = [LogRecord(seq, 0, event) for seq, event in enumerate(events, start=1)]
     state = ClusterState(log_id="sim")
@@ -122,8 +123,9 @@ def test_a_cycle_out_of_time_stops_says_where_in_its_tick_and_replays_exactly() 
         records += run_cycle(state, tick_record(state, now, "default"), lambda: next(checks) % 7 == 6).records
     ticks = [r for r in records if isinstance(r.event, Tick)]
     assert [tick.event.cut for tick in ticks[:2]] == [6, 6]
+    assert ticks[0].event.resume == {"allocate": "root.a"}, "the phase stopped, and the queue it began at"
     placed = [r.seq for r in records if isinstance(r.event, Allocated)]
-    assert len(placed) == 30 and sum(seq < ticks[1].seq for seq in placed) == 6, "6 checks said yes: 6 placed, then the cycle stopped"
+    assert len(placed) == 30 and sum(seq < ticks[1].seq for seq in placed) == 7, "the phase's first placement, then 6 checks said yes"
     replayed = replay(records, log_id="sim")
     assert replayed.divergence is None and replayed.reproduced == 30
 

@@ -109,6 +109,10 @@ class Session:
             if jobs[queue]:
                 heapq.heappush(heap, (queue_key(self.config.queues[queue], self.quotas.share(queue)), queue))
 
+    def rotated(self, queues: Iterable[str]) -> str | None:
+        """No rotation: the sessions compared are never cut."""
+        return None
+
     def victims_in_order(self, jobs: Iterable[Job]) -> list[Task]:
         """The running tasks of `jobs` in victim order, as the shares are now."""
         return victims_in_order(self.config.queues, {q: self.quotas.share(q) for q in self.config.queues}, jobs, self.job_key)

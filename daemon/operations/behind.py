@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from collections import deque
 
-__all__ = ["Behind"]
+from preemptd.projections import PartitionState
+from preemptd.scheduling import counted
+
+__all__ = ["Behind", "longest_waiting"]
 
 WINDOW_MS = 60_000  # how far back growth is measured
 REMIND_MS = 600_000  # how often a partition still behind is said so again
@@ -42,7 +45,7 @@ class Behind:
         fields: dict[str, object] = {"partition": partition, "pending": pending, "last_minute": grown}
         if behind and (said is None or now_ms - said >= REMIND_MS):
             self._said[partition] = now_ms
-            return "behind: tasks arrive faster than they are placed; queues with room are still decided at once", fields
+            return "behind: tasks arrive faster than they are placed", fields
         if not behind and said is not None and grown <= 0:
             del self._said[partition]
             return "keeping up again: the backlog no longer grows", fields
@@ -52,3 +55,18 @@ class Behind:
         self._samples.pop(partition, None)
         self._said.pop(partition, None)
         self.growth.pop(partition, None)
+
+
+def longest_waiting(p: PartitionState, shown: int = 3) -> str:
+    """The queues whose oldest waiting task has waited longest, as of the partition's last cycle:
+    `root.a: 20,000 waiting, the oldest for 92s; ...` (read when a partition is said to be behind:
+    it goes over every waiting task)."""
+    oldest: dict[str, int] = {}
+    count: dict[str, int] = {}
+    for task in p.tasks.values():
+        if task.status == "pending":
+            count[task.queue] = count.get(task.queue, 0) + 1
+            oldest[task.queue] = min(oldest.get(task.queue, task.submitted_at), task.submitted_at)
+    longest = sorted(oldest, key=lambda queue: (oldest[queue], queue))[:shown]
+    said = [f"{queue}: {count[queue]:,} waiting, the oldest for {max(p.last_tick - oldest[queue], 0) / 1000:.0f}s" for queue in longest]
+    return "; ".join(said) + (f"; {counted(len(oldest) - shown, 'more queue')}" if len(oldest) > shown else "")

@@ -45,7 +45,7 @@ from dataclasses import replace
 from preemptd.events import Admitted, Evicted, format_human
 from preemptd.projections import PartitionState
 
-from .._model import Cycle, bounded
+from .._model import Cycle, bounded, rotation
 from ._assign import Assignment, Mode, assign
 from ._backlog import Group, GroupKey, Kept, QueueBacklog, gist, queue_key
 from ._classic import CycleMemo, Plan, Search, classic, reason_text
@@ -59,6 +59,7 @@ __all__ = ["next_wakeup", "preemption", "schedule"]
 
 
 def schedule(cycle: Cycle) -> None:
+    cycle.phase("quota")
     enforce_quotas(cycle)  # first: what it evicts is in the state the admissions plan on
     _Admission(cycle).run()
 
@@ -83,6 +84,7 @@ class _Admission:
         for workload in self.running:
             self._record_running(workload)
         visits = self.visits
+        visits.rotate_after = self.cycle.phase("admit")
         visits.start()
         while (found := visits.next()) is not None:
             if not self.cycle.may_place():
@@ -136,7 +138,7 @@ class _Admission:
         if assignment.mode == Mode.NO_FIT:
             return self._block(workload, assignment.passed_over or (f"ClusterQueue {queue.name} has no quota for this request",))
         root = node.path()[-1]
-        if root in self.preempted_in or not self.cycle.may_preempt():
+        if root in self.preempted_in or not self.cycle.can_preempt():  # the visit is a step the cycle allowed already
             return None  # the next cycle plans on the state with this cycle's evictions in it
         search = Search(
             workload, self.config, node, self.tree, self.usage, self.workloads.admitted, assignment.flavors, assignment.contested, self.admitted_now, self.memo
@@ -188,7 +190,7 @@ class _Admission:
         """Tell `workload` why it waits (`Cycle.block`: when its `gist` changed, within the cycle's budget)."""
         task = self.cycle.partition.tasks[workload.first_task]
         if gist(bounded(reasons)) != gist(task.blocked):
-            self.cycle.block(task, app=workload.id, queue=workload.queue, reasons=reasons)
+            self.cycle.block(task, app=workload.id, queue=workload.queue, reasons=reasons, stepped=True)  # within a visit, a step allowed
 
 
 #: What judging a workload found: the state changed (it was admitted, or evicts), the reasons
@@ -268,7 +270,7 @@ class _Visits:
         self.position: _Key | None = None  # the key of the last workload visited
         self.preempting = True  # the cycle may still preempt
         self.flip_at: _Key | None = None  # where it stopped being able to
-        self.cut_at: _Key | None = None  # the last workload visited before the next, if the cycle stops there
+        self.rotate_after: str | None = None  # after a cut: the first visit goes to the next ClusterQueue by name after it
 
     # -- the cycle --
 
@@ -290,15 +292,15 @@ class _Visits:
                 else:
                     assert group.kept is not None
                     self.ranks[key] = (group.kept.borrows, group.kept.share)
-        self.preempting = a.cycle.may_preempt()
+        self.preempting = a.cycle.can_preempt()  # the time is asked when a preemption is planned
         for lanes in self.lanes.values():
             for lane in lanes:
                 self._push(lane, -1)
 
     def next(self) -> tuple[Group, Workload] | None:
-        """The next workload to visit; None when the cycle has nothing more to do (where the
-        last visit leaves it, a cut if placements ran out: see `finish`)."""
-        self.cut_at = self.position
+        """The next workload to visit; None when the cycle has nothing more to do."""
+        if self.rotate_after is not None and (rotated := self._rotated()) is not None:
+            return rotated
         while self.heap:
             key, token, lane, group_key, workload = heapq.heappop(self.heap)
             if self.tokens.get(lane) != token:
@@ -306,10 +308,29 @@ class _Visits:
             group = self.backlog.queues[lane[0]].groups[group_key]
             if self._effectful(group, workload):
                 self.position = key
+                self.a.cycle.begins_at(workload.queue)
                 return group, workload
             self._push(lane, queue_key(workload.priority, workload.seq))  # something said since: the lane's next lies further
-        self.cut_at = None
         return None
+
+    def _rotated(self) -> tuple[Group, Workload] | None:
+        """After a cut (`Cycle.phase`), the first visit: the next workload of the next
+        ClusterQueue by name after the one the cut cycle began at; the rest keep Kueue's order."""
+        live = [entry for entry in self.heap if self.tokens.get(entry[2]) == entry[1]]
+        first = rotation({entry[2][0] for entry in live}, self.rotate_after)
+        self.rotate_after = None
+        entry = min((entry for entry in live if entry[2][0] == first), default=None)
+        if entry is None:
+            return None
+        key, _, lane, group_key, workload = entry
+        group = self.backlog.queues[lane[0]].groups[group_key]
+        if not self._effectful(group, workload):
+            return None
+        self.heap.remove(entry)
+        heapq.heapify(self.heap)
+        self.position = key
+        self.a.cycle.begins_at(workload.queue)
+        return group, workload
 
     def visit(self, group: Group, workload: Workload) -> None:
         a, tree = self.a, self.trees[workload.queue]
@@ -328,7 +349,7 @@ class _Visits:
                 self.judged[group.key] = (version, self.preempting, judged)
                 if isinstance(judged, tuple):
                     a.tell(workload, judged)
-        if self.preempting and not a.cycle.may_preempt():  # what needs preemption waits from now on, everywhere
+        if self.preempting and not a.cycle.can_preempt():  # what needs preemption waits from now on, everywhere
             self.preempting, self.flip_at = False, self.position
             self._rewind(list(self.lanes))
         elif changed:
@@ -338,8 +359,8 @@ class _Visits:
 
     def finish(self) -> None:
         """What the next cycles keep of the groups judged: blocked, on the state their tree
-        has at the end, each of their members judged so (not past a cut or the end of
-        preemption)."""
+        has at the end (unchanged this cycle), each of their members judged so, those past a cut
+        too (not past the end of preemption): the next cycle tells them without judging again."""
         for queue, backlog in self.backlog.queues.items():
             tree = self.trees[queue]
             if tree not in self.stale or self.version.get(tree, 0):
@@ -348,9 +369,8 @@ class _Visits:
                 judged = self.judged.get(key)
                 if judged is None or not isinstance(judged[2], tuple):
                     continue
-                limits = [k for k in (self.cut_at, self.flip_at if judged[1] else None) if k is not None]
-                if limits and self._last_key(backlog, group) > min(limits):
-                    continue
+                if judged[1] and self.flip_at is not None and self._last_key(backlog, group) > self.flip_at:
+                    continue  # judged while it could preempt: not so for those visited after it could not
                 borrows, share = self.ranks[key]
                 group.kept = Kept(borrows, share, judged[2])
 

@@ -65,6 +65,7 @@ def schedule(cycle: Cycle) -> None:
     if not cycle.partition.pending_count and not due:
         return
     s = Session(cycle)
+    cycle.phase("quota")
     enforce_quotas(s, due)
     if not cycle.partition.pending_count:
         return
@@ -72,9 +73,11 @@ def schedule(cycle: Cycle) -> None:
     if "enqueue" not in s.conf.actions:
         admit_open(s)
     for action in s.conf.actions:
-        if not s.within_budget():
+        if not (cycle.can_place() and cycle.can_preempt()):
             break  # the next session goes on from here
+        cycle.phase(action)  # its first step is taken whatever the time: every action goes on under load
         ACTIONS[action](s)
+    cycle.phase("tell")
     s.block()
 
 

@@ -20,7 +20,11 @@ __all__ = ["preempt"]
 def preempt(s: Session) -> None:
     starving = starving_jobs(s)
     running = s.running({queue for queue, _ in starving})
+    first = s.rotated(queue for queue, _ in starving)
+    if first is not None:  # after a cut in preempt: the queue after the one it began at goes first
+        starving.sort(key=lambda line: line[0] != first)
     for queue, jobs in starving:
+        s.cycle.begins_at(queue)
         mine = running.get(queue) or ByNode()
         for job in jobs:
             if not s.within_budget():

@@ -16,7 +16,7 @@ from fractions import Fraction
 
 from preemptd.events import Allocated, Resources
 
-from .._model import Cycle
+from .._model import Cycle, rotation
 from ._backlog import IdleGroup, waiting_in_order
 from ._config import Plugin, config_of
 from ._jobs import Job, Task, job_of
@@ -105,7 +105,7 @@ class Session:
     def within_budget(self) -> bool:
         """Whether the cycle may still place and preempt (`Cycle.may_place`, `may_preempt`): a
         session stops at the first budget spent, and the next goes on from there."""
-        return self.cycle.may_place() and self.cycle.may_preempt()
+        return self.cycle.can_place() and self.cycle.can_preempt() and self.cycle.step()
 
     def in_turns(self, lines: list[tuple[str, list[Job]]], serve: Callable[[str, Job], None]) -> None:
         """Queues in order, one job at a time: after each, its queue goes back in line by its
@@ -113,11 +113,24 @@ class Session:
         heap = [(queue_key(self.config.queues[q], self.quotas.share(q)), q) for q, _ in lines]
         heapq.heapify(heap)
         jobs = {q: list(reversed(js)) for q, js in lines}
+        first = self.rotated(jobs)
         while heap and self.within_budget():
-            _, queue = heapq.heappop(heap)
+            if first is not None:  # after a cut in this action: the queue after the one it began at goes first
+                queue, first = first, None
+                heap.remove(next(entry for entry in heap if entry[1] == queue))
+                heapq.heapify(heap)
+            else:
+                _, queue = heapq.heappop(heap)
+            self.cycle.begins_at(queue)
             serve(queue, jobs[queue].pop())
             if jobs[queue]:
                 heapq.heappush(heap, (queue_key(self.config.queues[queue], self.quotas.share(queue)), queue))
+
+    def rotated(self, queues: Iterable[str]) -> str | None:
+        """The queue the current action begins at, when the previous session was cut in it
+        (`Cycle.phase`): the next by name after the one it began at then; else None."""
+        after = self.cycle.resume.get(self.cycle.phase_name)
+        return rotation(queues, after) if after is not None else None
 
     def victims_in_order(self, jobs: Iterable[Job]) -> list[Task]:
         """The running tasks of `jobs` in victim order, as the shares are now."""

@@ -90,24 +90,31 @@ def _allocate(cycle: Cycle) -> bool:
     fits this phase either (room only shrinks as tasks are placed), so the rest of its kind is
     passed over whole, and a leaf where nothing fits is left at once."""
     p = cycle.partition
-    if not cycle.may_place():
+    resume = cycle.phase("allocate")
+    if not cycle.can_place():
         return False
     waiting = backlog(p, cycle.now)
     order, placement = QueueOrder(p, {path: leaf.priority for path, leaf in waiting.leaves.items()}), Placement(p)
     cursor: dict[str, int] = {}  # per leaf, the order key of the last task placed
     failed: dict[str, set[tuple[Shape, str | None]]] = {}  # per leaf, the asks (and required nodes) that fit nowhere now
-    while (path := order.next_leaf()) is not None:
+    path = order.rotated(resume) if resume is not None else order.next_leaf()
+    if path is not None:
+        cycle.begins_at(path)
+    while path is not None:
+        if not cycle.step():
+            return False
         found = _next_to_place(p, waiting, waiting.leaves[path], cursor.get(path, -1), failed.setdefault(path, set()), placement)
         if found is None:
             order.retire(path)
-            continue
-        task, node = found
-        where = f"required node {node.name} has room" if task.required_node else f"{node.name} is the first node by name with room"
-        _emit_allocated(cycle, task, node.name, f"{where}; {task.queue} and its parents stay within their max")
-        cursor[path] = waiting.order(task)
-        order.allocated(path)
-        if not cycle.may_place():
-            return False
+        else:
+            task, node = found
+            where = f"required node {node.name} has room" if task.required_node else f"{node.name} is the first node by name with room"
+            _emit_allocated(cycle, task, node.name, f"{where}; {task.queue} and its parents stay within their max")
+            cursor[path] = waiting.order(task)
+            order.allocated(path)
+            if not cycle.can_place():
+                return False
+        path = order.next_leaf()
     return True
 
 
@@ -180,21 +187,31 @@ def _preempt(cycle: Cycle) -> None:
     until a preemption changes the state. So the tasks visited are those that could make or
     say something, in the order every task would be visited."""
     p = cycle.partition
+    resume = cycle.phase("preempt")
     pace = _Pace(config_of(p), p.capacity)
     draining = [node for node in p.nodes.values() if node.preempting and frees_unclaimed_room(node)]
     waiting = backlog(p, cycle.now)
     order = QueueOrder(p, {path: leaf.priority for path, leaf in waiting.leaves.items()})
     visits = _Visits(cycle, waiting)
-    while (path := order.next_leaf()) is not None:
+    path = order.rotated(resume) if resume is not None else order.next_leaf()
+    if path is not None:
+        cycle.begins_at(path)
+    while path is not None:
         found = visits.next(path)
         if found is None:
             order.retire(path)
+            path = order.next_leaf()
             continue
         task, situation = found
         known = visits.outcomes.get(situation)
-        outcome = known if isinstance(known, Refusal) else _plan(p, task, cycle.now, draining)
+        if isinstance(known, Refusal):
+            outcome: Plan | Refusal = known
+        elif not cycle.step():  # a plan is the step to pay for, before it is made
+            return
+        else:
+            outcome = _plan(p, task, cycle.now, draining)
         if isinstance(outcome, Plan):
-            if not cycle.may_preempt() or not pace.allows(outcome.victims):
+            if not cycle.can_preempt() or not pace.allows(outcome.victims):
                 return
             pace.spend(outcome.victims)
             _emit_preempted(cycle, task, outcome)
@@ -206,7 +223,8 @@ def _preempt(cycle: Cycle) -> None:
             visits.outcomes[situation] = visits.plans
         else:
             visits.outcomes[situation] = outcome
-            cycle.block(task, app=task.app, queue=task.queue, reasons=outcome.reasons, explanation=outcome.details)
+            cycle.block(task, app=task.app, queue=task.queue, reasons=outcome.reasons, explanation=outcome.details, stepped=not isinstance(known, Refusal))
+        path = order.next_leaf()
 
 
 #: A leaf, its group of alike tasks, and whether their preemption.delay has passed.

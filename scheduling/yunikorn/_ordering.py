@@ -12,6 +12,8 @@ import heapq
 
 from preemptd.projections import PartitionState, QueueState
 
+from .._model import rotation
+
 __all__ = ["QueueOrder", "effective_priority", "share"]
 
 
@@ -112,6 +114,11 @@ class QueueOrder:
                 heapq.heappop(heap)
             path = heap[0][2]
         return path
+
+    def rotated(self, after: str | None) -> str | None:
+        """The leaf a phase begins at after a cut (`Cycle.phase`): the first live leaf by name
+        after `after`; then `next_leaf` goes on in the usual order."""
+        return rotation(self._leaves, after)
 
     def retire(self, leaf: str) -> None:
         """A leaf with nothing left to try stops being live, and so do parents left empty."""

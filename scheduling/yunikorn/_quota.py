@@ -50,6 +50,7 @@ def enforce_quotas(cycle: Cycle) -> None:
     state = state_of(p)
     if not settings.quota_preemption:
         return
+    cycle.phase("quota")
     for path, timer in state.quota.fired(cycle.now):
         queue = p.queues.get(path)
         if queue is None or not cycle.may_preempt():
