@@ -60,7 +60,7 @@ def test_the_daemon_follows_its_file_through_renames_and_symlink_swaps_and_keeps
     os.replace(mounted / "..data.new", mounted / "..data")  # as the kubelet swaps a ConfigMap's files
     wait_for(lambda: analytics_max(db) == 24, what="the swapped ConfigMap applied")
     assert configs(db)[-1]["source"] == str(mounted / "queues.yaml"), "the path as given, not the version it points to"
-    assert "queue root.tenants.analytics: max vcore 48 -> vcore 24" in daemon.log_text()
+    wait_for(lambda: "queue root.tenants.analytics: max vcore 48 -> vcore 24" in daemon.log_text(), what="the change said (logged after the commit)")
 
     edited = mounted / "queues.yaml.swp"
     edited.write_text(queues(12))
