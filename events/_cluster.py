@@ -206,18 +206,26 @@ class TaskReleased(Event, tag="task.released", frozen=True, kw_only=True):
 
 
 class Tick(Event, tag="clock.ticked", frozen=True, kw_only=True):
-    """The daemon's clock, recorded in the log: a scheduling cycle ran at `ts`. `cut`, when
-    the cycle ran out of its time (`preemptd run --cycle-time`): how many of its checks of what
-    it may still decide said yes before it stopped, so that a replay stops it at the same point.
-    `resume`, with a cut: per phase of the model's cycle that was stopped, where that phase began
-    (a queue): the next cycle's phase begins after it, so that over consecutive cut cycles every
-    queue has its turn.
+    """The daemon's clock, recorded in the log: a scheduling cycle ran at `ts`.
+
+    When the cycle ran out of its time (`preemptd run --cycle-time`): `out_of_time_after`, how
+    many decisions it had made then, so that a replay stops it at the same point (what a cycle
+    keeps between cycles to save work may differ after a restart; its decisions may not), and
+    `resume`, per phase of the model's cycle that was stopped, where that phase began (a queue):
+    the next cycle's phase begins after it, so that over consecutive cut cycles every queue has
+    its turn. `cut`, written by versions before 0.2: how many checks of the time said yes.
 
     Written by the daemon only; a shim that publishes one gets a dead letter.
     """
 
     cut: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    out_of_time_after: Annotated[int, msgspec.Meta(ge=0)] | None = None
     resume: dict[str, str] | None = None
+
+    @property
+    def stopped(self) -> bool:
+        """The cycle ran out of its time."""
+        return self.cut is not None or self.out_of_time_after is not None
 
 
 ClusterEvent = (

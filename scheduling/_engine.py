@@ -24,7 +24,7 @@ __all__ = ["CycleRecords", "is_daemon_id", "next_wakeup", "run_cycle", "tick_rec
 
 class CycleRecords(NamedTuple):
     """What a cycle adds to the log: its tick, then its decisions, each a numbered record. A
-    cycle that ran out of time says where in its tick (`Tick.cut`)."""
+    cycle that ran out of time says where in its tick (`Tick.out_of_time_after`)."""
 
     tick: LogRecord
     decided: list[LogRecord]
@@ -33,7 +33,7 @@ class CycleRecords(NamedTuple):
     def cut(self) -> bool:
         """The cycle stopped for lack of time: more is to be decided at once."""
         event = self.tick.event
-        return isinstance(event, Tick) and event.cut is not None
+        return isinstance(event, Tick) and event.stopped
 
     @property
     def records(self) -> list[LogRecord]:
@@ -67,7 +67,7 @@ def run_cycle(state: ClusterState, tick: LogRecord, out_of_time: Callable[[], bo
     cannot move costs nothing until something happens. After a restore the first cycle runs.
 
     `out_of_time` (the daemon's clock) stops the cycle between its decisions once it says so;
-    the tick returned then records where (`Tick.cut`), and where the phases it stopped began
+    the tick returned then records where (`Tick.out_of_time_after`), and where the phases it stopped began
     (`Tick.resume`: the next cycle's phases begin after them). A replay stops it there too."""
     before = state.partitions.get(tick.event.partition)
     resume = before.resume if before is not None else {}  # the last tick's, which folding this one replaces
@@ -79,12 +79,15 @@ def run_cycle(state: ClusterState, tick: LogRecord, out_of_time: Callable[[], bo
     woken = kept.wakeup is not None and tick.event.ts >= kept.wakeup
     if kept.settled_at != partition.changed or woken:
         model.schedule(cycle)
-        settled = not cycle.records and cycle.cut is None
+        stopped = cycle.cut is not None or cycle.checks_cut is not None
+        settled = not cycle.records and not stopped
         kept.settled_at = partition.changed if settled else -1
         kept.wakeup = model.next_wakeup(partition, cycle.now) if settled else None
-        if cycle.cut is not None and isinstance(tick.event, Tick) and tick.event.cut is None:
-            tick = LogRecord(tick.seq, tick.received, msgspec.structs.replace(tick.event, cut=cycle.cut, resume=cycle.resume_next() or None))
-        partition.resume = cycle.resume_next() if cycle.cut is not None else {}
+        if isinstance(tick.event, Tick) and not tick.event.stopped:  # the daemon's own tick: it says where this cycle stopped
+            partition.resume = cycle.resume_next() if stopped else {}
+            if stopped:
+                tick = LogRecord(tick.seq, tick.received, msgspec.structs.replace(tick.event, out_of_time_after=cycle.cut, resume=partition.resume or None))
+        # a tick read from the log: its `resume` is folded already, as the daemon wrote it
     return CycleRecords(tick, cycle.records)
 
 

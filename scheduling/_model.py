@@ -107,17 +107,17 @@ class Cycle:
     (`Model.budget`): `emit` counts placements and preemptions against it, and `may_place` and
     `may_preempt` say whether the cycle may make more.
 
-    Progress under load. A cycle has phases (the model names them: `phase`); each check of
-    whether it may go on (`step`, `may_place`, `may_preempt`, `block`) asks the time, except
-    those of a phase before its first decision, which say yes whatever the time: every phase of
-    every cycle makes a decision if it can make any, so a partition busy beyond its cycle time
-    still decides, and work that decides nothing (a refusal told already) never uses up a
-    cycle. A phase visits queues; when a cycle is cut, each phase it stopped records where it
+    Progress under load. A cycle has phases (the model names them: `phase`); the first check of
+    whether it may go on (`step`, `may_place`, `may_preempt`, `block`) after each decision asks
+    the time, except in a phase before its first decision, whose checks say yes whatever the
+    time: every phase of every cycle makes a decision if it can make any, so a partition busy
+    beyond its cycle time still decides, and work that decides nothing (a refusal told already)
+    never uses up a cycle (a model keeps such work cheap). A phase visits queues; when a cycle is cut, each phase it stopped records where it
     began (`begins_at`), and in the next cycle that phase begins at the next queue by name
     (`rotation`): over consecutive cut cycles every queue goes first in every phase."""
 
     __slots__ = (
-        "began", "blocked", "budget", "checked", "cut", "fold", "free", "now", "out_of_time", "partition",
+        "began", "blocked", "budget", "checked", "checks_cut", "clock_due", "cut", "fold", "free", "now", "out_of_time", "partition",
         "phase_name", "placed", "preempted", "preemptors", "records", "resume", "state", "stopped", "text", "tick",
     )  # fmt: skip
 
@@ -138,9 +138,11 @@ class Cycle:
         self.state, self.partition, self.tick, self.fold, self.budget = state, partition, tick, fold, budget
         self.out_of_time = out_of_time
         event = tick.event
-        self.cut: int | None = event.cut if isinstance(event, Tick) else None
+        self.cut: int | None = event.out_of_time_after if isinstance(event, Tick) else None  # decisions made when the time ran out
+        self.checks_cut: int | None = event.cut if isinstance(event, Tick) else None  # a log of 0.1: the checks that said yes then
         self.checked = 0  # checks that said yes, the free ones aside
         self.free = False  # the phase has made no decision yet: its checks say yes
+        self.clock_due = True  # a decision was made since the clock was last read
         self.phase_name = ""
         self.resume = resume or {}
         self.began: dict[str, str] = {}  # per phase: the queue it began at
@@ -192,15 +194,34 @@ class Cycle:
         while the phase has made no decision."""
         if self.free:
             return True
-        if self.cut is not None and self.checked >= self.cut:
-            self._stop()
-            return False
-        if self.cut is None and self.out_of_time is not None and self.out_of_time():
-            self.cut = self.checked  # from here on, every check says no
+        if self._out_of_time():
             self._stop()
             return False
         self.checked += 1
         return True
+
+    def _out_of_time(self) -> bool:
+        """Whether the time ran out: once the clock said so (`cut` notes the decisions made
+        then), or, for a cycle read from the log, once it made as many decisions as then.
+
+        The clock is read at the first check after each decision only: a cycle stops right
+        after a decision, so that a replay, which stops after as many decisions, stops at the
+        same point whatever work that decides nothing each run did in between (what a model
+        keeps between cycles to save such work is made again after a restart)."""
+        if self._stopped_already():
+            return True
+        if self.cut is None and self.checks_cut is None and self.out_of_time is not None and self.clock_due:
+            self.clock_due = False
+            if self.out_of_time():
+                self.cut = len(self.records)  # from here on, every check says no
+                return True
+        return False
+
+    def _stopped_already(self) -> bool:
+        """The time ran out already (without asking the clock)."""
+        if self.cut is not None:
+            return len(self.records) >= self.cut
+        return self.checks_cut is not None and self.checked >= self.checks_cut
 
     def _stop(self) -> None:
         if not self.stopped or self.stopped[-1] != self.phase_name:
@@ -208,9 +229,7 @@ class Cycle:
 
     def telling(self) -> bool:
         """Whether `block` may still tell anything this cycle (without asking the clock)."""
-        return (
-            self.blocked < BLOCKED_PER_CYCLE and self.text < BLOCKED_TEXT_PER_CYCLE and (self.free or not (self.cut is not None and self.checked >= self.cut))
-        )
+        return self.blocked < BLOCKED_PER_CYCLE and self.text < BLOCKED_TEXT_PER_CYCLE and (self.free or not self._stopped_already())
 
     def block(self, task: TaskState, *, app: str, queue: str, reasons: tuple[str, ...], explanation: tuple[str, ...] = (), stepped: bool = False) -> bool:
         """Say why `task` waits, unless it was told so already or the cycle's budget for such
@@ -240,6 +259,7 @@ class Cycle:
         )
         record = LogRecord(self.tick.seq + 1 + index, self.now, decision)
         self.free = False  # the phase made progress: its checks ask the time from now on
+        self.clock_due = True
         try:
             self.fold(self.state, record)
         except Rejected as exc:  # not the input's fault: the model decided what cannot be

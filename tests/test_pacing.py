@@ -122,7 +122,7 @@ def test_a_cycle_out_of_time_stops_says_where_in_its_tick_and_replays_exactly() 
     for now in range(0, 10_000, 1000):  # a clock running out at every seventh check
         records += run_cycle(state, tick_record(state, now, "default"), lambda: next(checks) % 7 == 6).records
     ticks = [r for r in records if isinstance(r.event, Tick)]
-    assert [tick.event.cut for tick in ticks[:2]] == [6, 6]
+    assert [tick.event.out_of_time_after for tick in ticks[:2]] == [7, 7], "the decisions made when its time ran out"
     assert ticks[0].event.resume == {"allocate": "root.a"}, "the phase stopped, and the queue it began at"
     placed = [r.seq for r in records if isinstance(r.event, Allocated)]
     assert len(placed) == 30 and sum(seq < ticks[1].seq for seq in placed) == 7, "the phase's first placement, then 6 checks said yes"

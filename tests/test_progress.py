@@ -7,24 +7,28 @@ Cycles are cut here as a busy daemon's are, but deterministically: the n-th cycl
 passes a drawn number of checks of its time (0: only the first step of each phase), under every
 model, on the clusters each model's property tests generate.
 
-- Replay stays exact: the log's ticks say where each cycle was cut and where its phases began.
+- Replay stays exact: the log's ticks say where each cycle was cut (after how many decisions)
+  and where its phases began; so it does when the daemon restarted in between, its kept
+  structures (what saves work between cycles) made again from a snapshot.
 - What could be decided is decided: once arrivals stop, the cut cycles come to rest within the
   run, where a whole cycle (not cut) finds nothing more to decide.
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import msgspec
+import pytest
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 from test_kueue_properties import scenarios as kueue_scenarios
 from test_properties import clusters as yunikorn_scenarios
 from test_volcano_properties import scenarios as volcano_scenarios
 
 from preemptd.events import Scenario, Tick
-from preemptd.projections import ClusterState
-from preemptd.scheduling import replay, restore, run_cycle, simulate, snapshot, tick_record
+from preemptd.projections import ClusterState, LogRecord
+from preemptd.scheduling import _simulation, replay, restore, run_cycle, simulate, snapshot, tick_record
 
 SCENARIOS = {"yunikorn": yunikorn_scenarios(), "kueue": kueue_scenarios(), "volcano": volcano_scenarios()}
 #: Checks a cycle passes: mostly none or a few, so that nearly every cycle is cut somewhere.
@@ -46,7 +50,7 @@ def _seconds(duration: str) -> int:
 
 
 def cut(result: Any) -> int:
-    return sum(1 for record in result.records if isinstance(record.event, Tick) and record.event.cut is not None)
+    return sum(1 for record in result.records if isinstance(record.event, Tick) and record.event.stopped)
 
 
 @SETTINGS
@@ -54,6 +58,27 @@ def cut(result: Any) -> int:
 def test_a_log_of_cut_cycles_replays_exactly(model: str, data: st.DataObject, allowed: list[int | None]) -> None:
     result = busy(data.draw(SCENARIOS[model]), allowed)
     event(f"{model}: {'cut' if cut(result) else 'never cut'}")
+    report = replay(result.records, log_id="sim")
+    assert report.divergence is None, report.divergence
+    assert report.reproduced == len(result.decisions)
+
+
+@SETTINGS
+@given(model=st.sampled_from(sorted(SCENARIOS)), data=st.data(), allowed=ALLOWED, every=st.integers(2, 7))
+def test_a_log_of_cut_cycles_with_restarts_in_between_replays_exactly(model: str, data: st.DataObject, allowed: list[int | None], every: int) -> None:
+    """A restart rebuilds what a model keeps between cycles (from a snapshot, here before every
+    `every`-th cycle): the cut cycles after it must decide what a replay that never restarted
+    decides, however differently the kept structures save their work."""
+    cycles = itertools.count()
+
+    def restarting(state: ClusterState, tick: LogRecord, out_of_time: Any = None) -> Any:
+        if next(cycles) % every == every - 1:
+            state.partitions = restore(snapshot(state)).partitions
+        return run_cycle(state, tick, out_of_time)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_simulation, "run_cycle", restarting)
+        result = busy(data.draw(SCENARIOS[model]), allowed)
     report = replay(result.records, log_id="sim")
     assert report.divergence is None, report.divergence
     assert report.reproduced == len(result.decisions)
