@@ -105,13 +105,13 @@ MODELS: dict[str, Callable[[], dict[str, Any]]] = {"yunikorn": _yunikorn, "kueue
 class Cluster:
     """A partition built event by event, as the daemon folds them."""
 
-    def __init__(self, shape: dict[str, Any]) -> None:
+    def __init__(self, shape: dict[str, Any], nodes: int = NODES) -> None:
         self.state = ClusterState(log_id="bench")
         self.shape = shape
         self.now = 0
         self.submitted = 0
         self.add(ev.ConfigApplied(id="config", ts=0, model=shape["model"], config=shape["config"]))
-        for n in range(NODES):
+        for n in range(nodes):
             self.add(ev.NodeUpserted(id=f"node-{n}", ts=0, node=f"node-{n:03d}", capacity=ev.Resources({shape["resource"]: NODE_CPUS * ONE, "pods": 10_000})))
 
     def add(self, event: Any) -> None:

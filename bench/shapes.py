@@ -6,8 +6,9 @@
 
 - **queues**: N leaf queues (YuniKorn leaves under root, Kueue ClusterQueues, Volcano queues),
   each held at its limit (a max, a nominal quota, a capability of 1 CPU) by a running task and
-  with 10 tasks waiting, each its own application; a queue `room` with room. N = 100 and 10,000
-  (Kueue's own large-scale test has 2,000 ClusterQueues of 30 workloads).
+  with 10 tasks waiting, each its own application; a queue `room` with room; nodes of 64 CPUs
+  enough for twice the running tasks (at least 100). N = 100 and 10,000 (Kueue's own
+  large-scale test has 2,000 ClusterQueues of 30 workloads).
 - **priorities**: one queue held at its limit with 10,000 one-task applications waiting, of P
   priorities (P = 1 and 1,000: PriorityClass values are free integers).
 
@@ -29,7 +30,7 @@ import time
 from typing import Any
 
 from _figures import ms
-from backlog import MODELS, NODES, Cluster
+from backlog import MODELS, NODE_CPUS, NODES, Cluster
 
 from preemptd import events as ev
 from preemptd.scheduling import run_cycle, tick_record
@@ -64,11 +65,12 @@ def _limited(model: str, names: list[str]) -> dict[str, Any]:
 def queues(model: str, count: int) -> Cluster:
     """`count` queues at their limit, each with `WAITING_PER_QUEUE` waiting."""
     names = [f"q{i:05d}" for i in range(count)]
-    cluster = Cluster(_limited(model, names))
+    nodes = max(NODES, count // (NODE_CPUS // 2))  # room for every queue's running task, and as much again
+    cluster = Cluster(_limited(model, names), nodes)
     for i, name in enumerate(names):
         task = f"{name}-run"
         cluster.add(ev.AppSubmitted(id=f"app-{task}", ts=0, app=task, queue=cluster.shape["queue"](name)))
-        cluster.add(ev.TaskBound(id=task, ts=0, task=task, app=task, node=f"node-{i % NODES:03d}", resources=cluster.one()))
+        cluster.add(ev.TaskBound(id=task, ts=0, task=task, app=task, node=f"node-{i % nodes:03d}", resources=cluster.one()))
     for name in names:
         cluster.submit(name, WAITING_PER_QUEUE)
     cluster.now += 60_000

@@ -604,6 +604,7 @@ def _count_task(p: PartitionState, task: TaskState, sign: int) -> None:
     change = add if sign > 0 else subtract
     queues = p.queues
     queue = queues[task.queue]
+    p.kept.touch(task.queue)
     if task.status == "pending":
         p.pending_count += sign
         queue.waiting += sign
@@ -642,6 +643,7 @@ def _start_task(p: PartitionState, task: TaskState, node: NodeState, now: int) -
     """A pending task runs on `node`: its ask moves from pending to allocated along its lineage."""
     queues = p.queues
     queue = queues[task.queue]
+    p.kept.touch(task.queue)
     p.pending_count -= 1
     queue.waiting -= 1
     queue.running[task.id] = None
@@ -752,6 +754,7 @@ def _count_reservation(p: PartitionState, task: TaskState, sign: int) -> None:
 
 def _count_reservation_in_queues(p: PartitionState, task: TaskState, sign: int) -> None:
     change = add if sign > 0 else subtract
+    p.kept.touch(task.queue)
     for path in p.queues[task.queue].lineage:
         queue = p.queues[path]
         change(queue.reserved, task.resources)

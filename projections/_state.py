@@ -159,12 +159,20 @@ class Kept:
     absent, so none is ever part of a snapshot: a `Kept` encodes as nothing, a restore starts
     an empty one, and any two are equal (what is kept is not state)."""
 
-    __slots__ = ("model", "settled_at", "wakeup")
+    __slots__ = ("model", "settled_at", "touched", "wakeup")
 
     def __init__(self) -> None:
         self.settled_at = -1  # `PartitionState.changed` after a cycle that decided nothing
         self.wakeup: int | None = None  # when such a cycle's model said time alone could change its decisions
         self.model: object | None = None
+        # The leaves whose usage or waiting tasks the fold changed since the model last took them
+        # (None: no model takes them): what a model's outcomes kept between cycles depend on.
+        self.touched: set[str] | None = None
+
+    def touch(self, leaf: str) -> None:
+        """The fold changed what `leaf` (and so each queue above it) holds or waits for."""
+        if self.touched is not None:
+            self.touched.add(leaf)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Kept)

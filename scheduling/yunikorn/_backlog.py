@@ -22,14 +22,19 @@ import functools
 import heapq
 from collections.abc import Callable, Iterator
 
-from sortedcontainers import SortedKeyList
+from sortedcontainers import SortedKeyList, SortedList
 
 from preemptd.events import AppFinished, Blocked, LogEvent, NodeRemoved, Preempted, Tick, Unreserved
 from preemptd.projections import PartitionState, TaskState
 
-__all__ = ["Backlog", "Group", "GroupKey", "order_key", "tasks_changed_by"]
+from ._ordering import QueuePriorities
+from ._settled import Settled
+
+__all__ = ["Backlog", "Group", "GroupKey", "Kind", "order_key", "tasks_changed_by"]
 
 Shape = tuple[tuple[str, int], ...]
+#: What decides whether a group's tasks fit: their ask and required node.
+Kind = tuple[Shape, str | None]
 #: The ask, the priority, whether it may preempt, its required node and (with one) its application.
 GroupKey = tuple[Shape, int, bool, str | None, str | None]
 Reasons = tuple[str, ...]
@@ -70,29 +75,35 @@ def tasks_changed_by(p: PartitionState, event: LogEvent) -> tuple[str, ...]:
 
 class Group:
     """The waiting tasks of one leaf alike for a cycle (`GroupKey`), sorted by `order` (the
-    partition's `order_key`) and filed by the reasons each was last told."""
+    partition's `order_key`) and filed by the reasons each was last told; `first` is the key of
+    its first task."""
 
-    __slots__ = ("key", "order", "size", "told", "young")
+    __slots__ = ("first", "key", "order", "size", "told", "young")
 
     def __init__(self, key: GroupKey, order: Callable[[TaskState], int]) -> None:
         self.key, self.order = key, order
         self.told: dict[Reasons, SortedKeyList] = {}
         self.size = 0
         self.young = 0  # how many are still within their delay (`Leaf.young`)
+        self.first: int | None = None
 
     @property
     def priority(self) -> int:
         return self.key[1]
 
-    def add(self, task: TaskState) -> None:
+    def add(self, task: TaskState, key: int) -> None:
+        """File `task`, whose order key is `key`."""
         bucket = self.told.get(task.blocked)
         if bucket is None:
             bucket = self.told[task.blocked] = SortedKeyList(key=self.order)
         bucket.add(task)
         self.size += 1
+        if self.first is None or key < self.first:
+            self.first = key
 
-    def remove(self, task: TaskState, key: int) -> None:
-        """Take `task` out, filed under `key` (its application may be gone since)."""
+    def remove(self, task: TaskState, key: int) -> Reasons | None:
+        """Take `task` out, filed under `key` (its application may be gone since); the
+        reasons it was filed by (None: it was not here)."""
         for reasons, bucket in self.told.items():
             index = bucket.bisect_key_left(key)
             if index < len(bucket) and bucket[index] is task:
@@ -100,16 +111,23 @@ class Group:
                 self.size -= 1
                 if not bucket:
                     del self.told[reasons]
-                return
+                if key == self.first:
+                    self.first = min((self.order(bucket[0]) for bucket in self.told.values()), default=None)
+                return reasons
+        return None
 
-    def first_after(self, cursor: int) -> TaskState | None:
-        """Its first task with a key above `cursor` (`after`'s first, without the iterators)."""
+    def first_after(self, cursor: int, skip: Reasons | None = None) -> TaskState | None:
+        """Its first task with a key above `cursor`; those told `skip` left out."""
         if len(self.told) == 1:  # most groups: all told alike
-            [bucket] = self.told.values()
+            [(reasons, bucket)] = self.told.items()
+            if reasons == skip:
+                return None
             index = bucket.bisect_key_right(cursor)
             return bucket[index] if index < len(bucket) else None
         found, found_key = None, 0
-        for bucket in self.told.values():
+        for reasons, bucket in self.told.items():
+            if reasons == skip:
+                continue
             index = bucket.bisect_key_right(cursor)
             if index < len(bucket):
                 task = bucket[index]
@@ -126,33 +144,79 @@ class Group:
         return heapq.merge(*runs, key=self.order)
 
 
-class Leaf:
-    """A leaf queue's groups, and its waiting tasks still within `preemption.delay` as of the
-    last refresh (`young`), with a heap of when their delays end (entries of tasks gone since
-    are dropped as they are met)."""
+#: Groups alike but for their priority: every task of a class gets the same refusal from its
+#: preconditions and its scope (`_preemption.scope_refusal`), whatever its priority.
+Class = tuple[Shape, bool, str | None, str | None]
 
-    __slots__ = ("ends", "groups", "young", "young_most")
+
+def class_of(key: GroupKey) -> Class:
+    shape, _, may_preempt, required_node, app = key
+    return shape, may_preempt, required_node, app
+
+
+class Leaf:
+    """A leaf queue's groups; for each kind, its groups by the key of their first task
+    (`heads`: the first task to place is found without going over every group); for each class,
+    its groups and how many of its tasks were last told which reasons; and its waiting tasks
+    still within `preemption.delay` as of the last refresh (`young`)."""
+
+    __slots__ = ("classes", "groups", "heads", "priorities", "told", "young", "young_most")
 
     def __init__(self) -> None:
         self.groups: dict[GroupKey, Group] = {}
+        self.heads: dict[Kind, SortedList] = {}  # per kind: (first key, group key) of its groups
+        self.classes: dict[Class, dict[GroupKey, None]] = {}
+        self.told: dict[Class, dict[Reasons, int]] = {}  # per class: how many tasks were last told each reasons
+        self.priorities: dict[int, int] = {}  # how many groups have each priority: the best is the leaf's
         self.young: dict[str, TaskState] = {}
         self.young_most = 0  # the most `young` held since it was last made anew
-        self.ends: list[tuple[int, int, str]] = []  # (delay ends, seq, task id)
 
     @property
     def priority(self) -> int:
         """The best priority of its waiting tasks."""
-        return max(group.priority for group in self.groups.values())
+        return max(self.priorities)
+
+    def class_size(self, of: Class) -> int:
+        return sum(self.told[of].values())
+
+    def _count_told(self, of: Class, reasons: Reasons, sign: int) -> None:
+        counts = self.told.setdefault(of, {})
+        counts[reasons] = counts.get(reasons, 0) + sign
+        if not counts[reasons]:
+            del counts[reasons]
+            if not counts:
+                del self.told[of]
+
+    def _moved(self, group: Group, before: int | None) -> None:
+        """`group`'s first task was `before` (None: it was empty): its place among the heads."""
+        if group.first == before:
+            return
+        shape, _, _, required_node, _ = group.key
+        heads = self.heads.get((shape, required_node))
+        if heads is None:
+            heads = self.heads[(shape, required_node)] = SortedList()
+        if before is not None:
+            heads.remove((before, group.key))
+        if group.first is not None:
+            heads.add((group.first, group.key))
+        elif not heads:
+            del self.heads[(shape, required_node)]
 
 
 class Backlog:
-    """The waiting tasks of a partition by leaf and group (see the module)."""
+    """The waiting tasks of a partition by leaf and group (see the module), the queues'
+    priorities in the order (`priorities`), and the leaves each phase has nothing to do in until
+    something changes (`allocation`, `preemption`: `_settled`)."""
 
     def __init__(self, p: PartitionState) -> None:
         """Empty, for `p`: every task of `p` is filed at the first `refresh`."""
         self.leaves: dict[str, Leaf] = {}
         self.changed: dict[str, tuple[TaskState, int] | None] = dict.fromkeys(p.tasks)  # task id -> as filed before it changed (None: not filed)
         self.order: Callable[[TaskState], int] = functools.partial(order_key, p)
+        self.priorities = QueuePriorities(p)
+        self.ends: list[tuple[int, int, str, str]] = []  # (delay ends, seq, task id, leaf) of young tasks, those gone since dropped as met
+        self.allocation, self.preemption = Settled(()), Settled(())
+        p.kept.touched = set()  # the fold notes the leaves it changes from now on
 
     def touch(self, p: PartitionState, task_id: str) -> None:
         """`task_id` may change (before the fold applies the event): filed again at the next
@@ -160,30 +224,44 @@ class Backlog:
         if task_id in self.changed:
             return
         task = p.tasks.get(task_id)
+        if task is not None:
+            p.kept.touch(task.queue)
         self.changed[task_id] = (task, order_key(p, task)) if task is not None and _waiting(task) else None
 
     def refresh(self, p: PartitionState, now: int) -> None:
-        """File again the tasks that changed since the last refresh, and let those whose
-        delay ended by `now` out of `young`."""
+        """File again the tasks that changed since the last refresh, let those whose delay
+        ended by `now` out of `young`, and visit again the leaves the fold changed."""
         for task_id, filed in self.changed.items():
             if filed is not None:
-                self._unfile(*filed)
+                self._unfile(p, *filed)
             task = p.tasks.get(task_id)
             if task is not None and _waiting(task):
                 self._file(p, task, now)
         self.changed = {}
-        for leaf in self.leaves.values():
-            while leaf.ends and leaf.ends[0][0] <= now:
-                _, seq, task_id = heapq.heappop(leaf.ends)
-                task = leaf.young.get(task_id)
-                if task is not None and task.seq == seq:
-                    del leaf.young[task_id]
-                    leaf.groups[group_key(task)].young -= 1
-            if len(leaf.young) * 4 < leaf.young_most:  # a dict keeps its size as it empties: made anew, it gives back a burst's memory
-                leaf.young = dict(leaf.young)
-                leaf.young_most = len(leaf.young)
+        ends = self.ends
+        while ends and ends[0][0] <= now:
+            _, seq, task_id, path = heapq.heappop(ends)
+            leaf = self.leaves.get(path)
+            task = leaf.young.get(task_id) if leaf is not None else None
+            if leaf is not None and task is not None and task.seq == seq:
+                del leaf.young[task_id]
+                leaf.groups[group_key(task)].young -= 1
+                p.kept.touch(path)  # a task out of its delay may preempt now
+                if len(leaf.young) * 4 < leaf.young_most:  # a dict keeps its size as it empties: made anew, it gives back a burst's memory
+                    leaf.young = dict(leaf.young)
+                    leaf.young_most = len(leaf.young)
+        self.settle_changes(p)
+
+    def settle_changes(self, p: PartitionState) -> None:
+        """The leaves the fold changed since the last look are visited again in every phase."""
+        touched = p.kept.touched
+        if touched:
+            self.allocation.changed(p, touched)
+            self.preemption.changed(p, touched)
+            touched.clear()
 
     def _file(self, p: PartitionState, task: TaskState, now: int) -> None:
+        p.kept.touch(task.queue)
         leaf = self.leaves.get(task.queue)
         if leaf is None:
             leaf = self.leaves[task.queue] = Leaf()
@@ -191,36 +269,64 @@ class Backlog:
         group = leaf.groups.get(key)
         if group is None:
             group = leaf.groups[key] = Group(key, self.order)
-        group.add(task)
+            leaf.classes.setdefault(class_of(key), {})[key] = None
+            self._count_priority(p, task.queue, leaf, key[1], +1)
+        before = group.first
+        group.add(task, self.order(task))
+        leaf._moved(group, before)
+        leaf._count_told(class_of(key), task.blocked, +1)
         ends = task.submitted_at + p.queues[task.queue].props.preemption_delay
         if ends > now:
             leaf.young[task.id] = task
             leaf.young_most = max(leaf.young_most, len(leaf.young))
             group.young += 1
-            heapq.heappush(leaf.ends, (ends, task.seq, task.id))
+            heapq.heappush(self.ends, (ends, task.seq, task.id, task.queue))
 
-    def _unfile(self, task: TaskState, key: int) -> None:
+    def _unfile(self, p: PartitionState, task: TaskState, key: int) -> None:
+        p.kept.touch(task.queue)
         leaf = self.leaves[task.queue]
         group = leaf.groups[group_key(task)]
-        group.remove(task, key)
+        before = group.first
+        reasons = group.remove(task, key)
+        assert reasons is not None, task.id  # filed in this group
+        leaf._moved(group, before)
+        leaf._count_told(class_of(group.key), reasons, -1)
         if leaf.young.get(task.id) is task:
             del leaf.young[task.id]
             group.young -= 1
         if not group.size:
             del leaf.groups[group.key]
+            alike = leaf.classes[class_of(group.key)]
+            del alike[group.key]
+            if not alike:
+                del leaf.classes[class_of(group.key)]
+            self._count_priority(p, task.queue, leaf, group.priority, -1)
             if not leaf.groups:
                 del self.leaves[task.queue]
 
+    def _count_priority(self, p: PartitionState, path: str, leaf: Leaf, priority: int, sign: int) -> None:
+        """A group of `priority` came (+1) or went (-1): the leaf's best priority, and so its
+        queues', may change."""
+        before = max(leaf.priorities, default=None)
+        counts = leaf.priorities
+        counts[priority] = counts.get(priority, 0) + sign
+        if not counts[priority]:
+            del counts[priority]
+        best = max(counts, default=None)
+        if best != before:
+            self.priorities.set(path, best)
+
     def next_delay(self, now: int) -> int | None:
         """The earliest moment after `now` (the last refresh's) a waiting task's delay ends."""
-        ends = []
-        for leaf in self.leaves.values():
-            heap = leaf.ends
-            while heap and (leaf.young.get(heap[0][2]) is None or leaf.young[heap[0][2]].seq != heap[0][1]):
-                heapq.heappop(heap)  # its task left the backlog
-            if heap:
-                ends.append(heap[0][0])
-        return min((t for t in ends if t > now), default=None)
+        ends = self.ends
+        while ends:
+            _, seq, task_id, path = ends[0]
+            leaf = self.leaves.get(path)
+            task = leaf.young.get(task_id) if leaf is not None else None
+            if task is not None and task.seq == seq:
+                break
+            heapq.heappop(ends)  # its task left the backlog
+        return next((t for t, *_ in ends[:1] if t > now), None)
 
 
 def _waiting(task: TaskState) -> bool:

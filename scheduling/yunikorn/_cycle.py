@@ -22,17 +22,20 @@ and preemption when `cycle.may_preempt()` does; the rest come in the next cycles
 
 from __future__ import annotations
 
+import heapq
+import itertools
+
 from preemptd.events import Allocated, Preempted, Resources, Unreserved, Victim
 from preemptd.projections import NodeState, PartitionState, TaskState
 
 from .._model import Cycle, bounded
-from ._backlog import Backlog, Group, GroupKey, Leaf, Shape, group_key
+from ._backlog import Backlog, Group, GroupKey, Kind, Leaf, group_key
 from ._config import PreemptionSettings, config_of
 from ._daemonset import plan_for_required_node
 from ._kept import backlog
 from ._ordering import QueueOrder
 from ._placement import Placement, fits_node, queue_blocker
-from ._preemption import frees_unclaimed_room, plan_for_guarantee
+from ._preemption import frees_unclaimed_room, plan_for_guarantee, scope_refusal
 from ._quota import enforce_quotas, next_enforcement
 from ._victims import Plan, Refusal
 
@@ -94,18 +97,24 @@ def _allocate(cycle: Cycle) -> bool:
     if not cycle.can_place():
         return False
     waiting = backlog(p, cycle.now)
-    order, placement = QueueOrder(p, {path: leaf.priority for path, leaf in waiting.leaves.items()}), Placement(p)
+    order, placement = QueueOrder(p, waiting.priorities.of, waiting.allocation.live(waiting.leaves)), Placement(p)
     cursor: dict[str, int] = {}  # per leaf, the order key of the last task placed
-    failed: dict[str, set[tuple[Shape, str | None]]] = {}  # per leaf, the asks (and required nodes) that fit nowhere now
+    placed_from: dict[str, set[GroupKey]] = {}  # per leaf, the groups it placed from (their first tasks are behind the cursor)
+    failed: dict[str, dict[Kind, str | None]] = {}  # per leaf, the asks (and required nodes) that fit nowhere now: the max in the way, if one is
     path = order.rotated(resume) if resume is not None else order.next_leaf()
     if path is not None:
         cycle.begins_at(path)
     while path is not None:
         if not cycle.step():
             return False
-        found = _next_to_place(p, waiting, waiting.leaves[path], cursor.get(path, -1), failed.setdefault(path, set()), placement)
+        found = _next_to_place(
+            p, waiting, waiting.leaves[path], cursor.get(path, -1), placed_from.setdefault(path, set()), failed.setdefault(path, {}), placement
+        )
         if found is None:
             order.retire(path)
+            in_the_way = failed[path].values()
+            if path not in cursor and all(in_the_way):  # every ask over a max: nothing to do here until a max's queue changes
+                waiting.allocation.settle(path, tuple(sorted({queue for queue in in_the_way if queue is not None})))
         else:
             task, node = found
             where = f"required node {node.name} has room" if task.required_node else f"{node.name} is the first node by name with room"
@@ -119,22 +128,40 @@ def _allocate(cycle: Cycle) -> bool:
 
 
 def _next_to_place(
-    p: PartitionState, waiting: Backlog, leaf: Leaf, cursor: int, failed: set[tuple[Shape, str | None]], placement: Placement
+    p: PartitionState, waiting: Backlog, leaf: Leaf, cursor: int, placed_from: set[GroupKey], failed: dict[Kind, str | None], placement: Placement
 ) -> tuple[TaskState, NodeState] | None:
     """The leaf's first task after `cursor`, in order, that fits a node and its queues; the
-    groups whose next task does not are marked `failed`."""
+    kinds of group whose next task does not are marked `failed`, with the queue whose max is in
+    the way (None: no node has room). The first task after the cursor is the first of a group
+    whose first task is after it (`Leaf.heads`, by kind), or of a group placed from already."""
     while True:
-        heads = [(task, group) for group in leaf.groups.values() if _kind(group) not in failed and (task := group.first_after(cursor)) is not None]
-        if not heads:
+        found: tuple[int, TaskState, Group] | None = None
+        for kind, heads in leaf.heads.items():
+            if kind in failed:
+                continue
+            index = heads.bisect_left((cursor + 1,))
+            if index < len(heads):
+                first, key = heads[index]
+                if found is None or first < found[0]:
+                    group = leaf.groups[key]
+                    found = (first, group.first_after(cursor), group)  # type: ignore[assignment]  # a group's first task is after the cursor
+        for key in placed_from:
+            group = leaf.groups[key]
+            task = group.first_after(cursor) if _kind(group) not in failed else None
+            if task is not None and (found is None or waiting.order(task) < found[0]):
+                found = (waiting.order(task), task, group)
+        if found is None:
             return None
-        task, group = heads[0] if len(heads) == 1 else min(heads, key=lambda head: waiting.order(head[0]))
-        node = placement.find(task) if queue_blocker(p, task) is None else None
+        _, task, group = found
+        blocker = queue_blocker(p, task)
+        node = placement.find(task) if blocker is None else None
         if node is not None:
+            placed_from.add(group.key)
             return task, node
-        failed.add(_kind(group))
+        failed[_kind(group)] = blocker[0].path if blocker is not None else None
 
 
-def _kind(group: Group) -> tuple[Shape, str | None]:
+def _kind(group: Group) -> Kind:
     """What decides whether a group's tasks fit: their ask and required node."""
     shape, _, _, required_node, _ = group.key
     return shape, required_node
@@ -191,7 +218,7 @@ def _preempt(cycle: Cycle) -> None:
     pace = _Pace(config_of(p), p.capacity)
     draining = [node for node in p.nodes.values() if node.preempting and frees_unclaimed_room(node)]
     waiting = backlog(p, cycle.now)
-    order = QueueOrder(p, {path: leaf.priority for path, leaf in waiting.leaves.items()})
+    order = QueueOrder(p, waiting.priorities.of, waiting.preemption.live(waiting.leaves))
     visits = _Visits(cycle, waiting)
     path = order.rotated(resume) if resume is not None else order.next_leaf()
     if path is not None:
@@ -200,6 +227,8 @@ def _preempt(cycle: Cycle) -> None:
         found = visits.next(path)
         if found is None:
             order.retire(path)
+            if visits.settled_on(path) == ():  # every task there told a refusal of the configuration's
+                waiting.preemption.settle(path, ())
             path = order.next_leaf()
             continue
         task, situation = found
@@ -233,45 +262,133 @@ _Situation = tuple[str, GroupKey, bool]
 
 class _Visits:
     """Which task of a leaf the preemption phase visits next: the first, in order after the
-    last one visited, that could make or say something (see `_preempt`)."""
+    last one visited, that could make or say something (see `_preempt`).
+
+    Per leaf, each situation stands in a heap at (at most) the key of its next such task: as
+    the cursor moves and refusals are found and told, a situation's next task only moves later,
+    so the heap's head, checked again, is the first (a leaf of G priorities costs G log G, not
+    G^2). A situation that waits quietly leaves the heap until a preemption is made. A leaf
+    whose every task was told the refusal its class gets from its scope, which no priority
+    changes (`Leaf.told`), is passed over whole."""
 
     def __init__(self, cycle: Cycle, waiting: Backlog) -> None:
         self.cycle, self.p, self.waiting = cycle, cycle.partition, waiting
         self.outcomes: dict[_Situation, Refusal | int] = {}  # a refusal found, or when a quiet wait was (in plans made before it)
         self.plans = 0
         self.cursor: dict[str, int] = {}  # per leaf, the order key of the last task visited
+        self.heaps: dict[str, list[tuple[int, int, _Situation]]] = {}  # per leaf: situations at (at most) their next task's key
+        self.quiet: dict[str, list[_Situation]] = {}  # per leaf: situations out of the heap until the next preemption
+        self.heap_plans: dict[str, int] = {}  # per leaf: the preemptions made when its quiet ones were last let back
+        self.last: dict[str, _Situation] = {}  # per leaf: the situation of the task visited last, back in the heap at the next visit
+        self.alike: dict[str, tuple[str, ...]] = {}  # leaves passed over whole: the queues their refusals depend on
+        self.pushed = itertools.count()
         settings = config_of(self.p)
         self.enabled = settings.enabled
 
+    def settled_on(self, path: str) -> tuple[str, ...] | None:
+        """The queues the refusals told in leaf `path` depend on, when every task waiting there
+        was told one that holds until their usage changes (`Refusal.depends_on`); else None."""
+        if path in self.alike:
+            return self.alike[path]
+        leaf = self.waiting.leaves[path]
+        if leaf.young or not self.cycle.telling():
+            return None
+        on: set[str] = set()
+        for key in leaf.groups:
+            outcome = self.outcomes.get((path, key, True))
+            if not isinstance(outcome, Refusal) or outcome.depends_on is None:
+                return None
+            on.update(outcome.depends_on)
+        return tuple(sorted(on))
+
     def next(self, path: str) -> tuple[TaskState, _Situation] | None:
-        leaf, cursor, order = self.waiting.leaves[path], self.cursor.get(path, -1), self.waiting.order
-        delay, now = self.p.queues[path].props.preemption_delay, self.cycle.now
-        telling = self.cycle.telling()
-        best: tuple[TaskState, _Situation] | None = None
-        for group in leaf.groups.values():
-            _, _, may_preempt, required_node, _ = group.key
-            for waited in (True, False):
-                if not waited and required_node is None and self.enabled and may_preempt:
-                    continue  # within its delay, such a task waits quietly (`_preemption._preconditions`)
-                situation = (path, group.key, waited)
-                outcome = self.outcomes.get(situation)
-                if outcome == self.plans and not isinstance(outcome, Refusal):
-                    continue  # waits quietly until a preemption changes the state
-                told = bounded(outcome.reasons) if isinstance(outcome, Refusal) else None
-                if told is not None and not telling:
-                    continue
-                if waited and group.young == group.size:
-                    task = None
-                elif waited:
-                    task = next((t for t in group.after(cursor, told) if now >= t.submitted_at + delay), None)
-                else:
-                    alike = [t for t in leaf.young.values() if group_key(t) == group.key and (told is None or t.blocked != told) and order(t) > cursor]
-                    task = min(alike, key=order, default=None)
-                if task is not None and (best is None or order(task) < order(best[0])):
-                    best = (task, situation)
-        if best is not None:
-            self.cursor[path] = order(best[0])
-        return best
+        leaf, order = self.waiting.leaves[path], self.waiting.order
+        heap = self.heaps.get(path)
+        if heap is None:
+            heap = self.heaps[path] = []
+            self.heap_plans[path] = self.plans
+            alike = self._told_alike(path, leaf)
+            if alike is not None:
+                self.alike[path] = alike
+                return None
+            for group in leaf.groups.values():
+                for situation in self._situations(path, group):
+                    self._push(heap, path, leaf, situation)
+        else:
+            last = self.last.pop(path, None)
+            if last is not None:
+                self._push(heap, path, leaf, last)
+            if self.heap_plans[path] != self.plans:  # a preemption since: what waited quietly may act now
+                self.heap_plans[path] = self.plans
+                for situation in self.quiet.pop(path, ()):
+                    self._push(heap, path, leaf, situation)
+        while heap:
+            key, _, situation = heap[0]
+            task = self._candidate(path, leaf, situation)
+            if task is None:
+                heapq.heappop(heap)
+            elif (now_key := order(task)) != key:
+                heapq.heapreplace(heap, (now_key, next(self.pushed), situation))
+            else:
+                heapq.heappop(heap)
+                self.cursor[path] = key
+                self.last[path] = situation
+                return task, situation
+        return None
+
+    def _situations(self, path: str, group: Group) -> list[_Situation]:
+        _, _, may_preempt, required_node, _ = group.key
+        if required_node is None and self.enabled and may_preempt:
+            return [(path, group.key, True)]  # within its delay, such a task waits quietly (`_preemption._preconditions`)
+        return [(path, group.key, True), (path, group.key, False)]
+
+    def _push(self, heap: list[tuple[int, int, _Situation]], path: str, leaf: Leaf, situation: _Situation) -> None:
+        task = self._candidate(path, leaf, situation)
+        if task is not None:
+            heapq.heappush(heap, (self.waiting.order(task), next(self.pushed), situation))
+
+    def _candidate(self, path: str, leaf: Leaf, situation: _Situation) -> TaskState | None:
+        """The situation's next task after the leaf's cursor that could make or say something;
+        None if none (a situation waiting quietly is set apart until the next preemption)."""
+        _, key, waited = situation
+        group = leaf.groups[key]
+        cursor, order = self.cursor.get(path, -1), self.waiting.order
+        outcome = self.outcomes.get(situation)
+        if outcome == self.plans and not isinstance(outcome, Refusal):
+            self.quiet.setdefault(path, []).append(situation)
+            return None
+        told = bounded(outcome.reasons) if isinstance(outcome, Refusal) else None
+        if told is not None and not self.cycle.telling():
+            return None
+        if waited:
+            if group.young == group.size:
+                return None
+            if not group.young:
+                return group.first_after(cursor, told)
+            delay, now = self.p.queues[path].props.preemption_delay, self.cycle.now
+            return next((t for t in group.after(cursor, told) if now >= t.submitted_at + delay), None)
+        alike = [t for t in leaf.young.values() if group_key(t) == key and (told is None or t.blocked != told) and order(t) > cursor]
+        return min(alike, key=order, default=None)
+
+    def _told_alike(self, path: str, leaf: Leaf) -> tuple[str, ...] | None:
+        """When every task waiting in the leaf was told the refusal its class gets from its
+        preconditions or its scope (`scope_refusal`, alike whatever a task's priority): the
+        queues those refusals depend on; else None."""
+        if leaf.young or not self.cycle.telling():
+            return None
+        on: set[str] = set()
+        for alike, keys in leaf.classes.items():
+            _, _, required_node, _ = alike
+            if required_node is not None:
+                return None
+            task = leaf.groups[next(iter(keys))].first_after(-1)
+            refusal = scope_refusal(self.p, task, self.cycle.now) if task is not None else None
+            if refusal is None or refusal.quiet or refusal.depends_on is None:
+                return None
+            if leaf.told[alike].get(bounded(refusal.reasons), 0) != leaf.class_size(alike):
+                return None
+            on.update(refusal.depends_on)
+        return tuple(sorted(on))
 
 
 def _plan(p: PartitionState, task: TaskState, now: int, draining: list[NodeState]) -> Plan | Refusal:

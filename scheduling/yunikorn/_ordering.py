@@ -9,12 +9,13 @@ next leaf costs O(depth * log children) rather than a full sort of the tree.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable
 
 from preemptd.projections import PartitionState, QueueState
 
 from .._model import rotation
 
-__all__ = ["QueueOrder", "effective_priority", "share"]
+__all__ = ["QueueOrder", "QueuePriorities", "effective_priority", "share"]
 
 
 def effective_priority(p: PartitionState, priority: int, leaf: str, stop_before: str | None = None) -> int:
@@ -55,39 +56,70 @@ def share(queue: QueueState, capacity: dict[str, int]) -> float:
     return max(ratios, default=0.0)
 
 
+class QueuePriorities:
+    """Each queue's priority in the order: the best priority of the tasks waiting below it, as
+    seen from above it (each queue's `priority.offset` added, a fence's offset in place of what
+    is below it). Kept between cycles as leaves' best priorities change (`set`): a parent's is
+    its children's best, shifted, so a change climbs only as far as it changes something."""
+
+    def __init__(self, p: PartitionState) -> None:
+        self._p = p
+        self.of: dict[str, int] = {}  # every queue with tasks waiting below it
+        self._children: dict[str, dict[int, int]] = {}  # per parent: how many of its children have each priority
+
+    def set(self, leaf: str, best: int | None) -> None:
+        """The best priority of the tasks waiting in `leaf` is now `best` (None: none waits)."""
+        queues = self._p.queues
+        lineage = queues[leaf].lineage
+        value = None if best is None else _shifted(queues[leaf], best)
+        for path, parent in zip(lineage, [*lineage[1:], None]):
+            old = self.of.get(path)
+            if old == value:
+                return
+            if value is None:
+                del self.of[path]
+            else:
+                self.of[path] = value
+            if parent is None:
+                return
+            counts = self._children.setdefault(parent, {})
+            if old is not None:
+                counts[old] -= 1
+                if not counts[old]:
+                    del counts[old]
+            if value is not None:
+                counts[value] = counts.get(value, 0) + 1
+            value = _shifted(queues[parent], max(counts)) if counts else None
+
+
+def _shifted(queue: QueueState, priority: int) -> int:
+    """A priority below `queue` as seen from above it."""
+    props = queue.props
+    offset: int = props.priority_offset
+    return offset if props.priority_policy == "fence" else priority + offset
+
+
 class QueueOrder:
     """The order leaf queues are served in: `next_leaf()` is the leaf whose next task is tried;
     `allocated(leaf)` re-ranks its queues once a task of it got room; `retire(leaf)` once it
-    has nothing left to try this phase. `leaves` gives each leaf with tasks to try the best
-    priority among them.
+    has nothing left to try this phase. `priority` gives each queue with tasks waiting below it
+    its priority (`QueuePriorities`); `leaves` are the leaves with tasks to try, a subset of
+    those (a leaf passed over keeps its place in its parents' priorities).
 
     A queue is live while some leaf below it has tasks left to try. Each live queue has one
     current entry in its parent's heap; older entries are skipped by their version number.
     """
 
-    def __init__(self, p: PartitionState, leaves: dict[str, int]) -> None:
+    def __init__(self, p: PartitionState, priority: dict[str, int], leaves: Iterable[str]) -> None:
         self._p = p
         self._leaves = set(leaves)
-        self._priority = self._queue_priorities(leaves)
+        self._priority = priority
         self._live: set[str] = set()
         self._live_children: dict[str, int] = {}
         self._version: dict[str, int] = {}
         self._heaps: dict[str, list[tuple[int, float, str, int]]] = {}
-        for leaf in p.queues:  # the tree's order, as the tasks were once listed
-            if leaf in self._leaves:
-                self._make_live(p.queues[leaf].lineage)
-
-    def _queue_priorities(self, leaves: dict[str, int]) -> dict[str, int]:
-        """Each active queue's priority: the best task priority below it, offsets applied."""
-        priority: dict[str, int] = {}
-        for leaf, best in leaves.items():
-            for path in self._p.queues[leaf].lineage:
-                props = self._p.queues[path].props
-                best = props.priority_offset if props.priority_policy == "fence" else best + props.priority_offset
-                if path in priority and priority[path] >= best:
-                    break
-                priority[path] = best
-        return priority
+        for leaf in self._leaves:  # the order of pushes is none of the order's: a heap key ends in the path
+            self._make_live(p.queues[leaf].lineage)
 
     def _make_live(self, lineage: list[str]) -> None:
         for path, parent in zip(lineage, [*lineage[1:], None]):

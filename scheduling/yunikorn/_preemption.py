@@ -55,7 +55,7 @@ from ._victims import (
     victim_order,
 )
 
-__all__ = ["committed", "frees_unclaimed_room", "landed", "plan_for_guarantee"]
+__all__ = ["committed", "frees_unclaimed_room", "landed", "plan_for_guarantee", "scope_refusal"]
 
 
 @dataclass
@@ -116,10 +116,7 @@ def plan_for_guarantee(p: PartitionState, task: TaskState, now: int, draining: l
     """Find victims so that `task` gets room that its queue's guarantee entitles it to.
     `draining` are the nodes where victims in flight will free more than their preemptors
     claim: that room is waited for rather than taken again from someone else."""
-    refusal = _preconditions(p, task, now)
-    if refusal is not None:
-        return refusal
-    scope = _scope(p, task)
+    scope = _scope_of(p, task, now)
     if isinstance(scope, Refusal):
         return scope
     search = _GuaranteeSearch(p, task, scope)
@@ -128,11 +125,23 @@ def plan_for_guarantee(p: PartitionState, task: TaskState, now: int, draining: l
     return search.run()
 
 
+def scope_refusal(p: PartitionState, task: TaskState, now: int) -> Refusal | None:
+    """The refusal `task` gets before any victim is searched for, if it gets one: its
+    preconditions', or its scope's. Alike for every task of a leaf with the same ask and
+    preemption policy, whatever its priority, once its delay has passed."""
+    scope = _scope_of(p, task, now)
+    return scope if isinstance(scope, Refusal) else None
+
+
+def _scope_of(p: PartitionState, task: TaskState, now: int) -> _Scope | Refusal:
+    return _preconditions(p, task, now) or _scope(p, task)
+
+
 def _preconditions(p: PartitionState, task: TaskState, now: int) -> Refusal | None:
     if not config_of(p).enabled:
-        return Refusal((f"preemption is disabled in partition {p.name} (preemption.enabled: false)",))
+        return Refusal((f"preemption is disabled in partition {p.name} (preemption.enabled: false)",), depends_on=())
     if not task.may_preempt:
-        return Refusal(("the task's preemption policy is Never: it may not trigger preemption",))
+        return Refusal(("the task's preemption policy is Never: it may not trigger preemption",), depends_on=())
     delay = p.queues[task.queue].props.preemption_delay
     if now < task.submitted_at + delay:
         return Refusal(("preemption.delay has not passed",), quiet=True)
@@ -155,7 +164,7 @@ def _scope(p: PartitionState, task: TaskState) -> _Scope | Refusal:
         if at_max is None and queue.max is not None and _overflows(usage, ask, queue.max):
             at_max = index
     if guard is None:
-        return Refusal((f"law 4: neither {task.queue} nor its parents guarantee {listing(sorted(ask))}: no guarantee to restore",))
+        return Refusal((f"law 4: neither {task.queue} nor its parents guarantee {listing(sorted(ask))}: no guarantee to restore",), depends_on=())
     if full == guard:
         return _law4_refusal(path[guard], ask)
     bounds = [
@@ -178,13 +187,16 @@ def _scope(p: PartitionState, task: TaskState) -> _Scope | Refusal:
 
 def _empty_scope(path: list[QueueState], guard: int, top: int, fence: int | None, task: TaskState) -> Refusal:
     if top == fence:
-        return Refusal((f"law 7: the preemption fence of {path[fence].path} leaves no queue outside {path[guard].path} to preempt from",))
+        return Refusal(
+            (f"law 7: the preemption fence of {path[fence].path} leaves no queue outside {path[guard].path} to preempt from",), depends_on=(path[top].path,)
+        )
     queue = path[top]
     return Refusal(
         (
             f"max: {queue.path} is at its max for {listing(_over_names(committed(queue), task.resources, queue.max))}, and only tasks inside "
             f"{path[guard].path} could make room",
-        )
+        ),
+        depends_on=(queue.path,),
     )
 
 
@@ -204,6 +216,7 @@ def _law4_refusal(queue: QueueState, ask: dict[str, int]) -> Refusal:
     return Refusal(
         (f"law 4: {queue.path} is not under its guarantee of {amounts(queue.guaranteed, full)}",),
         (f"{queue.path} is {where} its guarantee: it uses {amounts(usage, guarded)} of {amounts(queue.guaranteed, guarded)}; the task asks {amounts(ask)}",),
+        depends_on=(queue.path,),
     )
 
 

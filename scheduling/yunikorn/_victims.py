@@ -40,11 +40,14 @@ __all__ = [
 class Refusal:
     """Why the task may not preempt, said as `decision.blocked`. `quiet` marks outcomes that
     are waits, not refusals (the delay has not passed, victims already leaving will make the
-    room): nothing is said."""
+    room): nothing is said. `depends_on`, for a refusal that holds until the usage of one of
+    these queues changes (a queue's usage covers the queues below it; none: the configuration
+    alone), as those of the task's scope do; None for one that depends on more (nodes, victims)."""
 
     reasons: tuple[str, ...]
     details: tuple[str, ...] = ()
     quiet: bool = False
+    depends_on: tuple[str, ...] | None = None
 
 
 @dataclass
