@@ -149,6 +149,11 @@ def test_the_workloads_kept_between_cycles_are_those_of_the_whole_state_after_ev
             record.event
         )
         assert {q: list(u.items()) for q, u in kept.usage.items()} == {q: list(u.items()) for q, u in whole.usage.items()}, record.event
+        workloads = kept_workloads(p)
+        summed = workloads.tree.usage(whole.usage)
+        assert {node.name: {fr: n for fr, n in u.items() if n} for node, u in workloads.node_usage.items() if any(u.values())} == {
+            node.name: {fr: n for fr, n in u.items() if n} for node, u in summed.items() if any(u.values())
+        }, "the tree's usage, kept as workloads come and go, is the one summed whole"
         for q in p.settings.cluster_queues:  # asked after every record: kinds counted earlier and kept must still hold
             assert list(kept.admitted.kinds(q).items()) == list(whole.admitted.kinds(q).items()), record.event
 

@@ -25,7 +25,7 @@ from sortedcontainers import SortedKeyList
 if TYPE_CHECKING:
     from ._fair import Share
 
-__all__ = ["Backlog", "Group", "GroupKey", "Kept", "QueueBacklog", "queue_key"]
+__all__ = ["Backlog", "Class", "Group", "GroupKey", "Kept", "QueueBacklog", "class_of", "queue_key"]
 
 Reasons = tuple[str, ...]
 _AMOUNTS = re.compile(r"\d[\d,.]*")
@@ -61,6 +61,16 @@ class Kept(NamedTuple):
     reasons: Reasons
 
 
+#: Groups of one ClusterQueue alike but for their priority and creation: a judgment that no
+#: candidate enters (no quota fits, the queue stopped or inactive) is the same for all of them.
+Class = tuple[str, tuple[tuple[str, int], ...], bool]
+
+
+def class_of(key: GroupKey) -> Class:
+    queue, request, _, _, preempting = key
+    return queue, request, preempting
+
+
 class Group:
     """The waiting workloads of one ClusterQueue alike for a cycle, filed by the reasons told."""
 
@@ -76,15 +86,18 @@ class Group:
     def preempting(self) -> bool:
         return self.key[4]
 
-    def add(self, workload: object, told: Reasons) -> None:
+    def add(self, workload: object, told: Reasons) -> Reasons:
+        """File `workload`, told `told`; the reasons' `gist` it is filed by."""
         told = gist(told)  # type: ignore[assignment]  # as told: a workload never told files under its None
         bucket = self.told.get(told)
         if bucket is None:
             bucket = self.told[told] = SortedKeyList(key=self.order)
         bucket.add(workload)
         self.size += 1
+        return told
 
-    def remove(self, workload: object) -> None:
+    def remove(self, workload: object) -> Reasons | None:
+        """Take `workload` out; the `gist` it was filed by."""
         key = self.order(workload)
         for told, bucket in self.told.items():
             index = bucket.bisect_key_left(key)
@@ -93,7 +106,8 @@ class Group:
                 self.size -= 1
                 if not bucket:
                     del self.told[told]
-                return
+                return told
+        return None
 
     def first_after(self, cursor: int, skip: Reasons | None = None) -> object | None:
         """Its first workload after `cursor` in the queue's order, those told `skip` (in its
@@ -118,19 +132,46 @@ class Group:
 
 
 class QueueBacklog:
-    """A ClusterQueue's groups of waiting workloads."""
+    """A ClusterQueue's groups of waiting workloads; for each class, its groups and how many of
+    its workloads were last told each `gist` (a class told alike is passed over whole)."""
 
-    __slots__ = ("groups", "order")
+    __slots__ = ("classes", "groups", "order", "told")
 
     def __init__(self, order: Callable[[object], int]) -> None:
         self.groups: dict[GroupKey, Group] = {}
+        self.classes: dict[Class, dict[GroupKey, None]] = {}
+        self.told: dict[Class, dict[Reasons | None, int]] = {}
         self.order = order
 
-    def group(self, key: GroupKey) -> Group:
-        found = self.groups.get(key)
-        if found is None:
-            found = self.groups[key] = Group(key, self.order)
-        return found
+    def add(self, key: GroupKey, workload: object, told: Reasons) -> None:
+        group = self.groups.get(key)
+        if group is None:
+            group = self.groups[key] = Group(key, self.order)
+            self.classes.setdefault(class_of(key), {})[key] = None
+        self._count(class_of(key), group.add(workload, told), +1)
+
+    def remove(self, key: GroupKey, workload: object) -> None:
+        group = self.groups[key]
+        self._count(class_of(key), group.remove(workload), -1)
+        if not group.size:
+            del self.groups[key]
+            alike = self.classes[class_of(key)]
+            del alike[key]
+            if not alike:
+                del self.classes[class_of(key)]
+
+    def _count(self, of: Class, told: Reasons | None, sign: int) -> None:
+        counts = self.told.setdefault(of, {})
+        counts[told] = counts.get(told, 0) + sign
+        if not counts[told]:
+            del counts[told]
+            if not counts:
+                del self.told[of]
+
+    def all_told(self, of: Class, reasons: Reasons) -> bool:
+        """Every waiting workload of class `of` was told `reasons` (in their `gist`)."""
+        counts = self.told.get(of, {})
+        return len(counts) == 1 and gist(reasons) in counts
 
     def rank(self, key: int) -> int:
         """How many of its waiting workloads come before `key` in its order: the turn of the one at `key`."""
@@ -155,25 +196,31 @@ class QueueBacklog:
     def size(self) -> int:
         return sum(group.size for group in self.groups.values())
 
+    def quiet(self) -> bool:
+        """Every group kept with the reasons a cycle found, and every workload told them."""
+        return all(group.kept is not None and list(group.told) == [gist(group.kept.reasons)] for group in self.groups.values())
+
 
 class Backlog:
-    """The waiting workloads of a partition by ClusterQueue and group (see the module)."""
+    """The waiting workloads of a partition by ClusterQueue and group (see the module), and the
+    ClusterQueues a cycle may find something to do in (`unquiet`: those whose waiting changed
+    since a cycle found every one of them told how their group was kept)."""
 
     def __init__(self, order: Callable[[object], int]) -> None:
         self.queues: dict[str, QueueBacklog] = {}
         self.order = order
+        self.unquiet: set[str] = set()
 
     def add(self, queue: str, key: GroupKey, workload: object, told: Reasons) -> None:
+        self.unquiet.add(queue)
         backlog = self.queues.get(queue)
         if backlog is None:
             backlog = self.queues[queue] = QueueBacklog(self.order)
-        backlog.group(key).add(workload, told)
+        backlog.add(key, workload, told)
 
     def remove(self, queue: str, key: GroupKey, workload: object) -> None:
+        self.unquiet.add(queue)
         backlog = self.queues[queue]
-        group = backlog.groups[key]
-        group.remove(workload)
-        if not group.size:
-            del backlog.groups[key]
-            if not backlog.groups:
-                del self.queues[queue]
+        backlog.remove(key, workload)
+        if not backlog.groups:
+            del self.queues[queue]

@@ -47,13 +47,13 @@ from preemptd.projections import PartitionState
 
 from .._model import Cycle, bounded, rotation
 from ._assign import Assignment, Mode, assign
-from ._backlog import Group, GroupKey, Kept, QueueBacklog, gist, queue_key
+from ._backlog import Class, Group, GroupKey, Kept, QueueBacklog, class_of, gist, queue_key
 from ._classic import CycleMemo, Plan, Search, classic, reason_text
 from ._config import ClusterQueue, KueueConfig, config_of
 from ._fair import NO_SHARE, Share, fair, share
 from ._quota import enforce_quotas, next_enforcement
-from ._tree import Node, QuotaTree
-from ._workloads import Workload, kept_workloads, usage_of
+from ._tree import CycleUsage, Node
+from ._workloads import Workload, kept_workloads, never_preempts, usage_of
 
 __all__ = ["next_wakeup", "preemption", "schedule"]
 
@@ -68,12 +68,12 @@ class _Admission:
     def __init__(self, cycle: Cycle) -> None:
         self.cycle = cycle
         self.config = config_of(cycle.partition)
-        self.tree = QuotaTree(self.config)
         workloads = kept_workloads(cycle.partition)
+        self.tree = workloads.tree
         self.workloads = workloads.view(cycle.partition)
         self.backlog, self.running = workloads.backlog, sorted(workloads.running.values(), key=lambda w: (-w.priority, w.seq))
         self.requeued = {self._tree_of(queue) for queue in workloads.take_requeued()}  # trees where something changed
-        self.usage = self.tree.usage(self.workloads.usage)
+        self.usage = CycleUsage(workloads.node_usage)
         self.preempted_in: set[Node] = set()  # roots of the cohort trees with a preemption this cycle
         self.recorded_in: set[Node] = set()  # roots of the cohort trees with running workloads recorded this cycle
         self.admitted_now: dict[str, list[Workload]] = {}  # by ClusterQueue: in the usage, not candidates
@@ -123,20 +123,26 @@ class _Admission:
             self.recorded_in.add(node.path()[-1])
         self._admit(workload, node, flavors, ("already running in the cluster: recorded as admitted, its usage counts from now on",))
 
-    def _consider(self, workload: Workload) -> _Judged:
+    def _consider(self, workload: Workload) -> tuple[_Judged, bool]:
         """Judge `workload` on the cycle's state: admitted or evicting (the state changed), or
-        the reasons it waits (told), or None: a later cycle judges it."""
+        the reasons it waits (told), or None: a later cycle judges it. And whether the judgment
+        holds for its whole class (`_backlog.Class`): no quota fits its request, its queue is
+        stopped or inactive, whatever its priority."""
         queue, node = self.config.cluster_queues[workload.queue], self.tree.queues.get(workload.queue)
         if node is None:
-            return self._block(workload, (f"ClusterQueue {queue.name} is inactive: its cohort {queue.cohort} is in a cycle of cohorts",))
+            return self._block(workload, (f"ClusterQueue {queue.name} is inactive: its cohort {queue.cohort} is in a cycle of cohorts",)), True
         if queue.stop_policy != "None":
-            return self._block(workload, (f"ClusterQueue {queue.name} is stopped (stopPolicy {queue.stop_policy}): it admits nothing",))
+            return self._block(workload, (f"ClusterQueue {queue.name} is stopped (stopPolicy {queue.stop_policy}): it admits nothing",)), True
         assignment = assign(queue, node, self.tree, self.usage, workload.request)
         if assignment.mode == Mode.FIT:
             self._admit(workload, node, assignment.flavors, _explain_fit(assignment, queue.name))
-            return CHANGED
+            return CHANGED, False
         if assignment.mode == Mode.NO_FIT:
-            return self._block(workload, assignment.passed_over or (f"ClusterQueue {queue.name} has no quota for this request",))
+            return self._block(workload, assignment.passed_over or (f"ClusterQueue {queue.name} has no quota for this request",)), True
+        judged = self._preempt_for(workload, queue, node, assignment)
+        return judged, isinstance(judged, tuple) and never_preempts(queue, self.config)
+
+    def _preempt_for(self, workload: Workload, queue: ClusterQueue, node: Node, assignment: Assignment) -> _Judged:
         root = node.path()[-1]
         if root in self.preempted_in or not self.cycle.can_preempt():  # the visit is a step the cycle allowed already
             return None  # the next cycle plans on the state with this cycle's evictions in it
@@ -256,6 +262,7 @@ class _Visits:
         self.backlog = admission.backlog
         self.version: dict[Node | str, int] = {}
         self.judged: dict[GroupKey, tuple[int, bool, _Judged]] = {}  # per group: the tree's version and may_preempt when judged, and what was found
+        self.alike: dict[Class, tuple[int, bool, _Judged]] = {}  # the same, per class, for a judgment its whole class shares
         self.ranks: dict[GroupKey, tuple[bool, Share]] = {}
         self.stale: set[Node | str] = set()
         self.trees: dict[str, Node | str] = {}
@@ -267,6 +274,7 @@ class _Visits:
             Node | str, set[_Lane]
         ] = {}  # per tree, lanes in line where they are for a judgment: passed over a group judged, or its members told
         self.made = 0
+        self.live: list[str] = []  # the ClusterQueues put in line
         self.position: _Key | None = None  # the key of the last workload visited
         self.preempting = True  # the cycle may still preempt
         self.flip_at: _Key | None = None  # where it stopped being able to
@@ -275,20 +283,37 @@ class _Visits:
     # -- the cycle --
 
     def start(self) -> None:
+        """Put in line the ClusterQueues the cycle may find something to do in: those of a tree
+        where something changed, and those with workloads not told how their group was kept
+        (`Backlog.unquiet`); in the others, visiting anything would decide nothing."""
         a = self.a
-        for queue, backlog in self.backlog.queues.items():
+        queues = self.backlog.queues
+        live = {queue for queue in self.backlog.unquiet if queue in queues}
+        for queue in live:
             tree = self.trees[queue] = a._tree_of(queue)
-            if tree in a.requeued or any(group.kept is None for group in backlog.groups.values()):
+            if any(group.kept is None for group in queues[queue].groups.values()):
                 self.stale.add(tree)
+        self.stale.update(a.requeued)
+        for tree in self.stale:  # a tree judged again is judged whole
+            live.update(queue for queue in (a.tree.members.get(tree, ()) if isinstance(tree, Node) else (tree,)) if queue in queues)
+        self.live = sorted(live)
+        for queue in self.live:
+            backlog = queues[queue]
+            tree = self.trees[queue] = a._tree_of(queue)
             lanes = self.lanes.setdefault(tree, [])
             mine = [lane for lane in ((queue, False), (queue, True)) if any(key[4] == lane[1] for key in backlog.groups)]
             lanes += mine
             self.every_lane.update(mine)
-        for queue, backlog in self.backlog.queues.items():
+        ranked: dict[Class, tuple[bool, Share]] = {}  # a rank depends on the queue and the request alone
+        for queue in self.live:
+            backlog = self.backlog.queues[queue]
             for key, group in backlog.groups.items():
                 if self.trees[queue] in self.stale:
                     group.kept = None
-                    self.ranks[key] = a._rank(next(group.members()))  # type: ignore[arg-type]  # the backlog holds workloads
+                    alike = class_of(key)
+                    if alike not in ranked:
+                        ranked[alike] = a._rank(next(group.members()))  # type: ignore[arg-type]  # the backlog holds workloads
+                    self.ranks[key] = ranked[alike]
                 else:
                     assert group.kept is not None
                     self.ranks[key] = (group.kept.borrows, group.kept.share)
@@ -341,12 +366,14 @@ class _Visits:
             a.tell(workload, status)
         else:
             version = self.version.get(tree, 0)
-            judged = a._consider(workload)
+            judged, alike = a._consider(workload)
             if judged == CHANGED:
                 self.version[tree] = version + 1
                 changed = True
             else:
                 self.judged[group.key] = (version, self.preempting, judged)
+                if alike:
+                    self.alike[class_of(group.key)] = (version, self.preempting, judged)
                 if isinstance(judged, tuple):
                     a.tell(workload, judged)
         if self.preempting and not a.cycle.can_preempt():  # what needs preemption waits from now on, everywhere
@@ -361,18 +388,23 @@ class _Visits:
         """What the next cycles keep of the groups judged: blocked, on the state their tree
         has at the end (unchanged this cycle), each of their members judged so, those past a cut
         too (not past the end of preemption): the next cycle tells them without judging again."""
-        for queue, backlog in self.backlog.queues.items():
-            tree = self.trees[queue]
-            if tree not in self.stale or self.version.get(tree, 0):
-                continue  # a changed tree is judged again anyway
-            for key, group in backlog.groups.items():
-                judged = self.judged.get(key)
-                if judged is None or not isinstance(judged[2], tuple):
-                    continue
-                if judged[1] and self.flip_at is not None and self._last_key(backlog, group) > self.flip_at:
-                    continue  # judged while it could preempt: not so for those visited after it could not
-                borrows, share = self.ranks[key]
-                group.kept = Kept(borrows, share, judged[2])
+        for queue in self.live:
+            backlog = self.backlog.queues[queue]
+            changed = self.version.get(self.trees[queue], 0)  # a changed tree is judged again anyway
+            if self.trees[queue] in self.stale and not changed:
+                self._keep(backlog)
+            if not changed and backlog.quiet():
+                self.backlog.unquiet.discard(queue)  # the next cycles pass it over until its waiting or its tree changes
+
+    def _keep(self, backlog: QueueBacklog) -> None:
+        for key, group in backlog.groups.items():
+            judged = self.judged.get(key) or self.alike.get(class_of(key))
+            if judged is None or not isinstance(judged[2], tuple):
+                continue
+            if judged[1] and self.flip_at is not None and self._last_key(backlog, group) > self.flip_at:
+                continue  # judged while it could preempt: not so for those visited after it could not
+            borrows, share = self.ranks[key]
+            group.kept = Kept(borrows, share, judged[2])
 
     # -- the lanes --
 
@@ -383,10 +415,16 @@ class _Visits:
         if tree not in self.stale:
             assert group.kept is not None
             return group.kept.reasons
-        judged = self.judged.get(group.key)
-        if judged is not None and judged[0] == self.version.get(tree, 0) and judged[1] == self.preempting:
-            return judged[2]
-        return _UNKNOWN
+        judged = self._judged(tree, group.key)
+        return judged[2] if judged is not None else _UNKNOWN
+
+    def _judged(self, tree: Node | str, key: GroupKey) -> tuple[int, bool, _Judged] | None:
+        """How the group `key` was judged on its tree's state as it is now, or its class."""
+        version = self.version.get(tree, 0)
+        for judged in (self.judged.get(key), self.alike.get(class_of(key))):
+            if judged is not None and judged[0] == version and judged[1] == self.preempting:
+                return judged
+        return None
 
     def _effectful(self, group: Group, workload: Workload) -> bool:
         status = self._status(group)
@@ -418,17 +456,24 @@ class _Visits:
         judging = tree in self.stale  # a status known there is a judgment
         leaning = self.leaning.setdefault(tree, set())
         leaning.discard(lane)
-        for group in backlog.groups.values():
-            if group.preempting != preempting:
+        for alike, keys in backlog.classes.items():
+            if alike[2] != preempting:
                 continue
-            status = self._status(group)
-            if judging and status is not _UNKNOWN:
-                leaning.add(lane)
-            if status is None or (status is not _UNKNOWN and not telling):
-                continue
-            found = group.first_after(cursor, None if status is _UNKNOWN else status)  # type: ignore[arg-type]  # told reasons
-            if isinstance(found, Workload) and (best is None or _queue_key(found) < _queue_key(best[1])):
-                best = (group, found)
+            shared = self.alike.get(alike) if judging else None
+            if shared is not None and self._judged(tree, next(iter(keys))) is shared:
+                leaning.add(lane)  # judged for the whole class: its groups are known
+                if shared[2] is None or not telling or (isinstance(shared[2], tuple) and backlog.all_told(alike, shared[2])):
+                    continue  # nothing to say to any of them
+            for key in keys:
+                group = backlog.groups[key]
+                status = self._status(group)
+                if judging and status is not _UNKNOWN:
+                    leaning.add(lane)
+                if status is None or (status is not _UNKNOWN and not telling):
+                    continue
+                found = group.first_after(cursor, None if status is _UNKNOWN else status)  # type: ignore[arg-type]  # told reasons
+                if isinstance(found, Workload) and (best is None or _queue_key(found) < _queue_key(best[1])):
+                    best = (group, found)
         if best is not None and self.a.config.cluster_queues[queue].queueing_strategy == "StrictFIFO" and backlog.rank(_queue_key(best[1])) > 0:
             return None  # only the head of a StrictFIFO queue is offered
         return best

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 from ._config import KueueConfig, Quota, ResourceGroup
 
@@ -79,6 +80,9 @@ class QuotaTree:
         for root in self.roots():
             _sum_subtree(root)
         self._lendable: dict[Node, dict[str, int]] = {}
+        self.members: dict[Node, list[str]] = {}  # each root's ClusterQueues
+        for name, node in self.queues.items():
+            self.members.setdefault(node.path()[-1], []).append(name)
 
     @staticmethod
     def _attach(child: Node, parent: Node) -> None:
@@ -155,6 +159,30 @@ class QuotaTree:
                 if beyond:
                     passed[fr] = beyond
             changes, node = passed, node.parent
+
+
+class CycleUsage(dict[Node, dict[FlavorResource, int]]):
+    """A cycle's usage of the tree's nodes: the usage kept between cycles (`base`, which the
+    cycle never changes), each node's copied the first time the cycle changes it; read through
+    `get`, as every reader does."""
+
+    __slots__ = ("base",)
+
+    def __init__(self, base: Mapping[Node, dict[FlavorResource, int]]) -> None:
+        super().__init__()
+        self.base = base
+
+    def __missing__(self, node: Node) -> dict[FlavorResource, int]:
+        copied = self[node] = dict(self.base.get(node, {}))
+        return copied
+
+    def get(self, node: Node, default: Any = None) -> Any:
+        if node in self:
+            return dict.__getitem__(self, node)
+        return self.base.get(node, default)
+
+    def setdefault(self, node: Node, default: Any = None) -> dict[FlavorResource, int]:
+        return self[node]
 
 
 def _quotas(groups: tuple[ResourceGroup, ...]) -> dict[FlavorResource, Quota]:

@@ -5,19 +5,19 @@ while it has tasks and no admission."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from preemptd.projections import AppState, PartitionState, shared_shape
 
 from ._backlog import Backlog, GroupKey, queue_key
-from ._config import KueueConfig, config_of
+from ._config import ClusterQueue, KueueConfig, config_of
 from ._kept import kept
 from ._state import admission_of, preempting
-from ._tree import FlavorResource
+from ._tree import FlavorResource, Node, QuotaTree
 
-__all__ = ["Admitted", "KeptWorkloads", "Kind", "charge", "Workload", "Workloads", "kept_workloads", "usage_of", "workload_of"]
+__all__ = ["Admitted", "KeptWorkloads", "Kind", "charge", "Workload", "Workloads", "kept_workloads", "never_preempts", "usage_of", "workload_of"]
 
 
 K = TypeVar("K")
@@ -102,15 +102,34 @@ def workload_of(p: PartitionState, app: AppState) -> Workload | None:
     )
 
 
-class Admitted(dict[str, Sequence[Workload]]):
-    """Admitted workloads by ClusterQueue, each queue's by creation; and, asked per queue, how
-    many of each `Kind` it holds, in the order each kind first comes (what a preemption's
-    summary of the workloads that were never candidates needs, counted once per change of the
-    queue, not once per preemption). `kinds` may be shared with the next cycles' (`KeptWorkloads`)."""
+class Admitted(Mapping[str, Sequence[Workload]]):
+    """Admitted workloads by ClusterQueue, each queue's by creation, listed when first asked
+    (`listing`: a cycle reads the few queues it plans in, not all of them); and, asked per
+    queue, how many of each `Kind` it holds, in the order each kind first comes (what a
+    preemption's summary of the workloads that were never candidates needs, counted once per
+    change of the queue, not once per preemption). `kinds` may be shared with the next cycles'
+    (`KeptWorkloads`)."""
 
-    def __init__(self, listings: Mapping[str, Sequence[Workload]], kinds: dict[str, dict[Kind, int]] | None = None) -> None:
-        super().__init__(listings)
+    def __init__(
+        self, listings: Mapping[str, object], kinds: dict[str, dict[Kind, int]] | None = None, listing: Callable[[str], Sequence[Workload]] | None = None
+    ) -> None:
+        """`listings`: each queue's listing, or (with `listing`, which lists a queue) what
+        says which queues hold any."""
+        self._listings, self._listing = listings, listing
         self._kinds = {} if kinds is None else kinds
+
+    def __getitem__(self, queue: str) -> Sequence[Workload]:
+        found = self._listings[queue]
+        if self._listing is not None:
+            return self._listing(queue)
+        assert isinstance(found, Sequence)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._listings)
+
+    def __len__(self) -> int:
+        return len(self._listings)
 
     def kinds(self, queue: str) -> dict[Kind, int]:
         found = self._kinds.get(queue)
@@ -170,6 +189,23 @@ def charge(totals: dict[K, int], amounts: Mapping[K, int], sign: int) -> None:
             totals.pop(key, None)
 
 
+def never_preempts(queue: ClusterQueue, config: KueueConfig) -> bool:
+    """The queue's policy lets no admitted workload be a candidate, whatever the preemptor's
+    priority, and no fair sharing weighs shares: its judgments hold whatever the priority."""
+    policy = queue.preemption
+    never = policy.within_cluster_queue == policy.reclaim_within_cohort == policy.borrow_within_cohort == "Never"
+    return never and not config.fair_sharing_in(_root(config, queue))
+
+
+def _root(config: KueueConfig, queue: ClusterQueue) -> str:
+    """The root cohort of `queue`'s tree (itself, without a cohort)."""
+    root, seen = queue.cohort, set()
+    while root is not None and root not in seen and (cohort := config.cohorts.get(root)) is not None and cohort.parent is not None:
+        seen.add(root)
+        root = cohort.parent
+    return queue.name if root is None else root
+
+
 def kept_workloads(p: PartitionState) -> KeptWorkloads:
     """The partition's kept workloads (`KueueKept.workloads`), read whole the first time."""
     found = kept(p)
@@ -190,12 +226,14 @@ class KeptWorkloads:
 
     def __init__(self, config: KueueConfig) -> None:
         self.config = config
+        self.tree = QuotaTree(config)  # of the configuration: kept as it is
         self.by_app: dict[str, Workload] = {}
         self.backlog = Backlog(_queue_order)
         self.running: dict[str, Workload] = {}  # not admitted, some pod running already
         self.retold: dict[str, None] = {}  # waiting workloads told something since the last view
         self.admitted: dict[str, dict[str, Workload]] = {}  # by ClusterQueue, then application
         self.usage: dict[str, dict[FlavorResource, int]] = {}
+        self.node_usage: dict[Node, dict[FlavorResource, int]] = {}  # the tree's nodes' (`QuotaTree.usage`), kept as workloads come and go
         self.changed: dict[str, None] = {}  # applications to read again, in the order they changed
         self.requeued: dict[str, None] = {}  # ClusterQueues whose workloads changed since the last `take_requeued`
         self._listed: dict[str, tuple[Workload, ...]] = {}  # each ClusterQueue's admitted, by creation
@@ -215,8 +253,9 @@ class KeptWorkloads:
         self.retold[app_id] = None
 
     def view(self, p: PartitionState) -> Workloads:
-        """The workloads now; the lists and maps are the cycle's (later changes make new ones).
-        Its `pending` is left empty: the cycle reads `backlog` and `running`."""
+        """The workloads now, as kept: nothing changes them until the next view (what a cycle
+        decides is read then). Its `pending` is left empty: the cycle reads `backlog` and
+        `running`."""
         for app_id in self.changed:
             self._read(p, app_id)
         for app_id in self.retold:
@@ -226,8 +265,7 @@ class KeptWorkloads:
                 self.backlog.remove(workload.queue, key, workload)
                 self.backlog.add(workload.queue, key, workload, p.tasks[workload.first_task].blocked)
         self.changed, self.retold = {}, {}
-        admitted = {queue: self._listing(queue) for queue in self.admitted}
-        return Workloads([], Admitted(admitted, self._kinds), {queue: dict(used) for queue, used in self.usage.items()})
+        return Workloads([], Admitted(self.admitted, self._kinds, self._listing), self.usage)
 
     def waiting(self) -> list[Workload]:
         """Every workload not admitted, in Kueue's order (priority, then creation): what
@@ -240,10 +278,14 @@ class KeptWorkloads:
 
     def group_key(self, workload: Workload) -> GroupKey:
         """`workload`'s group: its queue, request, priority, preemptor state and, where its
-        queue's candidates depend on it (withinClusterQueue LowerOrNewerEqualPriority), creation."""
+        queue's candidates depend on it (withinClusterQueue LowerOrNewerEqualPriority), creation.
+        Where no priority changes a judgment (the queue's policy never preempts, no fair
+        sharing), its priority is left out: a queue of a thousand priorities keeps one group."""
         queue = self.config.cluster_queues.get(workload.queue)
         newer = queue is not None and queue.preemption.within_cluster_queue == "LowerOrNewerEqualPriority"
-        return (workload.queue, tuple(sorted(workload.request.items())), workload.priority, workload.seq if newer else None, workload.preempting)
+        blind = queue is not None and never_preempts(queue, self.config)
+        priority = 0 if blind else workload.priority
+        return (workload.queue, tuple(sorted(workload.request.items())), priority, workload.seq if newer else None, workload.preempting)
 
     def take_requeued(self) -> dict[str, None]:
         """The ClusterQueues whose workloads changed (submitted, admitted, evicted, bound,
@@ -273,6 +315,7 @@ class KeptWorkloads:
         self._listed.pop(new.queue, None)
         self._kinds.pop(new.queue, None)
         charge(self.usage.setdefault(new.queue, {}), new.usage, +1)
+        self._charge_tree(new, +1)
 
     def _drop(self, old: Workload) -> None:
         if old.flavors is None and old.running:
@@ -286,8 +329,14 @@ class KeptWorkloads:
         self._listed.pop(old.queue, None)
         self._kinds.pop(old.queue, None)
         charge(self.usage[old.queue], old.usage, -1)
+        self._charge_tree(old, -1)
         if not queue:
             del self.admitted[old.queue], self.usage[old.queue]
+
+    def _charge_tree(self, workload: Workload, sign: int) -> None:
+        node = self.tree.queues.get(workload.queue)
+        if node is not None:  # an inactive queue is in no tree
+            self.tree.change(self.node_usage, node, workload.usage, sign)
 
     def _listing(self, queue: str) -> tuple[Workload, ...]:
         listed = self._listed.get(queue)
