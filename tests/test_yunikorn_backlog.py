@@ -105,11 +105,12 @@ def test_backlogs_of_alike_tasks_decide_as_the_whole_scan(scenario: Scenario, to
 
 def filed(p: PartitionState, kept: Backlog) -> dict[str, Any]:
     """What a backlog holds: per leaf and group, per reasons told, the task ids in order, and
-    how many are within their delay; per leaf, which."""
+    how many are within their delay; per leaf, which, and how many groups of each priority."""
     return {
         path: (
             {key: ({reasons: [task.id for task in bucket] for reasons, bucket in group.told.items()}, group.young) for key, group in leaf.groups.items()},
             sorted(leaf.young),
+            leaf.priorities,
         )
         for path, leaf in kept.leaves.items()
     }
@@ -118,13 +119,19 @@ def filed(p: PartitionState, kept: Backlog) -> dict[str, Any]:
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenario=clusters(), data=st.data())
 def test_the_backlog_kept_record_by_record_is_the_one_built_whole(scenario: Scenario, data: st.DataObject) -> None:
+    """Refreshed now and then as allocation does (a few changed tasks kept apart, not filed)."""
     records = simulate(scenario).records
     checked = sorted(data.draw(st.lists(st.integers(0, len(records) - 1), max_size=8)))
+    kept_apart = set(data.draw(st.lists(st.integers(0, len(records) - 1), max_size=len(records))))
     state = ClusterState(log_id="sim")
     for index, record in enumerate(records):
         apply(state, record)
         p = state.partitions.get(record.event.partition)
-        if p is None or p.model != "yunikorn" or index not in checked:
+        if p is None or p.model != "yunikorn":
+            continue
+        if index in kept_apart:
+            backlog(p, record.received, fresh=True)
+        if index not in checked:
             continue
         kept = filed(p, backlog(p, record.received))
         fresh = Backlog(p)

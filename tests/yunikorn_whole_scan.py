@@ -136,7 +136,7 @@ def _allocate(cycle: Cycle) -> bool:
     p = cycle.partition
     if not cycle.may_place():
         return False
-    order, placement = QueueOrder(p), Placement(p)
+    order, placement = QueueOrder(p), Placement(p, [p.nodes[name] for name in sorted(p.nodes) if p.nodes[name].schedulable])
     for task in order:
         node = placement.find(task) if queue_blocker(p, task) is None else None
         if node is None:

@@ -12,15 +12,19 @@ that still need telling. Tasks still within their queue's `preemption.delay` are
 (`next_delay`) and so that a group of only such tasks is passed over at once.
 
 The fold says which tasks an event changes (`touch`, before it applies the event); the next
-cycle files them again (`refresh`). What is kept always equals what `Backlog.of` builds from
-the whole partition; a configuration change, or a restore, builds it whole.
+cycle files them again (`refresh`). A few tasks changed since the last cycle (`FRESH_MOST`) are
+kept apart instead, as the leaf's `fresh` list, while allocation tries them: most are placed in
+the cycle they arrive in and never enter the sorted groups; those left waiting are filed before
+anything else reads the backlog (`file_fresh`). What is kept always equals what building it
+from the whole partition gives; a configuration change, or a restore, builds it whole.
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
 import heapq
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 
 from sortedcontainers import SortedKeyList, SortedList
 
@@ -30,7 +34,7 @@ from preemptd.projections import PartitionState, TaskState
 from ._ordering import QueuePriorities
 from ._settled import Settled
 
-__all__ = ["Backlog", "Group", "GroupKey", "Kind", "order_key", "tasks_changed_by"]
+__all__ = ["FRESH_MOST", "Backlog", "Group", "GroupKey", "Kind", "kind_of", "order_key", "tasks_changed_by"]
 
 Shape = tuple[tuple[str, int], ...]
 #: What decides whether a group's tasks fit: their ask and required node.
@@ -38,6 +42,10 @@ Kind = tuple[Shape, str | None]
 #: The ask, the priority, whether it may preempt, its required node and (with one) its application.
 GroupKey = tuple[Shape, int, bool, str | None, str | None]
 Reasons = tuple[str, ...]
+
+#: At most this many tasks changed since the last cycle are tried by allocation before they are
+#: filed (a leaf's `fresh` list is read whole at each try: a burst is filed at once).
+FRESH_MOST = 64
 
 _INT32 = 1 << 31
 _SEQ = 53  # bits of a log position (`MAX_TIMESTAMP` bounds them too)
@@ -160,14 +168,15 @@ class Leaf:
     its groups and how many of its tasks were last told which reasons; and its waiting tasks
     still within `preemption.delay` as of the last refresh (`young`)."""
 
-    __slots__ = ("classes", "groups", "heads", "priorities", "told", "young", "young_most")
+    __slots__ = ("classes", "fresh", "groups", "heads", "priorities", "told", "young", "young_most")
 
     def __init__(self) -> None:
         self.groups: dict[GroupKey, Group] = {}
         self.heads: dict[Kind, SortedList] = {}  # per kind: (first key, group key) of its groups
         self.classes: dict[Class, dict[GroupKey, None]] = {}
         self.told: dict[Class, dict[Reasons, int]] = {}  # per class: how many tasks were last told each reasons
-        self.priorities: dict[int, int] = {}  # how many groups have each priority: the best is the leaf's
+        self.priorities: dict[int, int] = {}  # how many groups and fresh tasks have each priority: the best is the leaf's
+        self.fresh: list[tuple[int, TaskState]] = []  # (order key, task) of tasks not filed yet, sorted (`Backlog.refresh`)
         self.young: dict[str, TaskState] = {}
         self.young_most = 0  # the most `young` held since it was last made anew
 
@@ -175,6 +184,13 @@ class Leaf:
     def priority(self) -> int:
         """The best priority of its waiting tasks."""
         return max(self.priorities)
+
+    def first_fresh(self, cursor: int, failed: Container[Kind]) -> tuple[int, TaskState] | None:
+        """Its first fresh task after `cursor` whose kind is not in `failed`."""
+        for key, task in self.fresh:
+            if key > cursor and kind_of(task) not in failed:
+                return key, task
+        return None
 
     def class_size(self, of: Class) -> int:
         return sum(self.told[of].values())
@@ -212,6 +228,10 @@ class Backlog:
         """Empty, for `p`: every task of `p` is filed at the first `refresh`."""
         self.leaves: dict[str, Leaf] = {}
         self.changed: dict[str, tuple[TaskState, int] | None] = dict.fromkeys(p.tasks)  # task id -> as filed before it changed (None: not filed)
+        self.fresh: dict[str, str] = {}  # task id -> leaf, of the tasks in a leaf's `fresh` list
+        # (leaf, priority) of every task kept apart since the last refresh: its leaf and priority
+        # count until then, as a filed task does until the refresh after it changed
+        self.kept_apart: list[tuple[str, int]] = []
         self.order: Callable[[TaskState], int] = functools.partial(order_key, p)
         self.priorities = QueuePriorities(p)
         self.ends: list[tuple[int, int, str, str]] = []  # (delay ends, seq, task id, leaf) of young tasks, those gone since dropped as met
@@ -226,18 +246,29 @@ class Backlog:
         task = p.tasks.get(task_id)
         if task is not None:
             p.kept.touch(task.queue)
+        if task_id in self.fresh:
+            self._drop_fresh(task_id)
+            self.changed[task_id] = None
+            return
         self.changed[task_id] = (task, order_key(p, task)) if task is not None and _waiting(task) else None
 
-    def refresh(self, p: PartitionState, now: int) -> None:
-        """File again the tasks that changed since the last refresh, let those whose delay
-        ended by `now` out of `young`, and visit again the leaves the fold changed."""
-        for task_id, filed in self.changed.items():
+    def refresh(self, p: PartitionState, now: int, fresh: bool = False) -> None:
+        """File again the tasks that changed since the last refresh (with `fresh`, keep a few
+        apart in their leaf's `fresh` list instead), let those whose delay ended by `now` out of
+        `young`, and visit again the leaves the fold changed."""
+        self.file_fresh(p, now)
+        changed, self.changed = self.changed, {}
+        keep_apart = fresh and len(changed) <= FRESH_MOST
+        for task_id, filed in changed.items():
             if filed is not None:
                 self._unfile(p, *filed)
             task = p.tasks.get(task_id)
             if task is not None and _waiting(task):
-                self._file(p, task, now)
-        self.changed = {}
+                p.kept.touch(task.queue)
+                if keep_apart:
+                    self._add_fresh(p, task)
+                else:
+                    self._file(p, task, now)
         ends = self.ends
         while ends and ends[0][0] <= now:
             _, seq, task_id, path = heapq.heappop(ends)
@@ -260,8 +291,40 @@ class Backlog:
             self.preemption.changed(p, touched)
             touched.clear()
 
+    def file_fresh(self, p: PartitionState, now: int) -> None:
+        """File the fresh tasks allocation left waiting (their leaves were touched when they
+        were kept apart, and are not again: a leaf allocation settled stays settled); those
+        kept apart stop counting."""
+        paths = dict.fromkeys(path for path, _ in self.kept_apart)
+        for path in paths:
+            leaf = self.leaves[path]
+            for _, task in leaf.fresh:
+                self._file(p, task, now)
+            leaf.fresh = []
+        for path, priority in self.kept_apart:
+            self._count_priority(p, path, self.leaves[path], priority, -1)
+        for path in paths:
+            if not self.leaves[path].groups:
+                del self.leaves[path]
+        self.fresh.clear()
+        self.kept_apart.clear()
+
+    def _add_fresh(self, p: PartitionState, task: TaskState) -> None:
+        leaf = self.leaves.get(task.queue)
+        if leaf is None:
+            leaf = self.leaves[task.queue] = Leaf()
+        bisect.insort(leaf.fresh, (self.order(task), task))  # order keys are unique: tasks are never compared
+        self.fresh[task.id] = task.queue
+        self.kept_apart.append((task.queue, task.priority))
+        self._count_priority(p, task.queue, leaf, task.priority, +1)
+
+    def _drop_fresh(self, task_id: str) -> None:
+        """`task_id` changed while kept apart: no longer tried (it counts until the next refresh)."""
+        leaf = self.leaves[self.fresh.pop(task_id)]
+        index = next(i for i, (_, task) in enumerate(leaf.fresh) if task.id == task_id)
+        del leaf.fresh[index]
+
     def _file(self, p: PartitionState, task: TaskState, now: int) -> None:
-        p.kept.touch(task.queue)
         leaf = self.leaves.get(task.queue)
         if leaf is None:
             leaf = self.leaves[task.queue] = Leaf()
@@ -301,7 +364,7 @@ class Backlog:
             if not alike:
                 del leaf.classes[class_of(group.key)]
             self._count_priority(p, task.queue, leaf, group.priority, -1)
-            if not leaf.groups:
+            if not leaf.groups and not leaf.priorities:  # nothing kept apart counts here either
                 del self.leaves[task.queue]
 
     def _count_priority(self, p: PartitionState, path: str, leaf: Leaf, priority: int, sign: int) -> None:
@@ -327,6 +390,11 @@ class Backlog:
                 break
             heapq.heappop(ends)  # its task left the backlog
         return next((t for t, *_ in ends[:1] if t > now), None)
+
+
+def kind_of(task: TaskState) -> Kind:
+    """What decides whether `task` fits: its ask and required node."""
+    return tuple(task.resources.items()), task.required_node
 
 
 def _waiting(task: TaskState) -> bool:

@@ -29,10 +29,10 @@ from preemptd.events import Allocated, Preempted, Resources, Unreserved, Victim
 from preemptd.projections import NodeState, PartitionState, TaskState
 
 from .._model import Cycle, bounded
-from ._backlog import Backlog, Group, GroupKey, Kind, Leaf, group_key
+from ._backlog import Backlog, Group, GroupKey, Kind, Leaf, group_key, kind_of
 from ._config import PreemptionSettings, config_of
 from ._daemonset import plan_for_required_node
-from ._kept import backlog
+from ._kept import backlog, nodes_by_name
 from ._ordering import QueueOrder
 from ._placement import Placement, fits_node, queue_blocker
 from ._preemption import frees_unclaimed_room, plan_for_guarantee, scope_refusal
@@ -48,7 +48,7 @@ def schedule(cycle: Cycle) -> None:
     if not p.pending_count:
         return
     _land_reservations(cycle)
-    if _allocate(cycle):
+    if _allocate(cycle) and p.pending_count:
         _preempt(cycle)
 
 
@@ -96,8 +96,8 @@ def _allocate(cycle: Cycle) -> bool:
     resume = cycle.phase("allocate")
     if not cycle.can_place():
         return False
-    waiting = backlog(p, cycle.now)
-    order, placement = QueueOrder(p, waiting.priorities.of, waiting.allocation.live(waiting.leaves)), Placement(p)
+    waiting = backlog(p, cycle.now, fresh=True)
+    order, placement = QueueOrder(p, waiting.priorities.of, waiting.allocation.live(waiting.leaves)), Placement(p, nodes_by_name(p))
     cursor: dict[str, int] = {}  # per leaf, the order key of the last task placed
     placed_from: dict[str, set[GroupKey]] = {}  # per leaf, the groups it placed from (their first tasks are behind the cursor)
     failed: dict[str, dict[Kind, str | None]] = {}  # per leaf, the asks (and required nodes) that fit nowhere now: the max in the way, if one is
@@ -116,10 +116,10 @@ def _allocate(cycle: Cycle) -> bool:
             if path not in cursor and all(in_the_way):  # every ask over a max: nothing to do here until a max's queue changes
                 waiting.allocation.settle(path, tuple(sorted({queue for queue in in_the_way if queue is not None})))
         else:
-            task, node = found
+            key, task, node = found
             where = f"required node {node.name} has room" if task.required_node else f"{node.name} is the first node by name with room"
             _emit_allocated(cycle, task, node.name, f"{where}; {task.queue} and its parents stay within their max")
-            cursor[path] = waiting.order(task)
+            cursor[path] = key
             order.allocated(path)
             if not cycle.can_place():
                 return False
@@ -129,13 +129,15 @@ def _allocate(cycle: Cycle) -> bool:
 
 def _next_to_place(
     p: PartitionState, waiting: Backlog, leaf: Leaf, cursor: int, placed_from: set[GroupKey], failed: dict[Kind, str | None], placement: Placement
-) -> tuple[TaskState, NodeState] | None:
-    """The leaf's first task after `cursor`, in order, that fits a node and its queues; the
-    kinds of group whose next task does not are marked `failed`, with the queue whose max is in
+) -> tuple[int, TaskState, NodeState] | None:
+    """The leaf's first task after `cursor`, in order, that fits a node and its queues, with its
+    order key; the kinds of task that do not are marked `failed`, with the queue whose max is in
     the way (None: no node has room). The first task after the cursor is the first of a group
-    whose first task is after it (`Leaf.heads`, by kind), or of a group placed from already."""
+    whose first task is after it (`Leaf.heads`, by kind), of a group placed from already, or of
+    the leaf's fresh tasks (not filed yet)."""
     while True:
-        found: tuple[int, TaskState, Group] | None = None
+        fresh = leaf.first_fresh(cursor, failed)
+        found: tuple[int, TaskState, Group | None] | None = (*fresh, None) if fresh is not None else None
         for kind, heads in leaf.heads.items():
             if kind in failed:
                 continue
@@ -152,13 +154,14 @@ def _next_to_place(
                 found = (waiting.order(task), task, group)
         if found is None:
             return None
-        _, task, group = found
+        key, task, group = found
         blocker = queue_blocker(p, task)
         node = placement.find(task) if blocker is None else None
         if node is not None:
-            placed_from.add(group.key)
-            return task, node
-        failed[_kind(group)] = blocker[0].path if blocker is not None else None
+            if group is not None:
+                placed_from.add(group.key)
+            return key, task, node
+        failed[kind_of(task)] = blocker[0].path if blocker is not None else None
 
 
 def _kind(group: Group) -> Kind:

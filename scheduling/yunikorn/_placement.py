@@ -57,9 +57,10 @@ def queue_blocker(p: PartitionState, task: TaskState) -> tuple[QueueState, dict[
 class Placement:
     """First-fit node choice for one cycle."""
 
-    def __init__(self, p: PartitionState) -> None:
+    def __init__(self, p: PartitionState, nodes: list[NodeState]) -> None:
+        """For `p`, whose schedulable nodes by name are `nodes`."""
         self._p = p
-        self._nodes = [p.nodes[name] for name in sorted(p.nodes) if p.nodes[name].schedulable]
+        self._nodes = nodes
         self._cursor: dict[tuple[tuple[str, int], ...], int] = {}  # by the ask's shape: the first node that may fit it
 
     def find(self, task: TaskState) -> NodeState | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import msgspec
 
-from preemptd.events import ConfigApplied, LogEvent, QuotaEnforced, Tick
+from preemptd.events import ConfigApplied, LogEvent, NodeRemoved, NodeUpserted, QuotaEnforced, Tick
 from preemptd.projections import PartitionState, QueueState
 
 from .._quota_timers import Limit, QuotaTimers
@@ -41,8 +41,11 @@ def fold_config(p: PartitionState, received: int) -> None:
 
 def notice(p: PartitionState, event: LogEvent) -> None:
     """Before the generic fold applies `event`: the tasks it may change are filed again in the
-    backlog at the next cycle (a configuration change has it built whole)."""
+    backlog at the next cycle (a configuration change has it built whole); a node's event has
+    the nodes listed again."""
     found = kept(p)
+    if isinstance(event, NodeUpserted | NodeRemoved):
+        found.nodes = None
     if isinstance(event, ConfigApplied):
         found.backlog = None
     elif found.backlog is not None:
