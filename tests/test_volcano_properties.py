@@ -163,7 +163,7 @@ def test_reclaim_never_takes_from_a_queue_that_holds_no_more_than_it_deserves(sc
 def _quotas_now(state: ClusterState) -> Quotas:
     p = state.partitions["default"]
     jobs = jobs_of(p)
-    nodes = Nodes.of(p, jobs.values())
+    nodes = Nodes.of(p, jobs)
     return Quotas(p.settings, p.capacity, demands_of(p, {job.queue for job in jobs.values()}), nodes.held)
 
 
@@ -194,11 +194,20 @@ def test_the_jobs_kept_between_sessions_are_those_of_the_whole_state_after_every
         p = state.partitions["default"]
         if p.model != "volcano":
             continue
-        started, tasks, idle = session_jobs(p)
+        kept = session_jobs(p)
+        started, tasks, idle = kept.started, kept.tasks, kept.idle
         whole = jobs_of(p)
         busy = {job_id: job for job_id, job in whole.items() if len(job.pending) < len(job.tasks)}
-        assert [_job_fields(job) for job in started.values()] == [_job_fields(job) for job in busy.values()], record.event
+        assert {job_id: _job_fields(job) for job_id, job in started.items()} == {job_id: _job_fields(job) for job_id, job in busy.items()}, record.event
         assert sorted(tasks) == sorted(task.id for job in busy.values() for task in job.tasks), record.event
+        assert sorted(kept.pending) == sorted(job_id for job_id, job in busy.items() if job.pending), record.event
+        assert sorted(kept.pipelined) == sorted(job_id for job_id, job in busy.items() if job.pipelined), record.event
+        elastic = {queue: {r: a for r, a in amounts.items() if a} for queue, amounts in kept.elastic.items()}
+        summed_now: dict[str, dict[str, int]] = {}
+        for job in busy.values():
+            for r, a in job.elastic_resources.items():
+                summed_now.setdefault(job.queue, {})[r] = summed_now.get(job.queue, {}).get(r, 0) + a
+        assert {q: a for q, a in elastic.items() if a} == {q: {r: x for r, x in a.items() if x} for q, a in summed_now.items() if any(a.values())}, record.event
         filed = {
             job_id: (queue, gang, tuple(key for key, job in bucket if job == job_id), told)
             for queue, q in idle.queues.items()

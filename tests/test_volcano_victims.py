@@ -53,11 +53,16 @@ def test_victims_go_only_until_the_preemptor_fits_on_the_first_node_that_can_mak
 
 
 def test_a_node_that_cannot_make_room_keeps_every_task_and_nothing_stays_pipelined() -> None:
-    nodes = Nodes.of(P, JOBS.values())
-    before = copy.deepcopy((nodes.releasing, nodes.pipelined, nodes.held, nodes.ready, nodes.waiting))
+    nodes = Nodes.of(P, JOBS)
+
+    def counted() -> tuple[object, ...]:
+        per_job = {job: (nodes.ready.get(job), nodes.waiting.get(job), nodes.job_held.get(job)) for job in JOBS}
+        return copy.deepcopy((nodes.releasing, nodes.pipelined, nodes.held, per_job))
+
+    before = counted()
     task = JOBS["high"].tasks[0]
     big = dataclasses.replace(task, resources={"vcore": 5000, "pods": 1})  # more than any node holds
     assert make_room(big, CANDIDATES, anyone, "preemptable", CONF, BALLOT, Statement(nodes))[0] is None
     never_enough = make_room(task, CANDIDATES, anyone, "preemptable", CONF, BALLOT, Statement(nodes), enough=lambda: False)
     assert never_enough[0] is None, "the queue's rule wants more than n2's victims: all evicted, then undone"
-    assert (nodes.releasing, nodes.pipelined, nodes.held, nodes.ready, nodes.waiting) == before
+    assert counted() == before

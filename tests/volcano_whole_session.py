@@ -36,7 +36,7 @@ class Session:
         self.conf = self.config.scheduler
         self.jobs = jobs_of(p)  # every job read again, each session
         self.tasks = {task.id: task for job in self.jobs.values() for task in job.tasks}
-        self.nodes = Nodes.of(p, self.jobs.values())
+        self.nodes = Nodes.of(p, self.jobs)
         self.quotas = Quotas(self.config, p.capacity, demands_of(p, {job.queue for job in self.jobs.values()}), self.nodes.held)
         self.ballot = Ballot(
             jobs=self.jobs,
@@ -53,7 +53,7 @@ class Session:
         gang = next((plugin for tier in self.conf.tiers for plugin in tier if plugin.name == "gang"), None)
         self.gang_ready = gang is not None and gang.enabled("enableJobReady")  # nothing votes: every job is ready
         orders = job_orders(self.conf)
-        shares = {job: drf_share(held, p.capacity) for job, held in self.nodes.job_held.items()} if "drf" in orders else {}  # as the session starts
+        shares = {job.id: drf_share(job.held, p.capacity) for job in self.jobs.values() if job.running or job.pipelined} if "drf" in orders else {}  # as the session starts
         self.job_key = job_key(orders, shares)
         self.admitted: set[str] = set()  # jobs let in this session
         self.settled: set[str] = set()  # tasks placed or pipelined this session
@@ -123,6 +123,12 @@ class Session:
         for task in self.victims_in_order(job for job in self.jobs.values() if job.queue in queues):
             by_queue.setdefault(task.queue, ByNode()).setdefault(task.node or "", []).append(task)
         return by_queue
+
+    def pipelined_jobs(self) -> list[Job]:
+        return [job for job in self.jobs.values() if job.pipelined]
+
+    def waiting_jobs(self) -> list[Job]:
+        return [job for job in self.jobs.values() if job.id in self.admitted and self.waiting(job)]
 
     # -- what the actions decide ----------------------------------------------------------------
 

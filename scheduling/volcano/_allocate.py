@@ -22,7 +22,7 @@ __all__ = ["allocate", "allocate_job", "place"]
 
 
 def allocate(s: Session) -> None:
-    lines = s.queues_in_order(job for job in s.jobs.values() if job.id in s.admitted and s.waiting(job))
+    lines = s.queues_in_order(s.waiting_jobs())
     s.in_turns(lines, lambda queue, job: place(s, job, "allocate", lambda task: s.quotas.allocatable(queue, task.resources)))
 
 

@@ -10,7 +10,7 @@ __all__ = ["backfill"]
 
 
 def backfill(s: Session) -> None:
-    waiting = {job_id: [task for task in s.waiting(s.jobs[job_id]) if task.best_effort] for job_id in s.admitted}
+    waiting = {job.id: [task for task in s.waiting(job) if task.best_effort] for job in s.waiting_jobs()}
     for job in sorted((s.jobs[j] for j, best_effort in waiting.items() if best_effort), key=s.job_key):
         if not s.within_budget():
             return

@@ -164,16 +164,22 @@ class KeptJobs:
     node held for it) as `Job`s with their tasks, the idle ones filed in groups (`IdleJobs`).
     The fold says which applications changed (`touch`, before it applies the event: where an
     idle job was filed), and a session's `view` reads only those again. Made whole when absent
-    (after a restore or a configuration change: the job order depends on the plugins)."""
+    (after a restore or a configuration change: the job order depends on the plugins).
+
+    Of the started jobs, those with a task waiting for a node (`pending`) and those with a task
+    waiting on a node held for it (`pipelined`) are listed apart, and what each queue's could
+    give back to preemption is summed (`elastic`): a session reads those, not every job."""
 
     def __init__(self, p: PartitionState) -> None:
         config = config_of(p)
         self.orders = job_orders(config.scheduler)
-        self.started: dict[str, Job] = {}
+        self.started: dict[str, Job] = {}  # in no order a session may rely on
         self.tasks: dict[str, Task] = {}  # the started jobs'
+        self.pending: dict[str, None] = {}
+        self.pipelined: dict[str, None] = {}
+        self.elastic: dict[str, dict[str, int]] = {}  # per queue: its started jobs' elastic resources
         self.idle = IdleJobs()
         self.changed: dict[str, Filed | None] = dict.fromkeys(p.apps)  # app -> where it was filed idle (None: it was not)
-        self._in_order: dict[str, Job] | None = None
 
     def touch(self, p: PartitionState, app_id: str) -> None:
         """`app_id` may change: read again at the next `view` (where it is filed now kept, the
@@ -183,13 +189,12 @@ class KeptJobs:
         app = p.apps.get(app_id)
         self.changed[app_id] = self._filing(p, app) if app is not None and app_id not in self.started and is_idle(p, app) else None
 
-    def view(self, p: PartitionState) -> tuple[dict[str, Job], dict[str, Task], IdleJobs]:
-        """The started jobs, in the partition's order of applications, and their tasks by id
-        (in no order a session may rely on), and the idle jobs."""
+    def view(self, p: PartitionState) -> KeptJobs:
+        """Itself, with the jobs that changed since the last view read again."""
         for app_id, filed in self.changed.items():
             old = self.started.pop(app_id, None)
             if old is not None:
-                self._in_order = None
+                self._count(old, -1)
                 for task in old.tasks:
                     del self.tasks[task.id]
             if filed is not None:
@@ -204,11 +209,21 @@ class KeptJobs:
             assert job is not None  # it has tasks
             self.started[app_id] = job
             self.tasks.update((task.id, task) for task in job.tasks)
-            self._in_order = None
+            self._count(job, +1)
         self.changed = {}
-        if self._in_order is None:
-            self._in_order = dict(sorted(self.started.items(), key=lambda item: item[1].seq))
-        return self._in_order, self.tasks, self.idle
+        return self
+
+    def _count(self, job: Job, sign: int) -> None:
+        """A started job read (+1) or gone (-1): the lists and sums it is in."""
+        for listed, member in ((self.pending, bool(job.pending)), (self.pipelined, bool(job.pipelined))):
+            if member and sign > 0:
+                listed[job.id] = None
+            elif member:
+                del listed[job.id]
+        if job.elastic_resources:
+            elastic = self.elastic.setdefault(job.queue, {})
+            for name, amount in job.elastic_resources.items():
+                elastic[name] = elastic.get(name, 0) + sign * amount
 
     def _filing(self, p: PartitionState, app: AppState) -> Filed:
         return Filed(app.queue, tuple(gang_request(p, app).items()), idle_key(self.orders, app), told_of(p, app))

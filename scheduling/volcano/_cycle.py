@@ -84,7 +84,7 @@ def schedule(cycle: Cycle) -> None:
 def _land_reservations(s: Session) -> None:
     """A preemptor pipelined in an earlier session whose victims are gone is bound to the node
     held for it, or let go if the node went or still lacks room with nothing left to release."""
-    pipelined = (task for job in s.jobs.values() if job.pipelined for task in job.tasks if task.reserved is not None)
+    pipelined = (task for job in s.pipelined_jobs() for task in job.tasks if task.reserved is not None)
     for task in sorted(pipelined, key=lambda t: t.seq):
         node, state = task.reserved, s.p.tasks[task.id]
         if node not in s.nodes.capacity:

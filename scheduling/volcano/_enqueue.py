@@ -22,10 +22,8 @@ _PAST = 1 << 200  # past every order key
 
 def enqueue(s: Session) -> None:
     inqueue: dict[str, dict[str, int]] = {}
-    elastic: dict[str, dict[str, int]] = {}
-    for job in s.jobs.values():  # started: always in
-        elastic[job.queue] = summed((elastic.get(job.queue, {}), job.elastic_resources))
-        s.admitted.add(job.id)
+    elastic = s.kept.elastic  # of the started jobs
+    s.started_in = True  # started: always in
     ordered = sorted(s.idle.queues, key=lambda q: s.queue_key(q))  # enqueue changes no share: the order holds
     for queue in ordered:
         groups = s.idle.queues[queue].groups
@@ -53,15 +51,14 @@ def enqueue(s: Session) -> None:
             cursor = key
         segments += [(groups[gang_of], low, _PAST, why) for gang_of, (low, why) in refused.items()]
         s.tell_idle(queue, segments)
-    s.in_job_order()
 
 
 def admit_open(s: Session) -> None:
     """Without enqueue: every started job, and every job of an open queue, is in."""
     for job_id in list(s.idle.jobs()):
         s.admit_idle(job_id)
-    s.in_job_order()
-    s.admitted = {job.id for job in s.jobs.values() if s.started(job) or not s.closed(job)}
-    for job in s.jobs.values():
-        if job.id not in s.admitted:
+    s.started_in = True
+    for job in sorted((s.jobs[job_id] for job_id in s.admitted), key=lambda job: job.seq):
+        if s.closed(job):
+            s.admitted.discard(job.id)
             s.note(job.pending, f"queue {job.queue} is closed: it takes no new jobs")

@@ -44,11 +44,11 @@ def starving_jobs(s: Session) -> list[tuple[str, list[Job]]]:
     """The queues of the jobs that starve (they may evict), in order; the waiting tasks of the
     others are told why they evict nothing."""
     starving = []
-    for job in s.jobs.values():
-        waiting = s.waiting(job) if job.id in s.admitted else []
-        if waiting and s.starving(job):
+    for job in s.waiting_jobs():
+        waiting = s.waiting(job)
+        if s.starving(job):
             starving.append(job)
-        elif waiting:
+        else:
             s.note(waiting, f"job {job.id} is not starving (it has its gang of {job.min_available}): its other tasks wait for free room and evict nothing")
     return s.queues_in_order(starving)
 

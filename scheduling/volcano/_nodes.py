@@ -14,7 +14,8 @@ node published without a pod count is not limited in pods.
 Beside the nodes, the session keeps what each queue and each job *holds* (its running tasks,
 those placed and those pipelined; not victims in flight; pod slots are a node's, not a queue's)
 and how many tasks of each job are *ready* (running or placed) and *pipelined*: the queue rules,
-the gang vote and drf read them as they change.
+the gang vote and drf read them as they change. A job's are read from the job the first time a
+session asks (`PerJob`): a session pays for the jobs it looks at, not for every job.
 
 A `Statement` records placements, evictions and pipelined preemptors on the nodes as they are
 tried, and is committed (kept) or discarded (every change undone, last first), as Volcano's
@@ -24,16 +25,35 @@ job does not reach its gang evicts nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from preemptd.projections import PartitionState, add, subtract
 
 from ._jobs import POD_SLOT, Job, Task
 
-__all__ = ["Nodes", "Statement", "queues_held"]
+__all__ = ["Nodes", "PerJob", "Statement", "queues_held"]
 
 Amounts = dict[str, int]
+V = TypeVar("V")
+
+
+class PerJob(dict[str, V], Generic[V]):
+    """A value per job id, read from the job (`read`; `absent` for an id no job has) the first
+    time it is asked for, then kept: what a session changes is its own, the job is never changed."""
+
+    def __init__(self, jobs: Mapping[str, Job], read: Callable[[Job], V], absent: Callable[[], V]) -> None:
+        super().__init__()
+        self._jobs, self._read, self._absent = jobs, read, absent
+
+    def __missing__(self, job_id: str) -> V:
+        job = self._jobs.get(job_id)
+        value = self[job_id] = self._read(job) if job is not None else self._absent()
+        return value
+
+    def get(self, job_id: str, default: object = None) -> V:  # every id has a value
+        return self[job_id]
 
 
 @dataclass
@@ -48,9 +68,10 @@ class Nodes:
     waiting: dict[str, int] = field(default_factory=dict)  # per job: its pipelined tasks
 
     @classmethod
-    def of(cls, p: PartitionState, jobs: Iterable[Job] = ()) -> Nodes:
+    def of(cls, p: PartitionState, jobs: Mapping[str, Job] | None = None) -> Nodes:
         """The schedulable nodes of `p`, by name, with what their tasks use (a pod slot each),
-        and what the queues and `jobs` hold (each job's counts are its own, kept with it)."""
+        and what the queues and `jobs` (by id) hold (each job's counts are its own, kept with it,
+        read when first asked for)."""
         nodes = cls({}, {})
         for name in sorted(p.nodes):
             node = p.nodes[name]
@@ -62,13 +83,10 @@ class Nodes:
                 nodes.releasing[name] = _nonzero({**node.preempting, POD_SLOT: sum(1 for t in node.tasks if p.tasks[t].status == "preempting")})
             nodes.pipelined[name] = _nonzero({**node.reserved, POD_SLOT: len(node.reservations)})
         nodes.held = queues_held(p)
-        for job in jobs:
-            if job.running:
-                nodes.ready[job.id] = job.running
-            if job.pipelined:
-                nodes.waiting[job.id] = job.pipelined
-            if job.running or job.pipelined:
-                nodes.job_held[job.id] = dict(job.held)
+        jobs = jobs if jobs is not None else {}
+        nodes.ready = PerJob(jobs, lambda job: job.running, int)
+        nodes.waiting = PerJob(jobs, lambda job: job.pipelined, int)
+        nodes.job_held = PerJob(jobs, lambda job: dict(job.held), dict)
         return nodes
 
     def short_now(self, node: str, request: Mapping[str, int]) -> list[str]:
@@ -189,7 +207,7 @@ class Statement:
             del on_nodes[node]
         held = -sign if what == "releasing" else sign  # a victim's queue holds it no more
         _add(nodes.held.setdefault(task.queue, {}), task.queue_resources, held)
-        _add(nodes.job_held.setdefault(task.job, {}), task.queue_resources, held)
+        _add(nodes.job_held[task.job], task.queue_resources, held)
         counts = nodes.waiting if what == "pipelined" else nodes.ready
         counts[task.job] = counts.get(task.job, 0) + held
 

@@ -4,7 +4,8 @@ the plugins' ballot), what the actions settled, and why each task still waits.
 The jobs and their tasks are the model's kept ones (`_state.session_jobs`): a session never
 changes them; what it changes is on `Nodes`, through statements, and in its own sets. The
 session's jobs are those started, and the idle ones enqueue lets in (`admit_idle`); the idle
-ones it refuses are told why by group (`tell_idle`), not read one by one.
+ones it refuses are told why by group (`tell_idle`), not read one by one. The actions that
+place go over the jobs with tasks waiting (`waiting_jobs`), not over every job.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from .._model import Cycle, rotation
 from ._backlog import IdleGroup, waiting_in_order
 from ._config import Plugin, config_of
 from ._jobs import Job, Task, job_of
-from ._nodes import Nodes
+from ._nodes import Nodes, PerJob
 from ._order import drf_share, job_key, job_orders, queue_key, victims_in_order
 from ._queues import Quotas, demands_of
 from ._state import session_jobs
@@ -36,10 +37,11 @@ class Session:
         self.cycle, self.p = cycle, p
         self.config = config_of(p)
         self.conf = self.config.scheduler
-        started, tasks, self.idle = session_jobs(p)  # kept between sessions: the tasks are not to be changed
-        self.jobs = dict(started)  # the session's: the idle jobs let in join it
-        self.tasks: ChainMap[str, Task] = ChainMap({}, tasks)
-        self.nodes = Nodes.of(p, self.jobs.values())
+        self.kept = session_jobs(p)  # kept between sessions: the jobs and tasks are not to be changed
+        self.idle = self.kept.idle
+        self.jobs = dict(self.kept.started)  # the session's, in no order: the idle jobs let in join it
+        self.tasks: ChainMap[str, Task] = ChainMap({}, self.kept.tasks)
+        self.nodes = Nodes.of(p, self.jobs)
         with_jobs = {name for name, queue in p.queues.items() if queue.leaf and (queue.running or queue.waiting)}
         self.quotas = Quotas(self.config, p.capacity, demands_of(p, with_jobs), self.nodes.held)
         self.ballot = Ballot(
@@ -57,9 +59,11 @@ class Session:
         gang = next((plugin for tier in self.conf.tiers for plugin in tier if plugin.name == "gang"), None)
         self.gang_ready = gang is not None and gang.enabled("enableJobReady")  # nothing votes: every job is ready
         orders = job_orders(self.conf)
-        shares = {job: drf_share(held, p.capacity) for job, held in self.nodes.job_held.items()} if "drf" in orders else {}  # as the session starts
+        # drf's shares as the session starts, read from the (unchanged) jobs as they are asked for
+        shares = PerJob(self.jobs, lambda job: drf_share(job.held, p.capacity), Fraction) if "drf" in orders else {}
         self.job_key = job_key(orders, shares)
-        self.admitted: set[str] = set()  # jobs let in this session
+        self.admitted: set[str] = set()  # idle jobs let in this session
+        self.started_in = False  # the started jobs are in (once enqueue, or `admit_open`, ran)
         self.settled: set[str] = set()  # tasks placed or pipelined this session
         self.gone: set[str] = set()  # victims evicted this session
         self.why: dict[str, dict[str, None]] = {}  # a waiting task: why, in the order found
@@ -71,6 +75,20 @@ class Session:
 
     def started(self, job: Job) -> bool:
         return len(job.pending) < len(job.tasks)
+
+    def let_in(self, job: Job) -> bool:
+        """Whether `job` is in this session: let in, or started once enqueue ran."""
+        return job.id in self.admitted or (self.started_in and job.id in self.kept.started)
+
+    def pipelined_jobs(self) -> list[Job]:
+        """The jobs with a task waiting on a node held for it (in no order)."""
+        return [self.jobs[job_id] for job_id in self.kept.pipelined]
+
+    def waiting_jobs(self) -> list[Job]:
+        """The jobs in this session with tasks still waiting for a node, in the partition's
+        order of applications."""
+        ids = [*self.kept.pending, *self.admitted] if self.started_in else list(self.admitted)
+        return [job for job in sorted((self.jobs[i] for i in ids), key=_seq) if self.waiting(job)]
 
     def closed(self, job: Job) -> bool:
         return self.config.queues[job.queue].closed
@@ -155,21 +173,13 @@ class Session:
         self.cycle.emit(Allocated, task=task.id, app=task.job, queue=task.queue, node=node, resources=Resources(state.resources), explanation=(why,))
 
     def admit_idle(self, job_id: str) -> Job:
-        """An idle job let in: read whole, it joins the session's jobs (`in_job_order` puts
-        them back in the partition's order once all are in)."""
+        """An idle job let in: read whole, it joins the session's jobs."""
         job = job_of(self.p, self.p.apps[job_id])
         assert job is not None  # an idle job has tasks
         self.jobs[job_id] = job
         self.tasks.maps[0].update((task.id, task) for task in job.tasks)
         self.admitted.add(job_id)
         return job
-
-    def in_job_order(self) -> None:
-        """The session's jobs in the partition's order of applications (their creation), in
-        place: the ballot holds them."""
-        ordered = sorted(self.jobs.values(), key=lambda job: job.seq)
-        self.jobs.clear()
-        self.jobs.update((job.id, job) for job in ordered)
 
     def tell_idle(self, queue: str, segments: list[Segment]) -> None:
         """The idle jobs of `queue` refused, as told at the end of the session: each segment's
@@ -216,6 +226,10 @@ def _untold(segment: Segment) -> Iterator[tuple[int, str, tuple[str, ...]]]:
     runs = [bucket.irange_key(low, high, inclusive=(True, False)) for told, bucket in group.told.items() if told != reasons]
     for key, job in heapq.merge(*runs):
         yield key, job, reasons
+
+
+def _seq(job: Job) -> int:
+    return job.seq
 
 
 def _starving_voters(tiers: tuple[tuple[Plugin, ...], ...]) -> tuple[bool, bool]:

@@ -18,9 +18,8 @@ from preemptd.events import Blocked, ConfigApplied, LogEvent, QuotaEnforced, Tic
 from preemptd.projections import PartitionState, add, apps_changed_by, subtract
 
 from .._quota_timers import Limit, QuotaTimers
-from ._backlog import IdleJobs, KeptJobs
+from ._backlog import KeptJobs
 from ._config import config_of
-from ._jobs import Job, Task
 from ._kept import kept
 
 __all__ = ["state_of", "VolcanoState", "fold_config", "fold_event", "notice", "over_capability", "session_jobs"]
@@ -39,9 +38,9 @@ def state_of(p: PartitionState) -> VolcanoState:
     return state
 
 
-def session_jobs(p: PartitionState) -> tuple[dict[str, Job], dict[str, Task], IdleJobs]:
-    """The partition's started jobs, in its order of applications, and their tasks by id, and
-    its idle jobs, as the fold left them: those that changed read again."""
+def session_jobs(p: PartitionState) -> KeptJobs:
+    """The partition's jobs kept between sessions, as the fold left them: those that changed
+    read again."""
     found = kept(p)
     if found.jobs is None:
         found.jobs = KeptJobs(p)

@@ -154,12 +154,12 @@ def _next_to_place(
                 found = (waiting.order(task), task, group)
         if found is None:
             return None
-        key, task, group = found
+        key, task, placed_group = found
         blocker = queue_blocker(p, task)
         node = placement.find(task) if blocker is None else None
         if node is not None:
-            if group is not None:
-                placed_from.add(group.key)
+            if placed_group is not None:
+                placed_from.add(placed_group.key)
             return key, task, node
         failed[kind_of(task)] = blocker[0].path if blocker is not None else None
 
