@@ -3,12 +3,13 @@ another version of preemptd in the same run (a git worktree, as `bench/versions.
 
     .venv/bin/python bench/placing.py                       # the checkout alone
     .venv/bin/python bench/placing.py --against 81d46e5     # and that commit, in interleaved rounds
+    .venv/bin/python bench/placing.py --running 4000        # fewer running (81d46e5's Volcano takes minutes)
 
 The shape: 1,000 nodes of 64 CPUs and a queue with room; each round, 20 one-task applications
 arrive, a cycle places them (a `decision.allocated`, or a Kueue admission and the shim binding
 its pod), and the shim binds each. Measured: the CPU time of folding the arrivals, the cycle
 and folding the bindings, over the tasks placed (the median of `--rounds` rounds of 500
-cycles), once 20,000 tasks run.
+cycles), once `--running` tasks run (20,000 by default).
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ MODELS = {
                 "apiVersion": "kueue.x-k8s.io/v1beta2",
                 "kind": "ClusterQueue",
                 "metadata": {"name": "a"},
-                "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": 100000}]}]}]},
+                "spec": {
+                    "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": 100000}]}]}]
+                },
             },
         ],
         "a",
@@ -44,7 +47,7 @@ MODELS = {
 }
 
 
-def measure(model: str) -> float:
+def measure(model: str, running: int = WARM * BATCH) -> float:
     """CPU seconds per task placed, in this process's version of preemptd."""
     from preemptd import events as ev
     from preemptd.projections import ClusterState, LogRecord
@@ -62,7 +65,8 @@ def measure(model: str) -> float:
         add(ev.NodeUpserted(id=f"n{n}", ts=0, node=f"n{n:04d}", capacity=ev.Resources({resource: NODE_CPUS * 1000, "pods": 1000})))
     one = ev.Resources({resource: 1000})
     spent, placed, submitted = 0.0, 0, 0
-    for cycle in range(WARM + CYCLES):
+    warm = running // BATCH
+    for cycle in range(warm + CYCLES):
         now += 100
         started = time.process_time()
         for _ in range(BATCH):
@@ -76,7 +80,7 @@ def measure(model: str) -> float:
         bound += [(task, "n0000") for d in decisions if isinstance(d, ev.Admitted) for task in p.apps[d.app].tasks]
         for task, node in bound:
             add(ev.TaskBound(id=f"bound-{task}", ts=now, task=task, node=node))
-        if cycle >= WARM:
+        if cycle >= warm:
             spent += time.process_time() - started
             placed += len(bound)
     assert placed == CYCLES * BATCH, (model, placed)
@@ -95,9 +99,10 @@ def version_dir(work: Path, commit: str | None) -> Path:
     return parent
 
 
-def apart(parent: Path, model: str) -> float:
+def apart(parent: Path, model: str, running: int) -> float:
     env = {**os.environ, "PYTHONPATH": str(parent)}
-    out = subprocess.run([sys.executable, __file__, "--one", model], cwd=parent, env=env, capture_output=True, text=True, check=True)
+    command = [sys.executable, __file__, "--one", model, "--running", str(running)]
+    out = subprocess.run(command, cwd=parent, env=env, capture_output=True, text=True, check=True)
     return float(json.loads(out.stdout))
 
 
@@ -106,10 +111,11 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--against", help="a commit to measure in the same run")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--running", type=int, default=WARM * BATCH, help="tasks running when the measure starts")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(measure(args.one)))
+        print(json.dumps(measure(args.one, args.running)))
         return
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -121,7 +127,7 @@ def main() -> None:
                 figures: dict[str, list[float]] = {name: [] for name in versions}
                 for _ in range(args.rounds):
                     for name, parent in versions.items():
-                        figures[name].append(apart(parent, model))
+                        figures[name].append(apart(parent, model, args.running))
                 medians = {name: statistics.median(values) for name, values in figures.items()}
                 said = ", ".join(f"{name} {seconds * 1e6:.0f} us" for name, seconds in medians.items())
                 ratio = f" (ratio {medians['checkout'] / medians[args.against]:.2f})" if args.against else ""

@@ -53,7 +53,8 @@ class Session:
         gang = next((plugin for tier in self.conf.tiers for plugin in tier if plugin.name == "gang"), None)
         self.gang_ready = gang is not None and gang.enabled("enableJobReady")  # nothing votes: every job is ready
         orders = job_orders(self.conf)
-        shares = {job.id: drf_share(job.held, p.capacity) for job in self.jobs.values() if job.running or job.pipelined} if "drf" in orders else {}  # as the session starts
+        holding = [job for job in self.jobs.values() if job.running or job.pipelined]
+        shares = {job.id: drf_share(job.held, p.capacity) for job in holding} if "drf" in orders else {}  # as the session starts
         self.job_key = job_key(orders, shares)
         self.admitted: set[str] = set()  # jobs let in this session
         self.settled: set[str] = set()  # tasks placed or pipelined this session
