@@ -168,7 +168,11 @@ class KeptJobs:
 
     Of the started jobs, those with a task waiting for a node (`pending`) and those with a task
     waiting on a node held for it (`pipelined`) are listed apart, and what each queue's could
-    give back to preemption is summed (`elastic`): a session reads those, not every job."""
+    give back to preemption is summed (`elastic`): a session reads those, not every job.
+
+    `quiet`: the queues whose idle jobs enqueue refused whole, each already told why, as the
+    cluster was then (`quiet_basis`, `_enqueue`): passed over until a job of theirs changes
+    (`touch`)."""
 
     def __init__(self, p: PartitionState) -> None:
         config = config_of(p)
@@ -180,26 +184,38 @@ class KeptJobs:
         self.elastic: dict[str, dict[str, int]] = {}  # per queue: its started jobs' elastic resources
         self.idle = IdleJobs()
         self.changed: dict[str, Filed | None] = dict.fromkeys(p.apps)  # app -> where it was filed idle (None: it was not)
+        self.quiet: dict[str, None] = {}
+        self.quiet_basis: object = None
+        self.touched: set[str] = set()  # the queues of the jobs changed since the last view
 
     def touch(self, p: PartitionState, app_id: str) -> None:
         """`app_id` may change: read again at the next `view` (where it is filed now kept, the
-        first time since the last view)."""
+        first time since the last view); its queue is no longer quiet."""
         if app_id in self.changed:
             return
         app = p.apps.get(app_id)
+        if app is not None:
+            self._unquiet(app.queue)
         self.changed[app_id] = self._filing(p, app) if app is not None and app_id not in self.started and is_idle(p, app) else None
+
+    def _unquiet(self, queue: str) -> None:
+        self.touched.add(queue)
+        self.quiet.pop(queue, None)
 
     def view(self, p: PartitionState) -> KeptJobs:
         """Itself, with the jobs that changed since the last view read again."""
         for app_id, filed in self.changed.items():
             old = self.started.pop(app_id, None)
             if old is not None:
+                self._unquiet(old.queue)
                 self._count(old, -1)
                 for task in old.tasks:
                     del self.tasks[task.id]
             if filed is not None:
                 self.idle.remove(filed)
             app = p.apps.get(app_id)
+            if app is not None:
+                self._unquiet(app.queue)
             if app is None or not app.tasks:
                 continue
             if is_idle(p, app):
@@ -211,6 +227,7 @@ class KeptJobs:
             self.tasks.update((task.id, task) for task in job.tasks)
             self._count(job, +1)
         self.changed = {}
+        self.touched.clear()
         return self
 
     def _count(self, job: Job, sign: int) -> None:

@@ -50,9 +50,12 @@ class Quotas:
         for queue in self.queues.values():
             if queue.parent is not None:
                 self.children.setdefault(queue.parent, []).append(queue.name)
+        # what each queue's most (`real`) rests on beside the configuration and the total, when
+        # nothing else (None under hierarchy, or without a sharing plugin)
+        self.guarantees: dict[str, int] | None = None
         if name == "proportion":
             self.deserved = proportion_deserved(self.queues, demands, total)
-            guarantees = summed(self.queues[q].guarantee or {} for q in demands)
+            guarantees = self.guarantees = summed(self.queues[q].guarantee or {} for q in demands)
             self.real = {q: real_capability(self.queues[q], total, guarantees) for q in demands}
         elif name == "capacity" and self.hierarchy:
             self.real = self._real_top_down(total)
@@ -60,7 +63,7 @@ class Quotas:
         elif name == "capacity":
             everyone = dict.fromkeys(self.queues, Demand({}, {}))
             self.deserved = capacity_deserved(self.queues, everyone, total)
-            guarantees = summed(self.queues[q].guarantee or {} for q in everyone)
+            guarantees = self.guarantees = summed(self.queues[q].guarantee or {} for q in everyone)
             self.real = {q: real_capability(self.queues[q], total, guarantees) for q in self.queues}
         else:
             self.deserved, self.real = {}, {}
