@@ -202,6 +202,10 @@ def test_the_jobs_kept_between_sessions_are_those_of_the_whole_state_after_every
         assert sorted(tasks) == sorted(task.id for job in busy.values() for task in job.tasks), record.event
         assert sorted(kept.pending) == sorted(job_id for job_id, job in busy.items() if job.pending), record.event
         assert sorted(kept.pipelined) == sorted(job_id for job_id, job in busy.items() if job.pipelined), record.event
+        by_queue: dict[str, set[str]] = {}
+        for job_id, job in busy.items():
+            by_queue.setdefault(job.queue, set()).add(job_id)
+        assert {queue: set(jobs) for queue, jobs in kept.by_queue.items()} == by_queue, record.event
         elastic = {queue: {r: a for r, a in amounts.items() if a} for queue, amounts in kept.elastic.items()}
         summed_now: dict[str, dict[str, int]] = {}
         for job in busy.values():

@@ -57,7 +57,8 @@ def test_a_node_that_cannot_make_room_keeps_every_task_and_nothing_stays_pipelin
 
     def counted() -> tuple[object, ...]:
         per_job = {job: (nodes.ready.get(job), nodes.waiting.get(job), nodes.job_held.get(job)) for job in JOBS}
-        return copy.deepcopy((nodes.releasing, nodes.pipelined, nodes.held, per_job))
+        per_queue = {job.queue: nodes.held.get(job.queue) for job in JOBS.values()}
+        return copy.deepcopy((nodes.releasing, nodes.pipelined, per_queue, per_job))
 
     before = counted()
     task = JOBS["high"].tasks[0]

@@ -116,7 +116,7 @@ class Session:
 
     def victims_in_order(self, jobs: Iterable[Job]) -> list[Task]:
         """The running tasks of `jobs` in victim order, as the shares are now."""
-        return victims_in_order(self.config.queues, {q: self.quotas.share(q) for q in self.config.queues}, jobs, self.job_key)
+        return victims_in_order(self.config.queues, self.quotas.share, jobs, self.job_key)
 
     def running(self, queues: set[str]) -> dict[str, ByNode]:
         """The running tasks of `queues`, by queue and node, in victim order."""

@@ -167,8 +167,9 @@ class KeptJobs:
     (after a restore or a configuration change: the job order depends on the plugins).
 
     Of the started jobs, those with a task waiting for a node (`pending`) and those with a task
-    waiting on a node held for it (`pipelined`) are listed apart, and what each queue's could
-    give back to preemption is summed (`elastic`): a session reads those, not every job.
+    waiting on a node held for it (`pipelined`) are listed apart, each queue's are listed
+    (`by_queue`), and what each queue's could give back to preemption is summed (`elastic`): a
+    session reads those, not every job.
 
     `quiet`: the queues whose idle jobs enqueue refused whole, each already told why, as the
     cluster was then (`quiet_basis`, `_enqueue`): passed over until a job of theirs changes
@@ -182,11 +183,13 @@ class KeptJobs:
         self.pending: dict[str, None] = {}
         self.pipelined: dict[str, None] = {}
         self.elastic: dict[str, dict[str, int]] = {}  # per queue: its started jobs' elastic resources
+        self.by_queue: dict[str, dict[str, None]] = {}  # per queue: its started jobs
         self.idle = IdleJobs()
         self.changed: dict[str, Filed | None] = dict.fromkeys(p.apps)  # app -> where it was filed idle (None: it was not)
         self.quiet: dict[str, None] = {}
         self.quiet_basis: object = None
         self.touched: set[str] = set()  # the queues of the jobs changed since the last view
+        self.rules: dict[object, object] = {}  # the queue rules kept for the configuration's sessions (`Quotas`)
 
     def touch(self, p: PartitionState, app_id: str) -> None:
         """`app_id` may change: read again at the next `view` (where it is filed now kept, the
@@ -232,6 +235,13 @@ class KeptJobs:
 
     def _count(self, job: Job, sign: int) -> None:
         """A started job read (+1) or gone (-1): the lists and sums it is in."""
+        listed_in_queue = self.by_queue.setdefault(job.queue, {})
+        if sign > 0:
+            listed_in_queue[job.id] = None
+        else:
+            del listed_in_queue[job.id]
+            if not listed_in_queue:
+                del self.by_queue[job.queue]
         for listed, member in ((self.pending, bool(job.pending)), (self.pipelined, bool(job.pipelined))):
             if member and sign > 0:
                 listed[job.id] = None

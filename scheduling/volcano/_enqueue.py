@@ -31,7 +31,7 @@ def enqueue(s: Session) -> None:
     elastic = s.kept.elastic  # of the started jobs
     s.started_in = True  # started: always in
     quiet = _quiet(s)
-    ordered = sorted((q for q in s.idle.queues if q not in quiet), key=lambda q: s.queue_key(q))  # enqueue changes no share: the order holds
+    ordered = sorted(s.idle.queues.keys() - quiet.keys(), key=lambda q: s.queue_key(q))  # enqueue changes no share: the order holds
     for queue in ordered:
         groups = s.idle.queues[queue].groups
         if s.config.queues[queue].closed:

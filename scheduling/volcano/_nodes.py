@@ -14,8 +14,9 @@ node published without a pod count is not limited in pods.
 Beside the nodes, the session keeps what each queue and each job *holds* (its running tasks,
 those placed and those pipelined; not victims in flight; pod slots are a node's, not a queue's)
 and how many tasks of each job are *ready* (running or placed) and *pipelined*: the queue rules,
-the gang vote and drf read them as they change. A job's are read from the job the first time a
-session asks (`PerJob`): a session pays for the jobs it looks at, not for every job.
+the gang vote and drf read them as they change. A job's are read from the job, and a queue's
+from the fold's aggregates, the first time a session asks (`Lazily`): a session pays for the
+jobs and queues it looks at, not for every one.
 
 A `Statement` records placements, evictions and pipelined preemptors on the nodes as they are
 tried, and is committed (kept) or discarded (every change undone, last first), as Volcano's
@@ -33,27 +34,31 @@ from preemptd.projections import PartitionState, add, subtract
 
 from ._jobs import POD_SLOT, Job, Task
 
-__all__ = ["Nodes", "PerJob", "Statement", "queues_held"]
+__all__ = ["Lazily", "Nodes", "Statement", "per_job", "queue_held", "queues_held"]
 
 Amounts = dict[str, int]
 V = TypeVar("V")
 
 
-class PerJob(dict[str, V], Generic[V]):
-    """A value per job id, read from the job (`read`; `absent` for an id no job has) the first
-    time it is asked for, then kept: what a session changes is its own, the job is never changed."""
+class Lazily(dict[str, V], Generic[V]):
+    """A value per name, made by `read` the first time it is asked for, then kept: what a
+    session changes is its own copy, what it was read from is never changed."""
 
-    def __init__(self, jobs: Mapping[str, Job], read: Callable[[Job], V], absent: Callable[[], V]) -> None:
+    def __init__(self, read: Callable[[str], V]) -> None:
         super().__init__()
-        self._jobs, self._read, self._absent = jobs, read, absent
+        self._read = read
 
-    def __missing__(self, job_id: str) -> V:
-        job = self._jobs.get(job_id)
-        value = self[job_id] = self._read(job) if job is not None else self._absent()
+    def __missing__(self, name: str) -> V:
+        value = self[name] = self._read(name)
         return value
 
-    def get(self, job_id: str, default: object = None) -> V:  # every id has a value
-        return self[job_id]
+    def get(self, name: str, default: object = None) -> V:  # every name has a value
+        return self[name]
+
+
+def per_job(jobs: Mapping[str, Job], read: Callable[[Job], V], absent: Callable[[], V]) -> Lazily[V]:
+    """A value per job id, read from the job (`absent()` for an id no job has)."""
+    return Lazily(lambda job_id: read(job) if (job := jobs.get(job_id)) is not None else absent())
 
 
 @dataclass
@@ -82,11 +87,11 @@ class Nodes:
             if node.preempting:
                 nodes.releasing[name] = _nonzero({**node.preempting, POD_SLOT: sum(1 for t in node.tasks if p.tasks[t].status == "preempting")})
             nodes.pipelined[name] = _nonzero({**node.reserved, POD_SLOT: len(node.reservations)})
-        nodes.held = queues_held(p)
+        nodes.held = Lazily(lambda name: queue_held(p, name))
         jobs = jobs if jobs is not None else {}
-        nodes.ready = PerJob(jobs, lambda job: job.running, int)
-        nodes.waiting = PerJob(jobs, lambda job: job.pipelined, int)
-        nodes.job_held = PerJob(jobs, lambda job: dict(job.held), dict)
+        nodes.ready = per_job(jobs, lambda job: job.running, int)
+        nodes.waiting = per_job(jobs, lambda job: job.pipelined, int)
+        nodes.job_held = per_job(jobs, lambda job: dict(job.held), dict)
         return nodes
 
     def short_now(self, node: str, request: Mapping[str, int]) -> list[str]:
@@ -119,16 +124,20 @@ class Nodes:
 
 
 def queues_held(p: PartitionState) -> dict[str, Amounts]:
-    """What each leaf queue holds as a session counts it (its running tasks and its preemptors
+    """What each leaf queue holds (`queue_held`), those that hold anything."""
+    return {name: queue_held(p, name) for name, queue in p.queues.items() if queue.leaf and (queue.allocated or queue.reserved)}
+
+
+def queue_held(p: PartitionState, name: str) -> Amounts:
+    """What leaf queue `name` holds as a session counts it (its running tasks and its preemptors
     pipelined, not its victims in flight), from the fold's aggregates: no pass over the tasks."""
-    held: dict[str, Amounts] = {}
-    for name, queue in p.queues.items():
-        if queue.leaf and (queue.allocated or queue.reserved):
-            amounts = dict(queue.allocated)
-            subtract(amounts, queue.preempting)
-            add(amounts, queue.reserved)
-            held[name] = _nonzero(amounts)
-    return held
+    queue = p.queues.get(name)
+    if queue is None or not queue.leaf:
+        return {}
+    amounts = dict(queue.allocated)
+    subtract(amounts, queue.preempting)
+    add(amounts, queue.reserved)
+    return _nonzero(amounts)
 
 
 def _add(amounts: Amounts, request: Mapping[str, int], sign: int) -> None:
@@ -206,7 +215,7 @@ class Statement:
         if not on_nodes[node] and what != "used":  # undone: as it was
             del on_nodes[node]
         held = -sign if what == "releasing" else sign  # a victim's queue holds it no more
-        _add(nodes.held.setdefault(task.queue, {}), task.queue_resources, held)
+        _add(nodes.held[task.queue], task.queue_resources, held)
         _add(nodes.job_held[task.job], task.queue_resources, held)
         counts = nodes.waiting if what == "pipelined" else nodes.ready
         counts[task.job] = counts.get(task.job, 0) + held

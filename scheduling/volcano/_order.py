@@ -73,14 +73,18 @@ def victim_key(queues: Mapping[str, Queue], shares: Mapping[str, Fraction], jobs
     return key
 
 
-def victims_in_order(queues: Mapping[str, Queue], shares: Mapping[str, Fraction], jobs: Iterable[Job], jobs_key: JobKey) -> list[Task]:
-    """The running tasks of `jobs`, sorted by `victim_key`: the jobs are sorted (the job part
-    ends with the job's age, so no two jobs tie) and each job's tasks are in its own victim
-    order, kept with the job; sorting thousands of jobs, not a hundred thousand tasks."""
-    by_queue = _victim_queue_parts(queues, shares)
+def victims_in_order(queues: Mapping[str, Queue], share: Callable[[str], Fraction], jobs: Iterable[Job], jobs_key: JobKey) -> list[Task]:
+    """The running tasks of `jobs`, sorted by `victim_key` (a queue's share as `share` says,
+    asked once per queue of `jobs`): the jobs are sorted (the job part ends with the job's age,
+    so no two jobs tie) and each job's tasks are in its own victim order, kept with the job;
+    sorting thousands of jobs, not a hundred thousand tasks."""
+    by_queue: dict[str, tuple[int, Fraction]] = {}
 
     def key(job: Job) -> tuple[Fraction | int, ...]:
-        return (*by_queue[job.queue], *(-part for part in jobs_key(job)))
+        parts = by_queue.get(job.queue)
+        if parts is None:
+            parts = by_queue[job.queue] = (queues[job.queue].priority, -share(job.queue))
+        return (*parts, *(-part for part in jobs_key(job)))
 
     return [task for job in sorted(jobs, key=key) for task in job.victim_order]
 

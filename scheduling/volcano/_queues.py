@@ -37,9 +37,18 @@ Limits = Mapping[str, Fraction]
 
 
 class Quotas:
-    def __init__(self, config: VolcanoConfig, total: Mapping[str, int], demands: Mapping[str, Demand], held: Mapping[str, Mapping[str, int]]) -> None:
+    def __init__(
+        self,
+        config: VolcanoConfig,
+        total: Mapping[str, int],
+        demands: Mapping[str, Demand],
+        held: Mapping[str, Mapping[str, int]],
+        memo: dict[object, object] | None = None,
+    ) -> None:
         """`demands`: what each queue with jobs holds and asks (`demands_of`); `held`: what
-        each holds, live as the session's statements change it."""
+        each holds, live as the session's statements change it; `memo`: where rules that rest
+        on the configuration and the total alone (capacity's, without hierarchy) are kept for
+        the next sessions of the same configuration."""
         self.queues = config.queues
         self.held = held  # live: per leaf queue, as the session's statements change it
         self.plugin = sharing_plugin(config.scheduler)
@@ -61,10 +70,18 @@ class Quotas:
             self.real = self._real_top_down(total)
             self.deserved = {q: capped_deserved(self.queues[q], {}) for q in self.queues}  # not capped by what it may have, as Volcano's hierarchy
         elif name == "capacity":
-            everyone = dict.fromkeys(self.queues, Demand({}, {}))
-            self.deserved = capacity_deserved(self.queues, everyone, total)
-            guarantees = self.guarantees = summed(self.queues[q].guarantee or {} for q in everyone)
-            self.real = {q: real_capability(self.queues[q], total, guarantees) for q in self.queues}
+            key = ("capacity", tuple(sorted(total.items())))
+            if memo is None or key not in memo:
+                everyone = dict.fromkeys(self.queues, Demand({}, {}))
+                guarantees = summed(self.queues[q].guarantee or {} for q in everyone)
+                real = {q: real_capability(self.queues[q], total, guarantees) for q in self.queues}
+                found = (capacity_deserved(self.queues, everyone, total), guarantees, real)
+                if memo is not None:
+                    memo.clear()
+                    memo[key] = found
+            else:
+                found = memo[key]  # type: ignore[assignment]  # kept by the branch above
+            self.deserved, self.guarantees, self.real = found
         else:
             self.deserved, self.real = {}, {}
 

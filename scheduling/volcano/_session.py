@@ -16,14 +16,16 @@ from collections.abc import Callable, Iterable, Iterator
 from fractions import Fraction
 
 from preemptd.events import Allocated, Resources
+from preemptd.projections import PartitionState
 
 from .._model import Cycle, rotation
 from ._backlog import IdleGroup, waiting_in_order
-from ._config import Plugin, config_of
+from ._config import Plugin, SchedulerConf, config_of, sharing_plugin
 from ._jobs import Job, Task, job_of
-from ._nodes import Nodes, PerJob
+from ._nodes import Lazily, Nodes, per_job
 from ._order import drf_share, job_key, job_orders, queue_key, victims_in_order
 from ._queues import Quotas, demands_of
+from ._shares import Demand
 from ._state import session_jobs
 from ._victims import ByNode
 from ._votes import Ballot
@@ -42,25 +44,25 @@ class Session:
         self.jobs = dict(self.kept.started)  # the session's, in no order: the idle jobs let in join it
         self.tasks: ChainMap[str, Task] = ChainMap({}, self.kept.tasks)
         self.nodes = Nodes.of(p, self.jobs)
-        with_jobs = {name for name, queue in p.queues.items() if queue.leaf and (queue.running or queue.waiting)}
-        self.quotas = Quotas(self.config, p.capacity, demands_of(p, with_jobs), self.nodes.held)
+        self.quotas = Quotas(self.config, p.capacity, _demands(p, self.conf), self.nodes.held, self.kept.rules)
+        queues = self.config.queues
         self.ballot = Ballot(
             jobs=self.jobs,
             held=self.nodes.held,
             deserved=self.quotas.deserved,
             ready=self.nodes.ready,
-            guarantees={q.name: q.guarantee or {} for q in self.config.queues.values()},
+            guarantees=Lazily(lambda q: (queues[q].guarantee or {}) if q in queues else {}),
             holds=self.quotas.holds,
             job_held=self.nodes.job_held,
             total=p.capacity,
-            ancestors={q: self.quotas.reclaim_ancestors(q) for q in self.config.queues if q != "root"},
+            ancestors=Lazily(lambda q: self.quotas.reclaim_ancestors(q) if q in queues else ()),
         )
         self.starving_voters = _starving_voters(self.conf.tiers)
         gang = next((plugin for tier in self.conf.tiers for plugin in tier if plugin.name == "gang"), None)
         self.gang_ready = gang is not None and gang.enabled("enableJobReady")  # nothing votes: every job is ready
         orders = job_orders(self.conf)
         # drf's shares as the session starts, read from the (unchanged) jobs as they are asked for
-        shares = PerJob(self.jobs, lambda job: drf_share(job.held, p.capacity), Fraction) if "drf" in orders else {}
+        shares = per_job(self.jobs, lambda job: drf_share(job.held, p.capacity), Fraction) if "drf" in orders else {}
         self.job_key = job_key(orders, shares)
         self.admitted: set[str] = set()  # idle jobs let in this session
         self.started_in = False  # the started jobs are in (once enqueue, or `admit_open`, ran)
@@ -152,12 +154,14 @@ class Session:
 
     def victims_in_order(self, jobs: Iterable[Job]) -> list[Task]:
         """The running tasks of `jobs` in victim order, as the shares are now."""
-        return victims_in_order(self.config.queues, {q: self.quotas.share(q) for q in self.config.queues}, jobs, self.job_key)
+        return victims_in_order(self.config.queues, self.quotas.share, jobs, self.job_key)
 
     def running(self, queues: set[str]) -> dict[str, ByNode]:
-        """The running tasks of `queues`, by queue and node, in victim order."""
+        """The running tasks of `queues`, by queue and node, in victim order (the started jobs'
+        of those queues: the others run nothing)."""
         by_queue: dict[str, ByNode] = {}
-        for task in self.victims_in_order(job for job in self.jobs.values() if job.queue in queues):
+        started = self.kept.by_queue
+        for task in self.victims_in_order(self.jobs[job_id] for queue in queues for job_id in started.get(queue, ())):
             by_queue.setdefault(task.queue, ByNode()).setdefault(task.node or "", []).append(task)
         return by_queue
 
@@ -226,6 +230,15 @@ def _untold(segment: Segment) -> Iterator[tuple[int, str, tuple[str, ...]]]:
     runs = [bucket.irange_key(low, high, inclusive=(True, False)) for told, bucket in group.told.items() if told != reasons]
     for key, job in heapq.merge(*runs):
         yield key, job, reasons
+
+
+def _demands(p: PartitionState, conf: SchedulerConf) -> dict[str, Demand]:
+    """What each queue with jobs holds and asks, for proportion, whose rules rest on it (read
+    for no other plugin: a session pays for every queue only where the rules need every queue)."""
+    plugin = sharing_plugin(conf)
+    if plugin is None or plugin.name != "proportion":
+        return {}
+    return demands_of(p, {name for name, queue in p.queues.items() if queue.leaf and (queue.running or queue.waiting)})
 
 
 def _seq(job: Job) -> int:
