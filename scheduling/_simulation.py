@@ -25,6 +25,7 @@ from preemptd.events import (
     Allocated,
     ClusterEvent,
     Decision,
+    DecisionEvent,
     DecodeError,
     DurationError,
     Evicted,
@@ -39,6 +40,7 @@ from preemptd.events import (
     TaskBound,
     TaskReleased,
     TaskSubmitted,
+    closest,
     decode_cluster_event,
     encode,
     object_events,
@@ -328,7 +330,32 @@ def _matches(decision: dict[str, Any], wanted: dict[str, Any]) -> bool:
     return True
 
 
+#: Each decision type's fields, by its `type`: what an expected decision may name.
+_DECISION_FIELDS = {str(cls.__struct_config__.tag): ("type", *(field.name for field in msgspec.structs.fields(cls))) for cls in DecisionEvent.__args__}
+
+
+def _unknown_fields(expect: Expectations) -> list[str]:
+    """An expected decision naming a type or a field no decision has would never match: said,
+    with the one meant, instead of failing as not found."""
+    failures = []
+    for index, wanted in enumerate(expect.decisions, 1):
+        kind = wanted.get("type")
+        if kind is not None and kind not in _DECISION_FIELDS:
+            meant = closest(str(kind), _DECISION_FIELDS)
+            failures.append(f"expected decision {index}: no decision type {kind!r}" + (f" (did you mean {meant!r}?)" if meant else ""))
+            continue
+        known = _DECISION_FIELDS[kind] if kind is not None else {name for names in _DECISION_FIELDS.values() for name in names}
+        for key in wanted:
+            if key not in known:
+                meant = "ts" if key == "at" else closest(key, known)  # a scenario's events say `at`; a decision's time is `ts`, in ms
+                failures.append(f"expected decision {index}: {kind or 'a decision'} has no field {key!r}" + (f" (did you mean {meant!r}?)" if meant else ""))
+    return failures
+
+
 def _check_decisions(decisions: list[Decision], expect: Expectations) -> list[str]:
+    unknown = _unknown_fields(expect)
+    if unknown:
+        return unknown
     remaining = list(expect.decisions)
     for decision in decisions:
         if remaining and _matches(to_builtins(decision), remaining[0]):

@@ -67,3 +67,20 @@ def test_a_preemption_says_why_the_other_candidates_on_its_node_stayed() -> None
     backtracked = simulate(load(ROOT / "tests/scenarios/law-2-search-backtracks.yaml"))
     [preempted] = [d for d in backtracked.decisions if d.__struct_config__.tag == "decision.preempted"]
     assert any(line.startswith("passed over on node-1: a-small") for line in preempted.explanation)
+
+
+def test_an_expected_decision_naming_what_no_decision_has_says_so_and_the_one_meant() -> None:
+    """Left alone, a misspelt type or field would only fail as a decision not found."""
+    scenario = msgspec.yaml.decode((ROOT / "tests/scenarios/volcano-enqueue-judges-again-when-the-cluster-grows.yaml").read_bytes(), type=Scenario)
+    assert scenario.expect is not None
+    wanted = [
+        {"type": "decision.allocatd", "task": "big-0"},
+        {"type": "decision.allocated", "task": "big-0", "at": "5s"},
+        {"type": "decision.allocated", "nodde": "node-1"},
+    ]
+    expect = msgspec.structs.replace(scenario.expect, decisions=wanted)
+    assert check(simulate(scenario), expect, "default") == [
+        "expected decision 1: no decision type 'decision.allocatd' (did you mean 'decision.allocated'?)",
+        "expected decision 2: decision.allocated has no field 'at' (did you mean 'ts'?)",
+        "expected decision 3: decision.allocated has no field 'nodde' (did you mean 'node'?)",
+    ]
