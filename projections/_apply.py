@@ -179,7 +179,8 @@ class Projection:
             p = self.new_partition(event.partition)
         warnings: tuple[str, ...] = ()
         model = self.models[p.model]  # the one the record arrives under (a configuration may change it)
-        model.fold.notice(p, event)
+        if p.kept.model is not None:  # what a model keeps between cycles hears of the event first (nothing kept: nothing to tell)
+            model.fold.notice(p, event)
         match event:  # the most frequent first: each case is an isinstance check
             case TaskSubmitted():
                 _task_submitted(p, event, record)
