@@ -22,6 +22,7 @@ from preemptd.projections import ClusterState, PartitionState
 from preemptd.projections._resources import _SHAPES
 from preemptd.scheduling import _model, _registry, apply, simulate
 from preemptd.scheduling._model import BLOCKED_PER_CYCLE
+from preemptd.scheduling.yunikorn import _backlog
 from preemptd.scheduling.yunikorn._backlog import Backlog
 from preemptd.scheduling.yunikorn._kept import backlog
 
@@ -96,10 +97,12 @@ def backlogs(draw: st.DrawFn) -> Scenario:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(scenario=backlogs(), told=st.sampled_from([2, 7, BLOCKED_PER_CYCLE]))
-def test_backlogs_of_alike_tasks_decide_as_the_whole_scan(scenario: Scenario, told: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With a cycle's budget of `decision.blocked` small enough to run out, too."""
+@given(scenario=backlogs(), told=st.sampled_from([2, 7, BLOCKED_PER_CYCLE]), fresh_most=st.sampled_from([0, 5, _backlog.FRESH_MOST]))
+def test_backlogs_of_alike_tasks_decide_as_the_whole_scan(scenario: Scenario, told: int, fresh_most: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a cycle's budget of `decision.blocked` small enough to run out, too, and bursts of
+    changed tasks both tried from the fresh lists and filed at once (`FRESH_MOST`)."""
     monkeypatch.setattr(_model, "BLOCKED_PER_CYCLE", told)
+    monkeypatch.setattr(_backlog, "FRESH_MOST", fresh_most)
     assert decisions(scenario) == whole_scan(scenario, monkeypatch)
 
 

@@ -12,10 +12,10 @@ that still need telling. Tasks still within their queue's `preemption.delay` are
 (`next_delay`) and so that a group of only such tasks is passed over at once.
 
 The fold says which tasks an event changes (`touch`, before it applies the event); the next
-cycle files them again (`refresh`). A few tasks changed since the last cycle (`FRESH_MOST`) are
-kept apart instead, as the leaf's `fresh` list, while allocation tries them: most are placed in
-the cycle they arrive in and never enter the sorted groups; those left waiting are filed before
-anything else reads the backlog (`file_fresh`). What is kept always equals what building it
+cycle files them again (`refresh`). The tasks changed since the last cycle (up to `FRESH_MOST`)
+are kept apart instead, as the leaf's `fresh` list, while allocation tries them: most are placed
+in the cycle they arrive in and never enter the sorted groups; those left waiting are filed
+before anything else reads the backlog (`file_fresh`). What is kept always equals what building it
 from the whole partition gives; a configuration change, or a restore, builds it whole.
 """
 
@@ -44,8 +44,9 @@ GroupKey = tuple[Shape, int, bool, str | None, str | None]
 Reasons = tuple[str, ...]
 
 #: At most this many tasks changed since the last cycle are tried by allocation before they are
-#: filed (a leaf's `fresh` list is read whole at each try: a burst is filed at once).
-FRESH_MOST = 64
+#: filed: more (a restore's whole backlog, a burst) are mostly left waiting, and filing them at
+#: once costs less than trying them from a list first.
+FRESH_MOST = 10_000
 
 _INT32 = 1 << 31
 _SEQ = 53  # bits of a log position (`MAX_TIMESTAMP` bounds them too)
@@ -176,7 +177,7 @@ class Leaf:
         self.classes: dict[Class, dict[GroupKey, None]] = {}
         self.told: dict[Class, dict[Reasons, int]] = {}  # per class: how many tasks were last told each reasons
         self.priorities: dict[int, int] = {}  # how many groups and fresh tasks have each priority: the best is the leaf's
-        self.fresh: list[tuple[int, TaskState]] = []  # (order key, task) of tasks not filed yet, sorted (`Backlog.refresh`)
+        self.fresh: list[tuple[int, TaskState]] = []  # (order key, task) of tasks not filed yet, sorted (`Backlog.refresh`), those changed since left in
         self.young: dict[str, TaskState] = {}
         self.young_most = 0  # the most `young` held since it was last made anew
 
@@ -186,9 +187,12 @@ class Leaf:
         return max(self.priorities)
 
     def first_fresh(self, cursor: int, failed: Container[Kind]) -> tuple[int, TaskState] | None:
-        """Its first fresh task after `cursor` whose kind is not in `failed`."""
-        for key, task in self.fresh:
-            if key > cursor and kind_of(task) not in failed:
+        """Its first fresh task after `cursor` whose kind is not in `failed` (within allocation,
+        the only fresh tasks that change are those it places, all at or before the cursor)."""
+        fresh = self.fresh
+        for index in range(bisect.bisect_left(fresh, (cursor + 1,)), len(fresh)):  # (k,) sorts before (k, task)
+            key, task = fresh[index]
+            if not (failed and kind_of(task) in failed):
                 return key, task
         return None
 
@@ -228,7 +232,7 @@ class Backlog:
         """Empty, for `p`: every task of `p` is filed at the first `refresh`."""
         self.leaves: dict[str, Leaf] = {}
         self.changed: dict[str, tuple[TaskState, int] | None] = dict.fromkeys(p.tasks)  # task id -> as filed before it changed (None: not filed)
-        self.fresh: dict[str, str] = {}  # task id -> leaf, of the tasks in a leaf's `fresh` list
+        self.fresh: dict[str, str] = {}  # task id -> leaf, of the tasks in a leaf's `fresh` list not changed since
         # (leaf, priority) of every task kept apart since the last refresh: its leaf and priority
         # count until then, as a filed task does until the refresh after it changed
         self.kept_apart: list[tuple[str, int]] = []
@@ -246,8 +250,7 @@ class Backlog:
         task = p.tasks.get(task_id)
         if task is not None:
             p.kept.touch(task.queue)
-        if task_id in self.fresh:
-            self._drop_fresh(task_id)
+        if self.fresh.pop(task_id, None) is not None:  # changed while kept apart: no longer tried (it counts until the next refresh)
             self.changed[task_id] = None
             return
         self.changed[task_id] = (task, order_key(p, task)) if task is not None and _waiting(task) else None
@@ -269,6 +272,8 @@ class Backlog:
                     self._add_fresh(p, task)
                 else:
                     self._file(p, task, now)
+        for path in dict.fromkeys(path for path, _ in self.kept_apart):
+            self.leaves[path].fresh.sort()  # order keys are unique: tasks are never compared
         ends = self.ends
         while ends and ends[0][0] <= now:
             _, seq, task_id, path = heapq.heappop(ends)
@@ -299,7 +304,8 @@ class Backlog:
         for path in paths:
             leaf = self.leaves[path]
             for _, task in leaf.fresh:
-                self._file(p, task, now)
+                if task.id in self.fresh:
+                    self._file(p, task, now)
             leaf.fresh = []
         for path, priority in self.kept_apart:
             self._count_priority(p, path, self.leaves[path], priority, -1)
@@ -313,16 +319,10 @@ class Backlog:
         leaf = self.leaves.get(task.queue)
         if leaf is None:
             leaf = self.leaves[task.queue] = Leaf()
-        bisect.insort(leaf.fresh, (self.order(task), task))  # order keys are unique: tasks are never compared
+        leaf.fresh.append((self.order(task), task))  # sorted once all are in
         self.fresh[task.id] = task.queue
         self.kept_apart.append((task.queue, task.priority))
         self._count_priority(p, task.queue, leaf, task.priority, +1)
-
-    def _drop_fresh(self, task_id: str) -> None:
-        """`task_id` changed while kept apart: no longer tried (it counts until the next refresh)."""
-        leaf = self.leaves[self.fresh.pop(task_id)]
-        index = next(i for i, (_, task) in enumerate(leaf.fresh) if task.id == task_id)
-        del leaf.fresh[index]
 
     def _file(self, p: PartitionState, task: TaskState, now: int) -> None:
         leaf = self.leaves.get(task.queue)
