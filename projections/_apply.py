@@ -436,6 +436,7 @@ def _node_upserted(p: PartitionState, event: NodeUpserted) -> None:
         node = p.nodes[event.node] = NodeState(name=event.node, capacity={}, schedulable=False)
     if node.schedulable:
         subtract(p.capacity, node.capacity)
+    p.kept.touch_node(node.name)
     node.capacity = dict(event.capacity.amounts)
     node.labels = dict(event.labels)
     node.schedulable = event.schedulable
@@ -633,6 +634,7 @@ def _count_on_node(p: PartitionState, task: TaskState, sign: int) -> None:
     if task.node is None:
         return
     node = p.nodes[task.node]
+    p.kept.touch_node(node.name)
     change = add if sign > 0 else subtract
     change(node.allocated, task.resources)
     if task.status == "preempting":
@@ -746,6 +748,7 @@ def _count_reservation(p: PartitionState, task: TaskState, sign: int) -> None:
     """Add or take away a reservation's share of its node's and its queues' aggregates."""
     assert task.reserved_node is not None, task.id  # callers count reserved tasks only
     node = p.nodes[task.reserved_node]
+    p.kept.touch_node(node.name)
     change = add if sign > 0 else subtract
     change(node.reserved, task.resources)
     change(node.claimed, reservation_claim(p, task))

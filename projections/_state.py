@@ -159,7 +159,7 @@ class Kept:
     absent, so none is ever part of a snapshot: a `Kept` encodes as nothing, a restore starts
     an empty one, and any two are equal (what is kept is not state)."""
 
-    __slots__ = ("model", "settled_at", "touched", "wakeup")
+    __slots__ = ("model", "nodes_touched", "settled_at", "touched", "wakeup")
 
     def __init__(self) -> None:
         self.settled_at = -1  # `PartitionState.changed` after a cycle that decided nothing
@@ -168,11 +168,19 @@ class Kept:
         # The leaves whose usage or waiting tasks the fold changed since the model last took them
         # (None: no model takes them): what a model's outcomes kept between cycles depend on.
         self.touched: set[str] | None = None
+        # The nodes whose tasks or reservations the fold changed since the model last took them
+        # (None: no model takes them): the only ones where room may have grown.
+        self.nodes_touched: set[str] | None = None
 
     def touch(self, leaf: str) -> None:
         """The fold changed what `leaf` (and so each queue above it) holds or waits for."""
         if self.touched is not None:
             self.touched.add(leaf)
+
+    def touch_node(self, node: str) -> None:
+        """The fold changed what `node` holds or holds back."""
+        if self.nodes_touched is not None:
+            self.nodes_touched.add(node)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Kept)

@@ -28,7 +28,7 @@ from collections.abc import Callable, Container, Iterator
 
 from sortedcontainers import SortedKeyList, SortedList
 
-from preemptd.events import AppFinished, Blocked, LogEvent, NodeRemoved, Preempted, Tick, Unreserved
+from preemptd.events import AppFinished, LogEvent, NodeRemoved, Preempted
 from preemptd.projections import PartitionState, TaskState
 
 from ._ordering import QueuePriorities
@@ -67,19 +67,17 @@ def group_key(task: TaskState) -> GroupKey:
 def tasks_changed_by(p: PartitionState, event: LogEvent) -> tuple[str, ...]:
     """The tasks whose place in the backlog `event` may change, asked before the fold applies
     it: those it submits, binds, places, releases, tells, reserves or lets go of."""
+    task = getattr(event, "task", None)  # the most frequent: the events of one task
+    if task is not None:
+        return (task,)
     match event:
-        case Tick():
-            return ()
         case Preempted():
             return (event.preemptor,)
         case NodeRemoved() if event.node in p.nodes:
             return tuple(p.nodes[event.node].reservations)
         case AppFinished() if event.app in p.apps:
             return tuple(p.apps[event.app].tasks)
-        case Blocked() | Unreserved():
-            return (event.task,)
-    task = getattr(event, "task", None)
-    return (task,) if isinstance(task, str) else ()
+    return ()
 
 
 class Group:

@@ -32,7 +32,7 @@ from .._model import Cycle, bounded
 from ._backlog import Backlog, Group, GroupKey, Kind, Leaf, group_key, kind_of
 from ._config import PreemptionSettings, config_of
 from ._daemonset import plan_for_required_node
-from ._kept import backlog, nodes_by_name
+from ._kept import backlog, first_fit, nodes_by_name
 from ._ordering import QueueOrder
 from ._placement import Placement, fits_node, queue_blocker
 from ._preemption import frees_unclaimed_room, plan_for_guarantee, scope_refusal
@@ -97,7 +97,7 @@ def _allocate(cycle: Cycle) -> bool:
     if not cycle.can_place():
         return False
     waiting = backlog(p, cycle.now, fresh=True)
-    order, placement = QueueOrder(p, waiting.priorities.of, waiting.allocation.live(waiting.leaves)), Placement(p, nodes_by_name(p))
+    order, placement = QueueOrder(p, waiting.priorities.of, waiting.allocation.live(waiting.leaves)), Placement(p, nodes_by_name(p), first_fit(p))
     cursor: dict[str, int] = {}  # per leaf, the order key of the last task placed
     placed_from: dict[str, set[GroupKey]] = {}  # per leaf, the groups it placed from (their first tasks are behind the cursor)
     failed: dict[str, dict[Kind, str | None]] = {}  # per leaf, the asks (and required nodes) that fit nowhere now: the max in the way, if one is

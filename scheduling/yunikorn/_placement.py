@@ -5,7 +5,9 @@ preemptor's ask its leaving victims do not cover), so the room a preemption make
 preemptor and nobody else, and nothing else is held back. Nodes are tried in name order and the
 first with room wins (first fit). Within one cycle free room only shrinks, so for each ask shape
 the scan resumes where it last succeeded and a shape that fitted nowhere is not tried again:
-placing N tasks costs O(N + nodes) per shape, not O(N * nodes).
+placing N tasks costs O(N + nodes) per shape, not O(N * nodes). Between cycles room grows only
+on the nodes the fold changed, so the scan resumes there or where it last stopped, whichever
+is first (`_kept.first_fit`): a full cluster's first nodes are not tried again each cycle.
 """
 
 from __future__ import annotations
@@ -57,11 +59,12 @@ def queue_blocker(p: PartitionState, task: TaskState) -> tuple[QueueState, dict[
 class Placement:
     """First-fit node choice for one cycle."""
 
-    def __init__(self, p: PartitionState, nodes: list[NodeState]) -> None:
-        """For `p`, whose schedulable nodes by name are `nodes`."""
+    def __init__(self, p: PartitionState, nodes: list[NodeState], cursor: dict[tuple[tuple[str, int], ...], int] | None = None) -> None:
+        """For `p`, whose schedulable nodes by name are `nodes`; `cursor`: by the ask's shape,
+        the first node that may fit it (kept between cycles by the caller, updated here)."""
         self._p = p
         self._nodes = nodes
-        self._cursor: dict[tuple[tuple[str, int], ...], int] = {}  # by the ask's shape: the first node that may fit it
+        self._cursor = cursor if cursor is not None else {}
 
     def find(self, task: TaskState) -> NodeState | None:
         """The node `task` goes to, or None if no node has room for it now."""
