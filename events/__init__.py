@@ -84,5 +84,5 @@ from ._scenario import (
     Scenario as Scenario,
     ShimSettings as ShimSettings,
 )
-from ._text import printable as printable, shown as shown
+from ._text import printable as printable, printable_lines as printable_lines, shown as shown
 from ._words import closest as closest, snake_case as snake_case

@@ -7,7 +7,7 @@ import reprlib
 import unicodedata
 from typing import Any
 
-__all__ = ["cut_text", "printable", "shown"]
+__all__ = ["cut_text", "printable", "printable_lines", "shown"]
 
 # Controls (C0, DEL, C1), format characters (bidirectional overrides and isolates, zero-width
 # characters) and line and paragraph separators: shown as escapes, never sent to the terminal.
@@ -19,6 +19,11 @@ def printable(text: str) -> str:
     if text.isascii() and text.isprintable():
         return text
     return "".join(repr(ch)[1:-1] if unicodedata.category(ch) in _UNSAFE else ch for ch in text)
+
+
+def printable_lines(text: str) -> str:
+    """`text` made printable line by line: its own line breaks kept."""
+    return "\n".join(map(printable, text.split("\n")))
 
 
 def cut_text(text: str, chars: int) -> str:

@@ -25,12 +25,11 @@ import os
 import signal
 import sys
 
-from preemptd.events import PreemptdError
+from preemptd.events import PreemptdError, printable_lines
 
 from ..early import early_stops
 from ..errors import first_leaf
 from ..operations.logs import configure
-from . import render
 from .commands import COMMANDS, run as run_command
 from .options import COMMAND_PARSERS, Parser, Version
 
@@ -83,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return anyio.run(args.func, args, backend="asyncio")
     except PreemptdError as exc:
-        print(f"preemptd: {render.printable_lines(str(exc))}", file=sys.stderr)
+        print(f"preemptd: {printable_lines(str(exc))}", file=sys.stderr)
         return 2
     except BaseExceptionGroup as group:  # from a task group: ours are still one-line errors
         ours, others = group.split(PreemptdError)
@@ -91,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             raise
         if others is not None and others.split(_consequences())[1] is not None:  # a bug beside ours: both shown
             raise
-        print(f"preemptd: {render.printable_lines(str(first_leaf(ours)))}", file=sys.stderr)  # the rest followed from it
+        print(f"preemptd: {printable_lines(str(first_leaf(ours)))}", file=sys.stderr)  # the rest followed from it
         return 2
     except KeyboardInterrupt:
         return 130

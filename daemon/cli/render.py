@@ -28,6 +28,7 @@ from preemptd.events import (
     Unreserved,
     format_moment,
     printable,
+    printable_lines,
     type_of,
 )
 from preemptd.projections import ClusterState, LogRecord, PartitionState, Rejected, Words
@@ -49,11 +50,6 @@ if TYPE_CHECKING:  # the store brings SQLAlchemy, which commands that only print
     from ..records import DeadLetter
 
 __all__ = ["clock", "config_change", "dead_letter", "explanation", "printable", "printable_lines", "queue_table", "replay_summary", "summary"]
-
-
-def printable_lines(text: str) -> str:
-    """`text` made printable line by line: its own line breaks kept."""
-    return "\n".join(map(printable, text.split("\n")))
 
 
 def _printable_decision(value: Any) -> Any:
