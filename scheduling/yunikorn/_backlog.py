@@ -246,6 +246,8 @@ class Backlog:
         if task_id in self.changed:
             return
         task = p.tasks.get(task_id)
+        if task is not None and task.status != "pending":
+            return  # running or leaving: not in the backlog, and no event makes it wait again
         if task is not None:
             p.kept.touch(task.queue)
         if self.fresh.pop(task_id, None) is not None:  # changed while kept apart: no longer tried (it counts until the next refresh)
