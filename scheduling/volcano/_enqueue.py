@@ -36,7 +36,7 @@ def enqueue(s: Session) -> None:
         groups = s.idle.queues[queue].groups
         if s.config.queues[queue].closed:
             closed = [(group, -1, _PAST, f"enqueue: queue {queue} is closed: it takes no new jobs") for group in groups.values()]
-            _tell_idle(s, queue, closed, quiet)
+            _tell_refused(s, queue, closed, quiet)
             continue
         segments: list[Segment] = []
         refused: dict[tuple[tuple[str, int], ...], tuple[int, str]] = {}  # per group, since the last job let in: from where, and why
@@ -59,7 +59,7 @@ def enqueue(s: Session) -> None:
                 refused = {}
             cursor = key
         segments += [(groups[gang_of], low, _PAST, why) for gang_of, (low, why) in refused.items()]
-        _tell_idle(s, queue, segments, quiet if not let_in else None)
+        _tell_refused(s, queue, segments, quiet if not let_in else None)
 
 
 def _quiet(s: Session) -> dict[str, None]:
@@ -74,7 +74,7 @@ def _quiet(s: Session) -> dict[str, None]:
     return kept.quiet
 
 
-def _tell_idle(s: Session, queue: str, segments: list[Segment], quiet: dict[str, None] | None) -> None:
+def _tell_refused(s: Session, queue: str, segments: list[Segment], quiet: dict[str, None] | None) -> None:
     """`queue`'s idle jobs refused, to be told; quiet from now on if it was refused whole
     (`quiet` given), every job was told so already and no job of it changed in this session."""
     s.tell_idle(queue, segments)

@@ -78,10 +78,6 @@ class Session:
     def started(self, job: Job) -> bool:
         return len(job.pending) < len(job.tasks)
 
-    def let_in(self, job: Job) -> bool:
-        """Whether `job` is in this session: let in, or started once enqueue ran."""
-        return job.id in self.admitted or (self.started_in and job.id in self.kept.started)
-
     def pipelined_jobs(self) -> list[Job]:
         """The jobs with a task waiting on a node held for it (in no order)."""
         return [self.jobs[job_id] for job_id in self.kept.pipelined]

@@ -256,8 +256,8 @@ class Backlog:
         self.changed[task_id] = (task, order_key(p, task)) if task is not None and _waiting(task) else None
 
     def refresh(self, p: PartitionState, now: int, fresh: bool = False) -> None:
-        """File again the tasks that changed since the last refresh (with `fresh`, keep a few
-        apart in their leaf's `fresh` list instead), let those whose delay ended by `now` out of
+        """File again the tasks that changed since the last refresh (with `fresh`, up to
+        `FRESH_MOST` of them are kept apart in their leaf's `fresh` list instead), let those whose delay ended by `now` out of
         `young`, and visit again the leaves the fold changed."""
         self.file_fresh(p, now)
         changed, self.changed = self.changed, {}

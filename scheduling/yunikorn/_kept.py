@@ -36,7 +36,7 @@ def kept(p: PartitionState) -> YuniKornKept:
 
 def backlog(p: PartitionState, now: int, fresh: bool = False) -> Backlog:
     """The partition's backlog, filed up to date at `now` (built whole the first time); with
-    `fresh`, for allocation: a few changed tasks kept apart (`Backlog.refresh`)."""
+    `fresh`, for allocation: the changed tasks kept apart (`Backlog.refresh`)."""
     found = kept(p)
     if found.backlog is None:
         found.backlog = Backlog(p)
